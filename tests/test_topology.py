@@ -1,0 +1,96 @@
+"""Topology model and topology-level expansions: facts from graph theory."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from topofinder.errors import TopofinderError
+from topofinder.expansions import (
+    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
+)
+from topofinder.generators import (
+    circulant, complete, complete_bipartite, de_bruijn, directed_circulant, generalized_kautz,
+    hypercube, kautz, torus, uni_ring,
+)
+from topofinder.topology import Topology
+
+
+def test_arcs_degrees_and_self_loops():
+    g = generalized_kautz(2, 5)        # x = −2x−a (mod 5) ⇔ 3x = −a: one loop per a
+    assert g.n == 5 and g.num_arcs == 10 and g.is_regular and g.degree == 2
+    loops = sum(int(u) == int(w) for u, w in zip(g.src, g.dst))
+    assert g.self_loops == loops == 2
+
+
+def test_distances_match_networkx():
+    g = line_graph(circulant(9, [1, 2]), 1)
+    ref = dict(nx.all_pairs_shortest_path_length(nx.DiGraph(g.to_networkx())))
+    for u in range(g.n):
+        for v in range(g.n):
+            assert g.distances[u, v] == ref[u][v]
+
+
+def test_networkx_round_trip_keeps_multiarcs_and_capacity():
+    g = Topology(3, [0, 0, 1, 2], [1, 1, 2, 0], capacity=[1, 2, 3, 1])
+    h = Topology.from_networkx(g.to_networkx())
+    assert h.same_arcs(g) and h.heterogeneous
+
+
+@pytest.mark.parametrize("make", [lambda: de_bruijn(2, 4), lambda: kautz(3, 2),
+                                  lambda: directed_circulant(7, [1, 3]),
+                                  lambda: line_graph(uni_ring(2, 5), 2),
+                                  lambda: degree_expansion(directed_circulant(5, [1, 2]), 2),
+                                  lambda: cartesian_product(uni_ring(1, 3), kautz(2, 1))])
+def test_known_reverse_isomorphisms_are_isomorphisms(make):
+    g = make()
+    assert g.reverse_isomorphism is not None
+    assert g.is_reverse_symmetric()
+    # the general (networkx) test agrees
+    plain = Topology(g.n, g.src, g.dst, bidirectional=False)
+    assert plain.is_reverse_symmetric()
+
+
+def test_not_reverse_symmetric_detected():
+    # a node with out-degree 2 but no node with in-degree 2: G^T cannot be isomorphic
+    assert not Topology(3, [0, 0], [1, 2]).is_reverse_symmetric()
+    # 0↔2 maps this one onto its transpose
+    assert Topology(3, [0, 0, 1, 2], [1, 2, 2, 0]).is_reverse_symmetric()
+
+
+def test_line_graph_size_degree_diameter():
+    for base in [complete_bipartite(4), circulant(16, [3, 4]), complete(5)]:
+        lg = line_graph(base)
+        assert lg.n == base.n * base.degree and lg.degree == base.degree and lg.is_regular
+        assert lg.diameter == base.diameter + 1
+    assert str(line_graph(circulant(16, [3, 4]), 3)) == "L^3(C(16,{3,4}))"
+
+
+def test_kautz_is_iterated_line_graph_of_complete():
+    assert kautz(4, 2).n == 4 ** 2 * 5 and kautz(4, 2).diameter == 3
+
+
+def test_products_add_degrees_and_diameters():
+    a, b = torus(3, 4), complete_bipartite(3)
+    p = cartesian_product(a, b)
+    assert p.n == a.n * b.n and p.degree == a.degree + b.degree
+    assert p.diameter == a.diameter + b.diameter
+    assert cartesian_power(complete(2), 3).diameter == 3 == hypercube(3).diameter
+
+
+def test_degree_expansion_and_bidirectional():
+    g = degree_expansion(uni_ring(1, 4), 2)
+    assert g.n == 8 and g.degree == 2 and g.is_regular
+    b = bidirectional(de_bruijn(2, 3))
+    assert b.bidirectional and b.degree == 4
+
+
+def test_bad_topologies_raise():
+    with pytest.raises(TopofinderError):
+        Topology(1, [], [])
+    with pytest.raises(TopofinderError):
+        Topology(3, [0], [5])
+    with pytest.raises(TopofinderError, match="gcd"):
+        circulant(8, [2, 4])
+    with pytest.raises(TopofinderError, match="not strongly connected"):
+        _ = Topology(3, [0, 1], [1, 2]).diameter
+    assert np.all(Topology(3, [0, 1], [1, 2]).distances[2, :2] == -1)

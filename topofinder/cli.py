@@ -1,0 +1,110 @@
+"""The ``topofinder`` command (DESIGN §12). Parses arguments and prints; the work is elsewhere.
+
+Bad input: one line on stderr saying what was wrong and what is accepted, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from topofinder.errors import TopofinderError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage dumps."""
+
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        raise TopofinderError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _add_score(sub) -> None:
+    p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, τ, T_B^FC, ...",
+                       description="Score one topology given as an expression (e.g. "
+                                   "'L^3(C(16,{3,4}))', 'Pi(4,1024)', 'Torus(8,8)') or a "
+                                   "topology file (edge list, node-link JSON, GraphML).")
+    p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(run=_run_score)
+
+
+def _run_score(args) -> int:
+    from topofinder.expr import load_topology
+    from topofinder.summary import describe
+
+    topo = load_topology(args.expr)
+    info = describe(topo)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="write a topology, schedule or patch-panel plan",
+                       description="Export a topology (edge list, JSON, GraphML), a schedule "
+                                   "or a patch-panel cabling plan.")
+    p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    p.add_argument("--what", choices=["topology"], default="topology",
+                   help="what to export (default: topology)")
+    p.add_argument("--format", default=None,
+                   help="topology: edgelist (default), json (node-link), graphml")
+    p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args) -> int:
+    from topofinder.export.topology import write_topology
+    from topofinder.expr import load_topology
+
+    topo = load_topology(args.expr)
+    write_topology(topo, args.format or "edgelist", args.output)
+    return 0
+
+
+def _add_search(sub) -> None:
+    p = sub.add_parser("search", help="find the Pareto-efficient topologies for N nodes of "
+                                      "degree d and recommend one for a workload")
+    p.add_argument("--n", required=True, help="number of nodes N")
+    p.add_argument("--d", required=True, help="ports per node d")
+    p.set_defaults(run=_run_search)
+
+
+def _run_search(args) -> int:
+    raise TopofinderError("search: the topology finder is not built yet "
+                          "(use 'topofinder score EXPR' meanwhile)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="topofinder",
+                     description="Topology/schedule co-design search for direct-connect "
+                                 "fabrics: find, score and export topologies and collective "
+                                 "schedules for N nodes with d ports each.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    _add_search(sub)
+    _add_score(sub)
+    _add_export(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except TopofinderError as exc:
+        print(f"topofinder: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("topofinder: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

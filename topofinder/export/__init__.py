@@ -1,0 +1,1 @@
+"""Writers for topologies, schedules and patch-panel plans (DESIGN §10)."""

@@ -1,0 +1,38 @@
+"""The facts `topofinder score` reports for one topology (DESIGN §12 field names)."""
+
+from __future__ import annotations
+
+from topofinder.topology import Topology
+
+
+def moore_bound_steps(n: int, d: int) -> int:
+    """T_L*(N, d) in steps: min{k : Σ_{i=0..k} d^i ≥ N} (the Moore bound, DESIGN §1)."""
+    if d < 1:
+        raise ValueError("degree must be >= 1")
+    if d == 1:
+        return n - 1
+    k, reach, power = 0, 1, 1
+    while reach < n:
+        k += 1
+        power *= d
+        reach += power
+    return k
+
+
+def describe(topo: Topology) -> dict:
+    """Structural facts and every available score of ``topo``; τ values in M/B."""
+    n, d = topo.n, topo.degree
+    info = {
+        "expr": topo.expr,
+        "N": n,
+        "d": d,
+        "diameter": topo.diameter,
+        "bidirectional": bool(topo.bidirectional),
+        "regular": topo.is_regular,
+        "self_loops": topo.self_loops,
+        "heterogeneous": topo.heterogeneous,
+        "moore_T_L": moore_bound_steps(n, d),
+        "tau_opt": (n - 1) / n,
+        "tau_opt_exact": f"{n - 1}/{n}",
+    }
+    return info

@@ -1,0 +1,241 @@
+"""The Topology: N nodes 0..N-1 and a multiset of directed arcs (DESIGN §1).
+
+A k-fold multi-arc is k entries in ``src``/``dst`` (k links, k·b bandwidth). Self-loops are kept
+(generalized Kautz graphs have them) and reported, but they carry no traffic. Heterogeneous links
+carry an integer ``capacity`` per arc in units of the base link bandwidth b; ``None`` means 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
+
+from topofinder.errors import TopofinderError
+
+MAX_NODES = 1_000_000
+
+
+def _readonly(a, dtype=np.int64) -> np.ndarray:
+    a = np.array(a, dtype=dtype, copy=True).reshape(-1)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """A direct-connect topology.
+
+    ``n``: number of nodes. ``src``/``dst``: arc endpoints (int64 arrays of equal length).
+    ``expr``: the expression that names it (DESIGN §3). ``capacity``: per-arc integer link
+    capacity in units of b, or None for all ones. ``bidirectional``: every arc has a partner in
+    the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
+    know it (scorers may then analyse one node). ``reverse_isomorphism``: a known permutation p
+    with (u, w) an arc iff (p[w], p[u]) an arc, i.e. G^T ≅ G (Appendix B, Thm 2).
+    """
+
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    expr: str = "G"
+    capacity: np.ndarray | None = None
+    bidirectional: bool | None = None
+    vertex_transitive: bool = False
+    reverse_isomorphism: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        n = int(self.n)
+        if n < 2:
+            raise TopofinderError(f"{self.expr}: N = {n} nodes; a topology needs N >= 2")
+        if n > MAX_NODES:
+            raise TopofinderError(
+                f"{self.expr}: N = {n} nodes; topofinder handles N <= {MAX_NODES}")
+        src, dst = _readonly(self.src), _readonly(self.dst)
+        if src.shape != dst.shape:
+            raise TopofinderError("arc source and destination arrays differ in length")
+        if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+            raise TopofinderError(f"{self.expr}: an arc names a node outside 0..{n - 1}")
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        if self.capacity is not None:
+            cap = _readonly(self.capacity)
+            if cap.shape != src.shape or (cap.size and cap.min() < 1):
+                raise TopofinderError("link capacities must be positive integers, one per arc")
+            object.__setattr__(self, "capacity", None if np.all(cap == 1) else cap)
+        if self.reverse_isomorphism is not None:
+            object.__setattr__(self, "reverse_isomorphism", _readonly(self.reverse_isomorphism))
+        if self.bidirectional is None:
+            object.__setattr__(self, "bidirectional", self._arcs_equal_reverse())
+
+    # ---- basic facts -------------------------------------------------------------------
+    def __str__(self) -> str:
+        return self.expr
+
+    def __repr__(self) -> str:
+        return f"Topology({self.expr!r}, N={self.n}, arcs={self.num_arcs})"
+
+    @property
+    def num_arcs(self) -> int:
+        return int(self.src.size)
+
+    @property
+    def arc_capacity(self) -> np.ndarray:
+        """Per-arc capacity in units of b (ones when homogeneous)."""
+        return np.ones(self.num_arcs, np.int64) if self.capacity is None else self.capacity
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.capacity is not None
+
+    @cached_property
+    def out_degrees(self) -> np.ndarray:
+        """Number of outgoing ports (arcs, multi-arcs and self-loops counted) per node."""
+        return np.bincount(self.src, minlength=self.n)
+
+    @cached_property
+    def in_degrees(self) -> np.ndarray:
+        return np.bincount(self.dst, minlength=self.n)
+
+    @property
+    def is_regular(self) -> bool:
+        """Every node has the same in- and out-degree."""
+        d = self.out_degrees[0]
+        return bool(np.all(self.out_degrees == d) and np.all(self.in_degrees == d))
+
+    @property
+    def degree(self) -> int:
+        """d: the out-degree of a regular topology, else the largest out-degree."""
+        return int(self.out_degrees.max()) if self.num_arcs else 0
+
+    @property
+    def self_loops(self) -> int:
+        return int(np.count_nonzero(self.src == self.dst))
+
+    # ---- derived graphs ----------------------------------------------------------------
+    @cached_property
+    def link_matrix(self) -> sp.csr_matrix:
+        """N×N sparse matrix: entry (u, w) = total capacity of arcs u→w; self-loops dropped."""
+        keep = self.src != self.dst
+        m = sp.coo_matrix((self.arc_capacity[keep], (self.src[keep], self.dst[keep])),
+                          shape=(self.n, self.n)).tocsr()
+        m.sum_duplicates()
+        return m
+
+    def transpose(self) -> "Topology":
+        """G^T: every arc reversed (reduce-scatter runs on it, Appendix B)."""
+        return Topology(self.n, self.dst, self.src, expr=f"T({self.expr})",
+                        capacity=self.capacity, bidirectional=self.bidirectional,
+                        vertex_transitive=self.vertex_transitive,
+                        reverse_isomorphism=self.reverse_isomorphism)
+
+    def renamed(self, expr: str) -> "Topology":
+        """The same arcs under another expression."""
+        return Topology(self.n, self.src, self.dst, expr=expr, capacity=self.capacity,
+                        bidirectional=self.bidirectional,
+                        vertex_transitive=self.vertex_transitive,
+                        reverse_isomorphism=self.reverse_isomorphism)
+
+    # ---- distances -----------------------------------------------------------------------
+    @cached_property
+    def distances(self) -> np.ndarray:
+        """dist[u, v] = hops on a shortest path u→v (int32); -1 where v is unreachable."""
+        d = shortest_path(self.link_matrix, method="D", unweighted=True, directed=True)
+        out = np.full(d.shape, -1, dtype=np.int32)
+        finite = np.isfinite(d)
+        out[finite] = d[finite].astype(np.int32)
+        return out
+
+    @property
+    def strongly_connected(self) -> bool:
+        return bool(np.all(self.distances >= 0))
+
+    @property
+    def diameter(self) -> int:
+        """Largest shortest-path distance; TopofinderError if not strongly connected."""
+        dist = self.distances
+        if np.any(dist < 0):
+            raise TopofinderError(f"{self.expr} is not strongly connected: no finite diameter")
+        return int(dist.max())
+
+    # ---- symmetry ------------------------------------------------------------------------
+    def arc_multiset(self) -> np.ndarray:
+        """Arcs with capacity as sorted rows (u, w, capacity): a canonical arc listing."""
+        rows = np.stack([self.src, self.dst, self.arc_capacity], axis=1)
+        return rows[np.lexsort(rows.T[::-1])]
+
+    def same_arcs(self, other: "Topology") -> bool:
+        """Identical node count and arc multiset (same labelling)."""
+        return self.n == other.n and np.array_equal(self.arc_multiset(), other.arc_multiset())
+
+    def _arcs_equal_reverse(self) -> bool:
+        rows = np.stack([self.src, self.dst, self.arc_capacity], axis=1)
+        rev = np.stack([self.dst, self.src, self.arc_capacity], axis=1)
+        return bool(np.array_equal(rows[np.lexsort(rows.T[::-1])], rev[np.lexsort(rev.T[::-1])]))
+
+    def is_reverse_symmetric(self, max_nodes_general: int = 256) -> bool:
+        """G^T ≅ G (Appendix B). Uses a known isomorphism when present, a bidirectional
+        topology is trivially reverse-symmetric, otherwise a general isomorphism test for
+        graphs up to ``max_nodes_general`` nodes (TopofinderError beyond)."""
+        if self.bidirectional:
+            return True
+        if self.reverse_isomorphism is not None:
+            p = self.reverse_isomorphism
+            mapped = Topology(self.n, p[self.dst], p[self.src], capacity=self.capacity,
+                              bidirectional=False)
+            return mapped.same_arcs(self)
+        if self.n > max_nodes_general:
+            raise TopofinderError(
+                f"{self.expr}: no known reverse isomorphism and N > {max_nodes_general}")
+        g, gt = self.to_networkx(), self.transpose().to_networkx()
+        if sorted(self.out_degrees) != sorted(self.in_degrees):
+            return False
+        return nx.is_isomorphic(_collapse(g), _collapse(gt), edge_match=_same_weight)
+
+    # ---- networkx ------------------------------------------------------------------------
+    def to_networkx(self) -> nx.MultiDiGraph:
+        """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``."""
+        g = nx.MultiDiGraph(name=self.expr)
+        g.add_nodes_from(range(self.n))
+        g.add_edges_from((int(u), int(w), {"capacity": int(c)})
+                         for u, w, c in zip(self.src, self.dst, self.arc_capacity))
+        return g
+
+    @classmethod
+    def from_networkx(cls, g: nx.Graph, expr: str | None = None) -> "Topology":
+        """From any networkx graph; undirected edges become arc pairs; nodes are renumbered
+        0..N-1 in sorted order (insertion order if unsortable); ``capacity`` attribute used
+        when present."""
+        nodes = list(g.nodes)
+        try:
+            nodes = sorted(nodes)
+        except TypeError:
+            pass
+        index = {v: i for i, v in enumerate(nodes)}
+        src, dst, cap = [], [], []
+        for u, w, data in g.edges(data=True):
+            c = int(data.get("capacity", 1))
+            src.append(index[u]); dst.append(index[w]); cap.append(c)
+            if not g.is_directed():
+                src.append(index[w]); dst.append(index[u]); cap.append(c)
+        return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap)
+
+
+def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:
+    """Multi-arcs folded into one arc whose weight is the summed capacity."""
+    h = nx.DiGraph()
+    h.add_nodes_from(g.nodes)
+    for u, w, data in g.edges(data=True):
+        if h.has_edge(u, w):
+            h[u][w]["weight"] += data["capacity"]
+        else:
+            h.add_edge(u, w, weight=data["capacity"])
+    return h
+
+
+def _same_weight(a, b) -> bool:
+    return a["weight"] == b["weight"]
