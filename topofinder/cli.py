@@ -81,6 +81,38 @@ def _run_search(args) -> int:
                           "(use 'topofinder score EXPR' meanwhile)")
 
 
+def _add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="time the work of DESIGN §13 against its targets",
+                       description="Median timings of the benchmark cases, printed with the "
+                                   "machine's core count and merged into results/bench.json.")
+    p.add_argument("cases", nargs="*", metavar="WORD",
+                   help="run only cases whose name contains one of these words")
+    p.add_argument("--repeat", type=int, default=None, help="runs per case (default: per case)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(run=_run_bench)
+
+
+def _run_bench(args) -> int:
+    from topofinder import bench
+
+    if args.repeat is not None and args.repeat < 1:
+        raise TopofinderError("bench: --repeat must be a positive integer")
+    report = bench.run(args.cases or None, args.repeat,
+                       progress=lambda name: print(f"bench: {name} ...", file=sys.stderr))
+    if not report["cases"]:
+        raise TopofinderError(f"bench: no case matches {' '.join(args.cases)}")
+    bench.write(report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"machine: {report['machine']['cores']} cores, Python {report['machine']['python']}")
+    for row in report["cases"]:
+        target = "" if row["target_s"] is None else f"  target {row['target_s']:g} s  " + (
+            "ok" if row["meets_target"] else "MISSED")
+        print(f"{row['median_s']:9.4f} s  {row['name']}{target}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -91,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(sub)
     _add_score(sub)
     _add_export(sub)
+    _add_bench(sub)
     return parser
 
 
