@@ -69,16 +69,69 @@ def _run_export(args) -> int:
 
 
 def _add_search(sub) -> None:
-    p = sub.add_parser("search", help="find the Pareto-efficient topologies for N nodes of "
-                                      "degree d and recommend one for a workload")
-    p.add_argument("--n", required=True, help="number of nodes N")
-    p.add_argument("--d", required=True, help="ports per node d")
+    p = sub.add_parser(
+        "search", help="find the Pareto-efficient topologies for N nodes of degree d and "
+                       "recommend one for a workload",
+        description="Bottom-up search over expansions of small optimal bases and generative "
+                    "families (paper 001 §5.4). Every frontier point is built, its schedule "
+                    "replayed and scored (T_L in steps of α, τ in M/B, T_B^FC, all-to-all), "
+                    "then ranked by allreduce time 2(T_L·α + τ·M/B) for the workload.")
+    p.add_argument("--n", required=True, metavar="N", help="number of nodes (>= 2)")
+    p.add_argument("--d", required=True, metavar="D", help="ports per node (1 <= d < N)")
+    p.add_argument("--alpha", default="10us", help="per-step latency α (default 10us)")
+    p.add_argument("--bandwidth", default="100Gbps",
+                   help="node bandwidth B = d·b (default 100Gbps; Gbps = 10^9 bit/s)")
+    p.add_argument("--size", default="1MB",
+                   help="allreduce size M (KB/MB/GB = 1024-based bytes), or a weighted list "
+                        "such as 1MB:0.7,64MB:0.3 (default 1MB)")
+    p.add_argument("--alltoall-share", default="0", metavar="S",
+                   help="share in [0, 1] of the ranking objective given to all-to-all of the "
+                        "same per-node size (default 0)")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="only topologies duplex cabling can realise")
+    p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=_run_search)
 
 
 def _run_search(args) -> int:
-    raise TopofinderError("search: the topology finder is not built yet "
-                          "(use 'topofinder score EXPR' meanwhile)")
+    from topofinder.search import search
+    from topofinder.workload import Workload
+
+    if args.jobs is not None and args.jobs < 1:
+        raise TopofinderError(f"search: --jobs must be >= 1, got {args.jobs}")
+    workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
+    result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
+                    jobs=args.jobs, use_cache=not args.no_cache, progress=True)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_frontier(result))
+    return 0
+
+
+def format_frontier(result: dict) -> str:
+    """The frontier as an aligned table with the recommendation marked."""
+    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", "allreduce",
+             "all-to-all", "schedule")]
+    for i, p in enumerate(result["frontier"]):
+        flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
+            "D" if p["bidirectional"] else "-")
+        a2a = "" if p["alltoall_time_s"] is None else f"{p['alltoall_time_s'] * 1e6:.1f} us"
+        fc = "" if p["tau_fc"] is None else f"{p['tau_fc']:.4f}"
+        rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
+                     f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
+                     f"{p['allreduce_time_s'] * 1e6:.1f} us", a2a, p["schedule"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"N = {result['N']}, d = {result['d']}: {len(result['frontier'])} Pareto-efficient "
+             f"topologies (T_L in steps, tau and tau_fc in M/B)"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    best = result["frontier"][result["recommended"]]
+    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    lines.append(f"recommended (*): {best['expr']} — allreduce "
+                 f"{best['allreduce_time_s'] * 1e6:.1f} us for the workload")
+    return "\n".join(lines)
 
 
 def _add_bench(sub) -> None:

@@ -1,0 +1,63 @@
+"""On-disk cache of scores and verifications (DESIGN §11), keyed by the call's arguments and
+the code version, so that a repeated search is instant and a code change never serves stale
+results. Location: $TOPOFINDER_CACHE, else ~/.cache/topofinder. joblib.Memory writes entries
+atomically and recomputes an entry it cannot read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import joblib
+
+PACKAGE = Path(__file__).resolve().parent
+CATALOG = PACKAGE.parent / "catalog"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TOPOFINDER_CACHE") or Path.home() / ".cache" / "topofinder")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the package's source and the catalog data: part of every cache key."""
+    h = hashlib.sha256()
+    files = sorted(PACKAGE.rglob("*.py")) + sorted(CATALOG.glob("*.json"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _call(fn: Callable, version: str, args: tuple):
+    return fn(*args)
+
+
+@lru_cache(maxsize=1)
+def _memory() -> joblib.Memory:
+    return joblib.Memory(cache_dir(), verbose=0)
+
+
+class Cached:
+    """``fn`` with its results cached on disk under (fn, arguments, code version)."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self._memorized = _memory().cache(_call, ignore=[])
+
+    def __call__(self, *args):
+        return self._memorized(self.fn, code_version(), args)
+
+
+def cached(fn: Callable, use_cache: bool = True) -> Callable:
+    """``fn`` itself when caching is off, else its disk-cached version."""
+    return Cached(fn) if use_cache else fn
+
+
+def clear() -> None:
+    """Remove every cached entry."""
+    _memory().clear(warn=False)

@@ -1,0 +1,65 @@
+"""Independent work in parallel (DESIGN §11): joblib with loky on all local cores by default,
+or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr and only shows
+when the work takes more than a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Iterable
+
+import joblib
+from tqdm import tqdm
+
+_BACKEND = {"name": "loky", "client": None}
+
+
+def use_dask(address: str | None) -> None:
+    """Run later parallel work on the Dask scheduler at ``address`` (a LocalCluster when None).
+    Needs the optional extra: pip install 'topofinder[dask]'."""
+    from topofinder.errors import TopofinderError
+
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise TopofinderError("the dask backend needs dask[distributed]: "
+                              "pip install 'topofinder[dask]'") from None
+    try:
+        client = Client(address) if address else Client(processes=True, n_workers=2)
+    except OSError as exc:
+        raise TopofinderError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    _BACKEND.update(name="dask", client=client)
+
+
+def use_loky() -> None:
+    if _BACKEND["client"] is not None:
+        _BACKEND["client"].close()
+    _BACKEND.update(name="loky", client=None)
+
+
+def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
+                 progress: bool | Callable | None = None, label: str = "working") -> list:
+    """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
+    (None: all cores; 1: in this process)."""
+    items = list(items)
+    args = [it if isinstance(it, tuple) else (it,) for it in items]
+    jobs = jobs or os.cpu_count() or 1
+    bar = tqdm(total=len(args), desc=label, file=sys.stderr, delay=1.0, leave=False,
+               disable=not progress)
+    try:
+        if jobs == 1 or len(args) <= 1:
+            out = []
+            for a in args:
+                out.append(fn(*a))
+                bar.update()
+            return out
+        with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs):
+            gen = joblib.Parallel(return_as="generator")(joblib.delayed(fn)(*a) for a in args)
+            out = []
+            for result in gen:
+                out.append(result)
+                bar.update()
+            return out
+    finally:
+        bar.close()
