@@ -166,6 +166,42 @@ def _run_bench(args) -> int:
     return 0
 
 
+def _add_catalog(sub) -> None:
+    p = sub.add_parser("catalog", help="list (or build) the base-topology catalog",
+                       description="The catalog of small base topologies with stored "
+                                   "schedules and provenance (catalog/*.json).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    lst = actions.add_parser("list", help="N, d, T_L, tau, BW-/Moore-optimal flags, provenance")
+    lst.add_argument("--json", action="store_true", help="print one JSON document")
+    lst.set_defaults(run=_run_catalog_list)
+    build = actions.add_parser("build", help="exhaustive searches that find catalog bases")
+    build.set_defaults(run=_run_catalog_build)
+
+
+def _run_catalog_list(args) -> int:
+    from topofinder.catalog import listing
+
+    rows = listing()
+    if args.json:
+        print(json.dumps({"entries": rows}, indent=2))
+        return 0
+    print(f"{'expr':<22} {'N':>5} {'d':>3} {'T_L':>4} {'tau':>8}  BW Moore  schedule  provenance")
+    for r in rows:
+        tau = "-" if r["tau"] is None else f"{r['tau']:.4f}"
+        prov = r["provenance"]
+        origin = "; ".join(str(prov[k]) for k in ("method", "source") if prov.get(k))
+        flag = lambda v: "-" if v is None else ("yes" if v else "no")  # noqa: E731
+        print(f"{r['expr']:<22} {r['N']!s:>5} {r['d']!s:>3} {r['T_L']!s:>4} {tau:>8}  "
+              f"{flag(r['bw_optimal']):<3}{flag(r['moore_optimal']):<5} {r['schedule']:<9} "
+              f"{origin}")
+    return 0
+
+
+def _run_catalog_build(args) -> int:
+    raise TopofinderError("catalog build: the exhaustive base search is not wired in yet")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -177,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_export(sub)
     _add_bench(sub)
+    _add_catalog(sub)
     return parser
 
 
