@@ -1,0 +1,129 @@
+"""Frontier plot of a search result: T_L (steps of α) against τ (T_B in M/B), DESIGN §9, §12.
+
+Drawn with matplotlib's object API on an Agg canvas (headless, no pyplot state). Bounds: the
+Moore bound T_L* = min{k : Σ_{i=0..k} d^i ≥ N} (vertical line) and the bandwidth optimum
+τ* = (N−1)/N (horizontal line), paper 001 §3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from topofinder.errors import TopofinderError
+
+FORMATS = ("png", "svg")
+
+
+def moore_T_L(n: int, d: int) -> int:
+    """Moore bound on T_L in steps: the least k with 1 + d + … + d^k ≥ N."""
+    if d < 1:
+        raise TopofinderError(f"the Moore bound needs degree d >= 1, got {d}")
+    if d == 1:
+        return n - 1
+    k, reach, layer = 0, 1, 1
+    while reach < n:
+        layer *= d
+        reach += layer
+        k += 1
+    return k
+
+
+def _points(result: dict) -> tuple[int, int, list[dict], int | None]:
+    try:
+        n, d = int(result["N"]), int(result["d"])
+        frontier = list(result["frontier"])
+        pts = [{"expr": str(p["expr"]), "T_L": int(p["T_L"]), "tau": float(p["tau"]),
+                "tau_fc": None if p.get("tau_fc") is None else float(p["tau_fc"])}
+               for p in frontier]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TopofinderError("plot: the search result needs N, d and a frontier of points "
+                              f"with expr, T_L and tau ({exc!r} was wrong)") from None
+    rec = result.get("recommended")
+    if rec is not None and not (isinstance(rec, int) and 0 <= rec < len(pts)):
+        raise TopofinderError(f"plot: recommended = {rec!r} is not an index into the frontier "
+                              f"(0..{len(pts) - 1})")
+    return n, d, pts, rec
+
+
+def plot_frontier(search_result: dict, path: str) -> None:
+    """Draw the frontier of a ``search --json`` document to ``path`` (.png or .svg): labelled
+    points (T_L in steps, τ in M/B), T_B^FC markers where given, the Moore and bandwidth
+    bounds, and the recommended point highlighted."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise TopofinderError(f"plot: {path!r} has extension '.{fmt}'; accepted are "
+                              + ", ".join("." + f for f in FORMATS))
+    n, d, pts, rec = _points(search_result)
+    fig = Figure(figsize=(8, 5.5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    moore, tau_opt = moore_T_L(n, d), (n - 1) / n
+    ax.axvline(moore, color="tab:gray", ls="--", lw=1, label=f"Moore bound T_L* = {moore}")
+    ax.axhline(tau_opt, color="tab:green", ls=":", lw=1.2,
+               label=f"BW optimum (N−1)/N = {tau_opt:.4f}")
+    if pts:
+        order = sorted(range(len(pts)), key=lambda i: (pts[i]["T_L"], pts[i]["tau"]))
+        xs = [pts[i]["T_L"] for i in order]
+        ys = [pts[i]["tau"] for i in order]
+        ax.step(xs, ys, where="post", color="tab:blue", alpha=0.35, lw=1)
+        ax.scatter(xs, ys, color="tab:blue", zorder=3, label="frontier (BFB / expansion τ)")
+        fc = [(p["T_L"], p["tau_fc"]) for p in pts if p["tau_fc"] is not None]
+        if fc:
+            ax.scatter(*zip(*fc), marker="_", s=120, color="tab:orange", zorder=3,
+                       label="T_B^FC (tree-flow optimum)")
+        for rank, i in enumerate(order):
+            p = pts[i]
+            ax.annotate(p["expr"], (p["T_L"], p["tau"]), textcoords="offset points",
+                        xytext=(7, 5 if rank % 2 == 0 else -11), fontsize=8)
+        if rec is not None:
+            r = pts[rec]
+            ax.scatter([r["T_L"]], [r["tau"]], marker="*", s=320, color="tab:red",
+                       edgecolor="black", zorder=4, label=f"recommended: {r['expr']}")
+    _excess_scale(ax, n, [p["tau"] for p in pts] + [p["tau_fc"] for p in pts
+                                                      if p["tau_fc"] is not None])
+    ax.set_xlabel("T_L (steps of α)")
+    ax.set_ylabel("τ = T_B (units of M/B; log scale of the excess over (N−1)/N)")
+    ax.set_title(_title(search_result, n, d))
+    ax.grid(True, alpha=0.3)
+    ax.margins(x=0.15)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    try:
+        with rc_context({"svg.fonttype": "none"}):      # SVG text stays text (editable)
+            fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise TopofinderError(f"plot: cannot write {path}: {exc.strerror}") from None
+
+
+def _excess_scale(ax, n: int, taus: list[float]) -> None:
+    """y axis: log10(τ − τ* + δ) with δ = 1/(10N), so frontier points that all sit just above
+    the BW optimum τ* = (N−1)/N separate; ticks at the plotted τ values and τ*."""
+    import numpy as np
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    opt, delta = (n - 1) / n, 1 / (10 * n)
+    ax.set_yscale("function", functions=(
+        lambda y: np.log10(np.maximum(np.asarray(y, float) - opt + delta, delta / 100)),
+        lambda z: 10 ** np.asarray(z, float) - delta + opt))
+    ticks = sorted({round(t, 4) for t in taus} | {round(opt, 4)})
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.4f}"))
+    lo, hi = np.log10(delta), np.log10(max([opt + 1 / n] + taus) - opt + delta)
+    pad = min(0.08 * (hi - lo), 1.0)
+    ax.set_ylim(opt - delta + 10 ** (lo - pad), opt - delta + 10 ** (hi + pad))
+
+
+def _title(result: dict, n: int, d: int) -> str:
+    title = f"Pareto frontier, N = {n}, d = {d}"
+    w = result.get("workload")
+    if isinstance(w, dict) and w:
+        shown = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                          for k, v in w.items()
+                          if isinstance(v, (str, int, float)))[:90]
+        title += f"\n{shown}" if shown else ""
+    return title
