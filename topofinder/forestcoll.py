@@ -245,3 +245,245 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     U = max(Fraction((hi.numerator * int(c)) // hi.denominator, int(c)) for c in np.unique(cap))
     scale = Fraction(topo.degree, n)
     return FixedK(k, U, scale * U / k, scale * (opt.ratio + Fraction(1, k * int(cap.min()))))
+
+
+# ---- spanning out-tree packing (App. E.3, Algorithm 4) ----------------------------------------
+class _Batch:
+    """m identical partial out-trees rooted at ``root``: vertex set ``members`` (R_i), tree
+    edges, hop depth of each member (−1 outside)."""
+
+    __slots__ = ("root", "m", "members", "size", "edges", "depth")
+
+    def __init__(self, root: int, m: int, n: int):
+        self.root, self.m, self.size, self.edges = root, m, 1, []
+        self.members = np.zeros(n, bool)
+        self.members[root] = True
+        self.depth = np.full(n, -1, np.int64)
+        self.depth[root] = 0
+
+    def copy(self, m: int) -> "_Batch":
+        c = _Batch.__new__(_Batch)
+        c.root, c.m, c.size, c.edges = self.root, m, self.size, list(self.edges)
+        c.members, c.depth = self.members.copy(), self.depth.copy()
+        return c
+
+
+class _Packer:
+    """Bérczi–Frank packing with batched trees: grow each batch R_1 by an arc (x, y),
+    x ∈ R_1, y ∉ R_1, on μ of its m copies, where (Thm 10 of 002)
+
+        μ = min{ g(x,y), m(R_1), F(x, y; D̄) − Σ_{i≠1} m(R_i) }
+
+    and D̄ is the remaining-capacity graph plus, for every other open batch R_i, a node s_i
+    with an arc x→s_i of capacity m(R_i) and arcs s_i→R_i of infinite capacity. Batches that
+    contain y (all completed ones among them) add exactly m(R_i) to F and are left out;
+    a singleton R_i = {r} needs no s_i (arc x→r). If μ < m the batch splits (μ copies take
+    the arc). Optional orbit budgets restrict the arc choice for the symmetric mode."""
+
+    def __init__(self, n, src, dst, g, prefer_low: bool, orbit=None, budget=None):
+        self.n, self.src, self.dst = n, src, dst
+        self.g = np.array(g, np.int64)
+        self.prefer_low = prefer_low
+        self.orbit, self.budget = orbit, budget
+        self.single = np.zeros(n, np.int64)      # Σ m of open singleton batches per root
+        self.multi: list[_Batch] = []            # open batches with > 1 member
+        self.maxflows = 0
+
+    def _open(self, b: _Batch) -> None:
+        if b.size == 1:
+            self.single[b.root] += b.m
+        else:
+            self.multi.append(b)
+
+    def _close(self, b: _Batch) -> None:
+        if b.size == 1:
+            self.single[b.root] -= b.m
+        else:
+            self.multi.remove(b)
+
+    def _mu(self, b: _Batch, e: int) -> int:
+        n, x, y = self.n, int(self.src[e]), int(self.dst[e])
+        live = self.g > 0
+        tails, heads, caps = [self.src[live]], [self.dst[live]], [self.g[live]]
+        single = self.single.copy()
+        single[y] = 0
+        minus = int(single.sum())
+        single[x] = 0
+        roots = np.flatnonzero(single).astype(np.int32)
+        tails.append(np.full(roots.size, x, np.int32)); heads.append(roots)
+        caps.append(single[roots])
+        others = [c for c in self.multi if not c.members[y]]
+        inf = int(self.g.sum()) + minus + sum(c.m for c in others) + 1
+        for i, c in enumerate(others):
+            aux = n + i
+            minus += c.m
+            mem = np.flatnonzero(c.members).astype(np.int32)
+            tails += [np.array([x], np.int32), np.full(mem.size, aux, np.int32)]
+            heads += [np.array([aux], np.int32), mem]
+            caps += [np.array([c.m], np.int64), np.full(mem.size, inf, np.int64)]
+        mf = max_flow.SimpleMaxFlow()
+        mf.add_arcs_with_capacity(np.concatenate(tails).astype(np.int32),
+                                  np.concatenate(heads).astype(np.int32),
+                                  np.concatenate(caps).astype(np.int64))
+        if mf.solve(x, y) != mf.OPTIMAL:
+            raise RuntimeError("max-flow failed while packing trees")
+        self.maxflows += 1
+        mu = min(int(self.g[e]), b.m, mf.optimal_flow() - minus)
+        if self.budget is not None:
+            mu = min(mu, int(self.budget[self.orbit[e]]))
+        return max(mu, 0)
+
+    def _choose(self, b: _Batch, failed: np.ndarray) -> int:
+        src, dst, g = self.src, self.dst, self.g
+        cand = b.members[src] & ~b.members[dst] & (g > 0) & ~failed
+        if self.budget is not None:
+            cand &= self.budget[self.orbit] > 0
+        idx = np.flatnonzero(cand)
+        if idx.size == 0:
+            return -1
+        depth, cap = b.depth[src[idx]], g[idx]
+        keys = [-cap, depth] if self.prefer_low else [depth, -cap]   # last key is primary
+        if self.budget is not None:
+            keys.append(-self.budget[self.orbit[idx]])
+        return int(idx[np.lexsort(keys)[0]])
+
+    def pack(self, roots, k: int) -> list[_Batch] | None:
+        """k trees per root (batched); None if the orbit budgets leave no usable arc."""
+        stack = [_Batch(int(r), k, self.n) for r in reversed(list(roots))]
+        for b in stack:
+            self._open(b)
+        done = []
+        while stack:
+            b = stack.pop()
+            self._close(b)
+            failed = np.zeros(self.src.size, bool)
+            while b.size < self.n:
+                e = self._choose(b, failed)
+                if e < 0:
+                    if self.budget is not None:
+                        return None
+                    raise RuntimeError("tree packing found no admissible arc "
+                                       "(the capacities do not admit k trees per root)")
+                mu = self._mu(b, e)
+                if mu == 0:
+                    failed[e] = True          # a tight cut stays tight while R_1 grows
+                    continue
+                if mu < b.m:
+                    rest = b.copy(b.m - mu)
+                    self._open(rest)
+                    stack.append(rest)
+                    b.m = mu
+                x, y = int(self.src[e]), int(self.dst[e])
+                b.edges.append((x, y))
+                b.members[y] = True
+                b.depth[y] = b.depth[x] + 1
+                b.size += 1
+                self.g[e] -= mu
+                if self.budget is not None:
+                    self.budget[self.orbit[e]] -= mu
+            done.append(b)
+        return done
+
+
+# ---- symmetry ------------------------------------------------------------------------------
+def cyclic_translations(n: int) -> np.ndarray:
+    """perms[c] = (i ↦ i + c mod n): the translations of a circulant's node numbering."""
+    return (np.arange(n)[None, :] + np.arange(n)[:, None]) % n
+
+
+def mixed_radix_translations(dims) -> np.ndarray:
+    """perms[c] = coordinate-wise addition of c's digits (row-major, last digit fastest):
+    the translations of Torus(dims...) and of Hypercube(n) (dims all 2)."""
+    dims = np.asarray(dims, np.int64)
+    n = int(np.prod(dims))
+    coords = np.stack(np.unravel_index(np.arange(n), dims), axis=1)
+    summed = (coords[:, None, :] + coords[None, :, :]) % dims
+    return np.ravel_multi_index(tuple(summed.reshape(-1, dims.size).T), dims).reshape(n, n)
+
+
+def _translation_orbits(n, src, dst, cap, perms) -> np.ndarray | None:
+    """If every perms[c] is an automorphism (capacities kept) with perms[c][0] = c, the orbit
+    of each link under the group: the link 0→t that perms[src] maps onto it. Else None."""
+    perms = np.asarray(perms, np.int64)
+    if perms.shape != (n, n) or not np.array_equal(perms[:, 0], np.arange(n)):
+        return None
+    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(n), (n, n))):
+        return None
+    key = src.astype(np.int64) * n + dst
+    order = np.argsort(key)
+    ref_key, ref_cap = key[order], cap[order]
+    for c in range(n):
+        mapped = perms[c, src] * n + perms[c, dst]
+        o = np.argsort(mapped)
+        if not (np.array_equal(mapped[o], ref_key) and np.array_equal(cap[o], ref_cap)):
+            return None
+    inverse = np.argsort(perms, axis=1)
+    return inverse[src, dst]
+
+
+def _symmetric_pack(n, src, dst, g, k, prefer_low, perms):
+    """Root-0 trees whose translates by ``perms`` stay within capacity: every link of an
+    orbit then carries what root 0's trees put on the whole orbit, so root 0 packs k trees
+    with a budget of g(orbit) per orbit (heuristic: None when the budgets get stuck)."""
+    orbit = _translation_orbits(n, src, dst, g, perms)
+    if orbit is None:
+        return None
+    budget = np.zeros(n, np.int64)
+    budget[orbit] = g
+    batches = _Packer(n, src, dst, g, prefer_low, orbit, budget).pack([0], k)
+    if batches is None:
+        return None
+    perms = np.asarray(perms, np.int64)
+    out = []
+    for b in batches:
+        e = np.asarray(b.edges, np.int64)
+        for c in range(n):
+            mapped = perms[c][e]
+            out.append((c, b.m, list(map(tuple, mapped.tolist()))))
+    return out
+
+
+def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
+              translations) -> TreeSchedule:
+    src, dst, _ = _links(topo)
+    n = topo.n
+    if isinstance(translations, str):
+        if translations != "auto":
+            raise TopofinderError(f"translations must be 'auto', None or an N×N array, "
+                                  f"got {translations!r}")
+        translations = cyclic_translations(n) if topo.vertex_transitive else None
+    trees, method = None, "berczi-frank"
+    if translations is not None:
+        trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
+        method = "translated"
+    if trees is None:
+        batches = _Packer(n, src, dst, g, prefer_low_trees).pack(range(n), k)
+        trees, method = [(b.root, b.m, b.edges) for b in batches], "berczi-frank"
+    return TreeSchedule(topo, [Tree(r, Fraction(m, k), edges) for r, m, edges in trees],
+                        method=method)
+
+
+def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
+                  translations="auto", optimum: Optimum | None = None) -> TreeSchedule:
+    """A tree schedule reaching T_B^FC exactly: k trees per root of weight m/k on the links'
+    U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
+
+    ``prefer_low_trees``: grow trees from their shallowest members first (a heuristic; the
+    minimum-height packing is NP-hard). ``translations``: "auto" (cyclic shifts for
+    vertex-transitive topologies), None, or an N×N array of automorphisms with
+    perms[c][0] = c; root 0's trees are then translated to every root when orbit budgets
+    allow it, otherwise all roots are packed."""
+    opt = optimum or throughput_optimum(topo)
+    params = tree_parameters(topo, opt)
+    _, _, cap = _links(topo)
+    g = cap * params.U.numerator // params.U.denominator
+    return _schedule(topo, g, params.k, prefer_low_trees, translations)
+
+
+def fixed_k_trees(topo: Topology, k: int, *, prefer_low_trees: bool = False,
+                  translations="auto") -> TreeSchedule:
+    """The best schedule with k trees per root (weights 1/k batched): packing on the link
+    capacities ⌊U*·C(e)⌋ of :func:`fixed_k_optimum` (Thm 11–12 of 002)."""
+    best = fixed_k_optimum(topo, k)
+    _, _, cap = _links(topo)
+    return _schedule(topo, _floor_caps(best.U, cap), k, prefer_low_trees, translations)

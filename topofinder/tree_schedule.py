@@ -63,6 +63,7 @@ class TreeSchedule:
 
     topology: Topology
     trees: tuple[Tree, ...] = field(default_factory=tuple)
+    method: str = ""            # how the trees were built (reported, not checked)
 
     def __post_init__(self):
         object.__setattr__(self, "trees", tuple(self.trees))
@@ -96,7 +97,7 @@ class TreeSchedule:
     def to_dict(self) -> dict:
         tau = self.tau()
         return {"collective": "allgather", "kind": "trees", "topology": self.topology.expr,
-                "num_nodes": self.topology.n, "tau": float(tau),
+                "num_nodes": self.topology.n, "method": self.method, "tau": float(tau),
                 "tau_exact": f"{tau.numerator}/{tau.denominator}",
                 "trees": [{"root": t.root,
                            "weight": f"{t.weight.numerator}/{t.weight.denominator}",
@@ -123,7 +124,7 @@ class TreeSchedule:
                 f"malformed tree schedule JSON ({exc!r}); expected {{\"kind\": \"trees\", "
                 "\"num_nodes\": N, \"trees\": [{\"root\": r, \"weight\": \"p/q\", "
                 "\"edges\": [[u, w], ...]}, ...]}") from None
-        return cls(topology, trees)
+        return cls(topology, trees, method=str(doc.get("method", "")))
 
     @classmethod
     def from_json(cls, text: str, topology: Topology) -> "TreeSchedule":
