@@ -4,9 +4,18 @@ from topofinder.generators.basic import (
     bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
     generalized_kautz, hamming, hypercube, kautz, torus, uni_ring,
 )
+from topofinder.generators.distance_regular import (
+    CATALOG_NAMES, ag2_minus_parallel_class, crown, distance_regular, distance_regular_by_size,
+    doubled_odd_graph, gh_incidence, gq_incidence, heawood_distance3, intersection_array,
+    johnson, odd_graph, paley, pg2_incidence, undirected_line_graph,
+)
 
 __all__ = [
     "bi_ring", "circulant", "complete", "complete_bipartite", "de_bruijn",
     "directed_circulant", "generalized_kautz", "hamming", "hypercube", "kautz", "torus",
     "uni_ring",
+    "CATALOG_NAMES", "ag2_minus_parallel_class", "crown", "distance_regular",
+    "distance_regular_by_size", "doubled_odd_graph", "gh_incidence", "gq_incidence",
+    "heawood_distance3", "intersection_array", "johnson", "odd_graph", "paley", "pg2_incidence",
+    "undirected_line_graph",
 ]
