@@ -4,6 +4,8 @@ from topofinder.generators.basic import (
     bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
     generalized_kautz, hamming, hypercube, kautz, torus, uni_ring,
 )
+from topofinder.generators.circulant_opt import best_circulant, optimal_circulant
+from topofinder.generators.twisted_torus import twisted_torus
 from topofinder.generators.distance_regular import (
     CATALOG_NAMES, ag2_minus_parallel_class, crown, distance_regular, distance_regular_by_size,
     doubled_odd_graph, gh_incidence, gq_incidence, heawood_distance3, intersection_array,
@@ -13,7 +15,7 @@ from topofinder.generators.distance_regular import (
 __all__ = [
     "bi_ring", "circulant", "complete", "complete_bipartite", "de_bruijn",
     "directed_circulant", "generalized_kautz", "hamming", "hypercube", "kautz", "torus",
-    "uni_ring",
+    "uni_ring", "best_circulant", "optimal_circulant", "twisted_torus",
     "CATALOG_NAMES", "ag2_minus_parallel_class", "crown", "distance_regular",
     "distance_regular_by_size", "doubled_odd_graph", "gh_incidence", "gq_incidence",
     "heawood_distance3", "intersection_array", "johnson", "odd_graph", "paley", "pg2_incidence",
