@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from topofinder.errors import TopofinderError
@@ -227,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("topofinder: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader closed stdout (e.g. `| head`): stop quietly, no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
