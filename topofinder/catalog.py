@@ -63,22 +63,25 @@ def _schedule_entries(directory: Path) -> list[dict]:
 
 
 def _distance_regular_entries(directory: Path) -> list[dict]:
-    """The distance-regular list, one summary dict per graph (no stored schedule: BFB)."""
+    """The distance-regular list (catalog/distance_regular.json), one dict per graph with
+    ``expr``, N, d, T_L = diameter and τ = (N−1)/N: every distance-regular graph has a
+    BW-optimal BFB schedule (paper 001 App. F.3); no schedule is stored (build it by BFB)."""
     path = directory / DISTANCE_REGULAR_FILE
     if not path.exists():
         return []
     data = _read(path)
-    items = data.get("graphs", data.get("entries", [])) if isinstance(data, dict) else data
+    items = data.get("graphs", []) if isinstance(data, dict) else data
     out = []
     for item in items:
-        if not isinstance(item, dict):
+        if not isinstance(item, dict) or not {"N", "d", "diameter"} <= set(item):
             continue
+        n = int(item["N"])
         row = dict(item)
-        if "expr" not in row and "name" in row:
-            row["expr"] = f"DistReg({row['name']})"
-        row.setdefault("provenance", {"source": "paper 001 App. F.3, Table 8",
-                                      "method": "distance-regular (BFB)"})
-        row["kind"] = "distance-regular"
+        row["expr"] = item.get("expression", f"DistReg({item.get('name')})")
+        row.update({"T_L": int(item["diameter"]), "tau": f"{n - 1}/{n}", "bw_optimal": True,
+                    "kind": "distance-regular",
+                    "provenance": {"method": "BFB (BW-optimal by paper 001 App. F.3)",
+                                   "source": item.get("source", "paper 001 App. F.3")}})
         out.append(row)
     return out
 
@@ -165,11 +168,6 @@ def _weighted(src, dst, n: int) -> nx.DiGraph:
     return g
 
 
-def _schedule_json(schedule: StepSchedule) -> dict:
-    data = schedule.to_json()
-    return json.loads(data) if isinstance(data, str) else data
-
-
 def make_entry(topology: Topology, schedule: StepSchedule, provenance: dict) -> dict:
     """The entry dict for ``topology`` with its allgather ``schedule`` (validated first:
     ScheduleError names the first violation)."""
@@ -192,7 +190,7 @@ def make_entry(topology: Topology, schedule: StepSchedule, provenance: dict) -> 
              "reverse_symmetric": rev is not None}
     if rev is not None:
         entry["reverse_isomorphism"] = [int(x) for x in rev]
-    entry.update({"schedule": _schedule_json(schedule), "T_L": t_l,
+    entry.update({"schedule": schedule.to_dict(), "T_L": t_l,
                   "tau": f"{tau.numerator}/{tau.denominator}",
                   "bw_optimal": tau == Fraction(n - 1, n),
                   "moore_optimal": t_l == moore_bound_steps(n, d),
@@ -208,6 +206,7 @@ def write_entry(topology: Topology, schedule: StepSchedule, provenance: dict,
     path = entry_path(topology.expr, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    os.chmod(tmp, 0o644)
     with os.fdopen(fd, "w") as fh:
         json.dump(entry, fh, separators=(",", ":"))
         fh.write("\n")
@@ -216,33 +215,113 @@ def write_entry(topology: Topology, schedule: StepSchedule, provenance: dict,
 
 
 # ---- the static (generative) entries -----------------------------------------------------------
-def static_bases() -> list[Topology]:
-    """The small generative bases of Table 9 stored with their BFB schedules: K(m), K(d,d),
-    H(n,q) = K_q^□n, the directed circulant DC(d+2, {1..d}), BiRing(d,m), UniRing(d,m), at the
-    degrees the finder uses (2, 3, 4, 8, 16 where the family is small)."""
-    from topofinder.generators import (bi_ring, complete, complete_bipartite,
-                                       directed_circulant, hamming, uni_ring)
-    bases = [complete(m) for m in (3, 4, 5, 9, 17)]
-    bases += [complete_bipartite(d) for d in (2, 3, 4, 8)]
-    bases += [hamming(2, 3), hamming(2, 5), hamming(3, 3), hamming(4, 2)]
-    bases += [directed_circulant(d + 2, range(1, d + 1)) for d in (2, 3, 4, 8)]
-    bases += [bi_ring(2, m) for m in (4, 6, 8)] + [bi_ring(4, 8)]
-    bases += [uni_ring(1, m) for m in (4, 8)] + [uni_ring(2, 4)]
-    return bases
+def _step_schedule(topo: Topology, chunks: int, rows, method: str = "bfb") -> "StepSchedule":
+    from topofinder.schedule import StepSchedule
+
+    return StepSchedule(topo, chunks, np.asarray(rows, np.int64).reshape(-1, 6), method=method)
+
+
+def complete_schedule(m: int) -> "StepSchedule":
+    """K(m): one step, every node sends its shard to all m−1 others; τ = (m−1)/m."""
+    from topofinder.generators import complete
+
+    g = complete(m)
+    one = np.ones(g.num_arcs, np.int64)
+    return _step_schedule(g, 1, np.stack([one, g.src, 0 * one, one, g.src, g.dst], 1))
+
+
+def bipartite_schedule(d: int) -> "StepSchedule":
+    """K(d,d) BFB: step 1 own shard to the d neighbours; step 2 the d in-neighbours of u send
+    1/d each of every other shard of u's side. T_L = 2, τ = (2d−1)/(2d)."""
+    from topofinder.generators import complete_bipartite
+
+    g = complete_bipartite(d)
+    first = np.stack([np.ones(g.num_arcs, np.int64), g.src, 0 * g.src, d + 0 * g.src, g.src,
+                      g.dst], 1)
+    u, v, a = np.meshgrid(np.arange(2 * d), np.arange(d), np.arange(d), indexing="ij")
+    v = (u // d) * d + v                                   # same side as u
+    w = (1 - u // d) * d + a                               # a-th in-neighbour of u
+    keep = (v != u).reshape(-1)
+    second = np.stack([2 + 0 * u, v, a, a + 1, w, u], -1).reshape(-1, 6)[keep]
+    return _step_schedule(g, d, np.concatenate([first, second]))
+
+
+def hamming_schedule(n: int, q: int) -> "StepSchedule":
+    """H(n,q) = K_q^□n: the Cartesian-power schedule (Def 14) of K(q)'s one-step schedule;
+    T_L = n, τ = (q^n−1)/q^n (Thm 12, Cor 12.1)."""
+    from topofinder.expansion_schedules import power_schedule
+    from topofinder.generators import hamming
+
+    if n == 1:
+        a = complete_schedule(q)
+        return _step_schedule(hamming(1, q), a.shard_chunks, a.sends)
+    a = power_schedule(complete_schedule(q), n)
+    return _step_schedule(hamming(n, q), a.shard_chunks, a.sends, a.method)
+
+
+def circulant_schedule(d: int) -> "StepSchedule":
+    """DC(d+2,{1..d}) BFB: step 1 own shard to the d out-neighbours; step 2 node u receives the
+    shard of u+1 (its one node at distance 2), chunk a−1 from in-neighbour u−a. T_L = 2,
+    τ = (d+1)/(d+2)."""
+    from topofinder.generators import directed_circulant
+
+    m = d + 2
+    g = directed_circulant(m, range(1, d + 1))
+    first = np.stack([np.ones(g.num_arcs, np.int64), g.src, 0 * g.src, d + 0 * g.src, g.src,
+                      g.dst], 1)
+    u, a = np.meshgrid(np.arange(m), np.arange(1, d + 1), indexing="ij")
+    second = np.stack([2 + 0 * u, (u + 1) % m, a - 1, a, (u - a) % m, u], -1).reshape(-1, 6)
+    return _step_schedule(g, d, np.concatenate([first, second]))
+
+
+def bi_ring_schedule(d: int, m: int) -> "StepSchedule":
+    """BiRing(d,m) BFB (App. F.1): shards travel both ways on the d/2-fold links; for even m
+    the antipode's shard arrives half from each side (P = 2). T_L = ⌊m/2⌋, τ = (m−1)/m."""
+    from topofinder.generators import bi_ring
+
+    g = bi_ring(d, m)
+    t, u = np.meshgrid(np.arange(1, m // 2 + 1), np.arange(m), indexing="ij")
+    t, u = t.reshape(-1), u.reshape(-1)
+    split = (m % 2 == 0) & (t == m // 2)
+    right = np.stack([t, (u - t + 1) % m, 0 * t, np.where(split, 1, 2), u, (u + 1) % m], 1)
+    left = np.stack([t, (u + t - 1) % m, np.where(split, 1, 0), 2 + 0 * t, u, (u - 1) % m], 1)
+    return _step_schedule(g, 2, np.concatenate([right, left]))
+
+
+def uni_ring_schedule(d: int, m: int) -> "StepSchedule":
+    """UniRing(d,m): at step t node u forwards the shard of u−t+1 over its d-fold link;
+    T_L = m−1, τ = (m−1)/m."""
+    from topofinder.generators import uni_ring
+
+    t, u = np.meshgrid(np.arange(1, m), np.arange(m), indexing="ij")
+    t, u = t.reshape(-1), u.reshape(-1)
+    return _step_schedule(uni_ring(d, m), 1,
+                          np.stack([t, (u - t + 1) % m, 0 * t, 1 + 0 * t, u, (u + 1) % m], 1))
+
+
+STATIC_BASES = (
+    [(complete_schedule, (m,)) for m in (3, 4, 5, 9, 17)]
+    + [(bipartite_schedule, (d,)) for d in (2, 3, 4, 8)]
+    + [(hamming_schedule, nq) for nq in ((2, 3), (2, 5), (3, 3), (4, 2), (2, 9))]
+    + [(circulant_schedule, (d,)) for d in (2, 3, 4, 8)]
+    + [(bi_ring_schedule, dm) for dm in ((2, 4), (2, 6), (2, 8), (4, 8))]
+    + [(uni_ring_schedule, dm) for dm in ((1, 4), (1, 8), (2, 4))]
+)
+"""The small generative bases of Table 9 with their analytical (BFB) schedules, at the degrees
+the finder uses: K(m), K(d,d), H(n,q), DC(d+2,{1..d}), BiRing(d,m), UniRing(d,m)."""
 
 
 def build_static_entries(directory: Path | None = None) -> list[Path]:
-    """(Re)write the static entries with their optimal BFB schedules (each validated)."""
-    from topofinder.bfb import bfb_schedule
-
+    """(Re)write the entries of :data:`STATIC_BASES`, each schedule validated first."""
     paths = []
-    for topo in static_bases():
+    for build, args in STATIC_BASES:
         start = time.perf_counter()
-        schedule = bfb_schedule(topo)
-        seconds = round(time.perf_counter() - start, 3)
-        paths.append(write_entry(topo, schedule, {
-            "command": STATIC_COMMAND, "method": "bfb",
-            "source": "paper 001 Table 9 (generative base, BFB schedule, App. E)",
+        schedule = build(*args)
+        seconds = round(time.perf_counter() - start, 4)
+        paths.append(write_entry(schedule.topology, schedule, {
+            "command": STATIC_COMMAND,
+            "method": f"analytical {build.__name__}{args} ({schedule.method})",
+            "source": "paper 001 Table 9 (generative base), App. D.3, F.1",
             "seconds": seconds}, directory))
     return paths
 
@@ -254,16 +333,12 @@ def listing(directory: Path | None = None) -> list[dict]:
     provenance."""
     rows = []
     for e in entries(directory):
-        tau = e.get("tau", e.get("tau_bfb"))
-        exact = Fraction(tau) if isinstance(tau, str) else None
-        n, d, t_l = e.get("N"), e.get("d"), e.get("T_L", e.get("diameter"))
+        n, d, t_l, tau = e["N"], e["d"], e["T_L"], Fraction(e["tau"])
         rows.append({
-            "expr": e.get("expr"), "N": n, "d": d, "T_L": t_l,
-            "tau": float(exact) if exact is not None else tau,
-            "tau_exact": tau if exact is not None else None,
-            "bw_optimal": e.get("bw_optimal", exact == Fraction(n - 1, n) if exact else None),
-            "moore_optimal": e.get("moore_optimal", (t_l == moore_bound_steps(n, d))
-                                   if None not in (n, d, t_l) else None),
+            "expr": e["expr"], "N": n, "d": d, "T_L": t_l, "tau": float(tau),
+            "tau_exact": f"{tau.numerator}/{tau.denominator}",
+            "bw_optimal": tau == Fraction(n - 1, n),
+            "moore_optimal": t_l == moore_bound_steps(n, d),
             "schedule": "stored" if "schedule" in e else "bfb",
             "provenance": e.get("provenance", {}),
         })

@@ -187,15 +187,14 @@ def _run_catalog_list(args) -> int:
     if args.json:
         print(json.dumps({"entries": rows}, indent=2))
         return 0
-    print(f"{'expr':<22} {'N':>5} {'d':>3} {'T_L':>4} {'tau':>8}  BW Moore  schedule  provenance")
+    print(f"{'expr':<24} {'N':>5} {'d':>3} {'T_L':>4} {'tau':>7}  BW  Moore  schedule  "
+          f"provenance")
     for r in rows:
-        tau = "-" if r["tau"] is None else f"{r['tau']:.4f}"
         prov = r["provenance"]
         origin = "; ".join(str(prov[k]) for k in ("method", "source") if prov.get(k))
-        flag = lambda v: "-" if v is None else ("yes" if v else "no")  # noqa: E731
-        print(f"{r['expr']:<22} {r['N']!s:>5} {r['d']!s:>3} {r['T_L']!s:>4} {tau:>8}  "
-              f"{flag(r['bw_optimal']):<3}{flag(r['moore_optimal']):<5} {r['schedule']:<9} "
-              f"{origin}")
+        print(f"{r['expr']:<24} {r['N']:>5} {r['d']:>3} {r['T_L']:>4} {r['tau']:>7.4f}  "
+              f"{'yes' if r['bw_optimal'] else 'no':<3} {'yes' if r['moore_optimal'] else 'no':<5}"
+              f"  {r['schedule']:<8}  {origin}")
     return 0
 
 
