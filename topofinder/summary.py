@@ -35,4 +35,21 @@ def describe(topo: Topology) -> dict:
         "tau_opt": (n - 1) / n,
         "tau_opt_exact": f"{n - 1}/{n}",
     }
+    _add_forestcoll(info, topo)
     return info
+
+
+def _add_forestcoll(info: dict, topo: Topology) -> None:
+    """T_B^FC (paper 002 optimality (⋆)), its bottleneck cut, and BFB τ / T_B^FC when the
+    BFB fields are present (how much a tree-flow schedule could gain, DESIGN §7)."""
+    from fractions import Fraction
+
+    from topofinder.forestcoll import throughput_optimum
+
+    opt = throughput_optimum(topo)
+    info["tau_fc"] = float(opt.tau)
+    info["tau_fc_exact"] = f"{opt.tau.numerator}/{opt.tau.denominator}"
+    info["bottleneck_cut_size"] = opt.cut_size
+    info["bottleneck_cut_capacity"] = opt.cut_capacity
+    if "tau_bfb_exact" in info:
+        info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
