@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from topofinder import expansion_schedules as xs
+from topofinder import expansions as ex
 from topofinder import recipe as rc
 from topofinder.errors import TopofinderError
 from topofinder.recipe import Recipe
@@ -32,7 +32,8 @@ class Candidate:
     (False: an upper bound from a theorem). Flags carried for later expansions:
     ``bidirectional`` (duplex-cablable), ``reverse_symmetric`` (Bi and reduce-scatter by
     Thm 2), ``bfb_bw_optimal`` (BFB schedule that is BW-optimal: products keep it, Thm 13),
-    ``lg_exact`` (line graph adds exactly 1/N, Thm 10).
+    ``lg_exact`` (line graph adds exactly 1/N, Thm 10), ``loop_free`` (no self-loops: degree
+    expansion's Thm 11 needs it).
     """
 
     recipe: Recipe
@@ -45,6 +46,7 @@ class Candidate:
     reverse_symmetric: bool = False
     bfb_bw_optimal: bool = False
     lg_exact: bool = False
+    loop_free: bool = True
 
     @property
     def expr(self) -> str:
@@ -52,7 +54,8 @@ class Candidate:
 
     @property
     def flags(self) -> tuple[bool, ...]:
-        return (self.bidirectional, self.reverse_symmetric, self.bfb_bw_optimal, self.lg_exact)
+        return (self.bidirectional, self.reverse_symmetric, self.bfb_bw_optimal, self.lg_exact,
+                self.loop_free)
 
 
 # ---- Pareto ------------------------------------------------------------------------------------
@@ -139,28 +142,30 @@ def reachable_states(n: int, d: int) -> list[tuple[int, int]]:
 
 # ---- expansions on candidates (predictions of DESIGN §5) ---------------------------------------
 def expand_line(c: Candidate) -> Candidate:
-    n, d, t_l, tau = xs.predict_line_graph(c.n, c.d, c.t_l, c.tau)
+    n, d, t_l, tau = ex.predict_line_graph(c.n, c.d, c.t_l, c.tau)
     return Candidate(rc.line(c.recipe), n, d, t_l, tau, exact=c.exact and c.lg_exact,
-                     reverse_symmetric=c.reverse_symmetric, lg_exact=c.lg_exact)
+                     reverse_symmetric=c.reverse_symmetric, lg_exact=c.lg_exact,
+                     loop_free=c.loop_free)
 
 
 def expand_degree(c: Candidate, m: int) -> Candidate:
-    n, d, t_l, tau = xs.predict_degree(c.n, c.d, c.t_l, c.tau, m)
+    n, d, t_l, tau = ex.predict_degree_expansion(c.n, c.d, c.t_l, c.tau, m)
     return Candidate(rc.degree(c.recipe, m), n, d, t_l, tau, exact=c.exact,
-                     bidirectional=c.bidirectional, reverse_symmetric=c.reverse_symmetric)
+                     bidirectional=c.bidirectional, reverse_symmetric=c.reverse_symmetric,
+                     loop_free=True)          # only loop-free bases are degree-expanded
 
 
 def expand_power(c: Candidate, e: int) -> Candidate:
-    n, d, t_l, tau = xs.predict_power(c.n, c.d, c.t_l, c.tau, e)
+    n, d, t_l, tau = ex.predict_cartesian_power(c.n, c.d, c.t_l, c.tau, e)
     return Candidate(rc.power(c.recipe, e), n, d, t_l, tau, exact=c.exact,
                      bidirectional=c.bidirectional, reverse_symmetric=c.reverse_symmetric,
-                     bfb_bw_optimal=c.bfb_bw_optimal)
+                     bfb_bw_optimal=c.bfb_bw_optimal, loop_free=c.loop_free)
 
 
 def expand_product(a: Candidate, b: Candidate) -> Candidate:
     """Product scheduled by BFB: T_L = Σ diameters, BW-optimal (Thm 13) — both factors are
     simple digraphs with BW-optimal BFB schedules (``bfb_bw_optimal``)."""
-    n, d, t_l, tau = xs.predict_product([(c.n, c.d, c.t_l, c.tau, True) for c in (a, b)])
+    n, d, t_l, tau = ex.predict_product([(c.n, c.d, c.t_l) for c in (a, b)])
     return Candidate(rc.product(a.recipe, b.recipe), n, d, t_l, tau, exact=True,
                      bidirectional=a.bidirectional and b.bidirectional,
                      reverse_symmetric=a.reverse_symmetric and b.reverse_symmetric,
@@ -168,9 +173,9 @@ def expand_product(a: Candidate, b: Candidate) -> Candidate:
 
 
 def expand_bi(c: Candidate) -> Candidate:
-    n, d, t_l, tau = xs.predict_bidirectional(c.n, c.d, c.t_l, c.tau)
+    n, d, t_l, tau = ex.predict_bidirectional(c.n, c.d, c.t_l, c.tau)
     return Candidate(rc.bi(c.recipe), n, d, t_l, tau, exact=False, bidirectional=True,
-                     reverse_symmetric=True)
+                     reverse_symmetric=True, loop_free=c.loop_free)
 
 
 def grow(frontiers: dict, n: int, k: int) -> list[Candidate]:
@@ -183,7 +188,7 @@ def grow(frontiers: dict, n: int, k: int) -> list[Candidate]:
         if kind == "line":
             out += [expand_line(c) for c in frontiers[operands[0]]]
         elif kind == "degree":
-            out += [expand_degree(c, op[2]) for c in frontiers[operands[0]]]
+            out += [expand_degree(c, op[2]) for c in frontiers[operands[0]] if c.loop_free]
         elif kind == "power":
             out += [expand_power(c, op[2]) for c in frontiers[operands[0]]]
         elif kind == "bi":

@@ -13,7 +13,7 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path
+from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topofinder.errors import TopofinderError
 
@@ -150,9 +150,11 @@ class Topology:
         out[finite] = d[finite].astype(np.int32)
         return out
 
-    @property
+    @cached_property
     def strongly_connected(self) -> bool:
-        return bool(np.all(self.distances >= 0))
+        """Every node reaches every other (one strongly connected component; O(N + arcs))."""
+        count, _ = connected_components(self.link_matrix, directed=True, connection="strong")
+        return count == 1
 
     @property
     def diameter(self) -> int:

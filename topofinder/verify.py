@@ -1,0 +1,109 @@
+"""Scoring bases and verifying frontier points (DESIGN §9 steps 2 and 5).
+
+``score_base`` scores one base topology exactly (BFB scorer, or a catalog entry's stored
+schedule). ``build_schedule`` follows a recipe to the real topology and allgather schedule;
+``verify_candidate`` builds it, replays it with the independent validator, and adds diameter,
+ForestColl's T_B^FC and the all-to-all throughput. Numbers reported by `search` come from here,
+never from the predictions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from topofinder import bfb, catalog
+from topofinder import expansion_schedules as xs
+from topofinder.expansions import cartesian_product
+from topofinder.expr import parse
+from topofinder.recipe import Recipe
+from topofinder.schedule import StepSchedule, validate
+from topofinder.summary import moore_bound_steps
+from topofinder.topology import Topology
+
+#: relative tolerance of the all-to-all throughput reported by `search` (the exact LP or a
+#: certified (1 − ε) approximation; the certified upper bound is reported alongside)
+ALLTOALL_TOLERANCE = 0.02
+
+
+def _simple(topo: Topology) -> bool:
+    """No self-loops and no parallel arcs."""
+    return topo.self_loops == 0 and topo.link_matrix.nnz == topo.num_arcs
+
+
+def _reverse_symmetric(topo: Topology) -> bool:
+    """Reverse symmetry when it is known or cheap to decide (small graphs); else False."""
+    if topo.bidirectional or topo.reverse_isomorphism is not None:
+        return topo.bidirectional or topo.is_reverse_symmetric()
+    return topo.n <= 32 and topo.is_reverse_symmetric()
+
+
+def score_base(expr: str, source: str) -> dict | None:
+    """Exact (T_L, τ) and expansion flags of one base; None when it is not usable (not
+    strongly connected, not regular)."""
+    if source == "catalog":
+        entry = catalog.load_entry(expr)
+        topo = catalog.catalog_topology(expr)
+        t_l, tau, lg_exact = entry["T_L"], Fraction(entry["tau"]), False
+    else:
+        topo = parse(expr)
+        if not topo.is_regular or not topo.strongly_connected:
+            return None
+        score = bfb.bfb_score(topo)
+        t_l, tau = score.T_L, score.tau
+        out_neighbours = topo.link_matrix.getnnz(axis=1)
+        lg_exact = bool(out_neighbours.min() > 1)
+    simple = _simple(topo)
+    return {"expr": expr, "source": source, "N": topo.n, "d": topo.degree, "T_L": int(t_l),
+            "tau": str(tau), "bidirectional": bool(topo.bidirectional),
+            "reverse_symmetric": _reverse_symmetric(topo),
+            "bfb_bw_optimal": source == "bfb" and simple and tau == Fraction(topo.n - 1, topo.n),
+            "lg_exact": lg_exact, "loop_free": topo.self_loops == 0}
+
+
+def build_topology(recipe: Recipe) -> Topology:
+    if recipe.op == "base":
+        return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
+                else parse(recipe.base_expr))
+    if recipe.op == "product":
+        return cartesian_product(*[build_topology(c) for c in recipe.children])
+    return build_schedule(recipe).topology
+
+
+def build_schedule(recipe: Recipe) -> StepSchedule:
+    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6)."""
+    op = recipe.op
+    if op == "base":
+        if recipe.source == "catalog":
+            return catalog.catalog_schedule(recipe.base_expr)
+        return bfb.schedule(parse(recipe.base_expr))
+    if op == "product":
+        return bfb.schedule(build_topology(recipe))
+    child = build_schedule(recipe.children[0])
+    if op == "line":
+        return xs.line_graph_schedule(child)
+    if op == "degree":
+        return xs.degree_schedule(child, recipe.k)
+    if op == "power":
+        return xs.power_schedule(child, recipe.k)
+    if op == "bi":
+        return xs.bidirectional_schedule(child)
+    raise ValueError(f"unknown recipe op {op!r}")
+
+
+def verify_candidate(candidate) -> dict:
+    """Build, replay and score one candidate: the verified numbers of a frontier point."""
+    from topofinder.alltoall import concurrent_flow, moore_bound
+    from topofinder.forestcoll import throughput_optimum
+
+    schedule = build_schedule(candidate.recipe)
+    validate(schedule)
+    topo = schedule.topology
+    fc = throughput_optimum(topo)
+    a2a = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
+    return {"expr": candidate.expr, "T_L": schedule.num_steps, "tau": str(schedule.tau),
+            "schedule": candidate.recipe.method, "diameter": topo.diameter,
+            "bidirectional": bool(topo.bidirectional),
+            "moore_T_L": moore_bound_steps(topo.n, topo.degree),
+            "tau_fc": float(fc.tau), "tau_fc_exact": str(fc.tau),
+            "alltoall_f": a2a.f, "alltoall_upper": a2a.upper_bound,
+            "alltoall_bound": moore_bound(topo.n, topo.degree)}
