@@ -52,8 +52,15 @@ def _add_export(sub) -> None:
                        description="Export a topology (edge list, JSON, GraphML), a schedule "
                                    "or a patch-panel cabling plan.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
-    p.add_argument("--what", choices=["topology"], default="topology",
+    p.add_argument("--what", choices=["topology", "schedule"], default="topology",
                    help="what to export (default: topology)")
+    p.add_argument("--kind", choices=["steps", "trees"], default="steps",
+                   help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
+                        "schedule reaching T_B^FC, JSON)")
+    p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
+                   help="trees: best schedule with exactly K trees per root (fixed-k)")
+    p.add_argument("--low-trees", action="store_true",
+                   help="trees: prefer low trees (heuristic)")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml")
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
@@ -64,8 +71,38 @@ def _run_export(args) -> int:
     from topofinder.export.topology import write_topology
     from topofinder.expr import load_topology
 
+    if args.what == "schedule" and args.kind == "trees":
+        return _export_trees(args)
+    if args.what == "schedule":
+        raise TopofinderError("export --what schedule: step schedules are not available yet; "
+                              "use --kind trees")
     topo = load_topology(args.expr)
     write_topology(topo, args.format or "edgelist", args.output)
+    return 0
+
+
+def _export_trees(args) -> int:
+    """ForestColl tree schedule as DESIGN §10 JSON, validated before it is written."""
+    from topofinder.expr import load_topology
+    from topofinder.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees
+    from topofinder.tree_schedule import validate
+
+    topo = load_topology(args.expr)
+    if args.trees_per_root is None:
+        schedule = optimal_trees(topo, prefer_low_trees=args.low_trees)
+        validate(schedule, schedule.tau())
+    else:
+        if args.trees_per_root < 1:
+            raise TopofinderError("export: --trees-per-root must be a positive integer")
+        best = fixed_k_optimum(topo, args.trees_per_root)
+        schedule = fixed_k_trees(topo, args.trees_per_root, prefer_low_trees=args.low_trees)
+        validate(schedule, best.tau)
+    text = schedule.to_json() + "\n"
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
