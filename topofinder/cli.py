@@ -213,7 +213,35 @@ def _add_catalog(sub) -> None:
     lst = actions.add_parser("list", help="N, d, T_L, tau, BW-/Moore-optimal flags, provenance")
     lst.add_argument("--json", action="store_true", help="print one JSON document")
     lst.set_defaults(run=_run_catalog_list)
-    build = actions.add_parser("build", help="exhaustive searches that find catalog bases")
+    build = actions.add_parser(
+        "build", help="exhaustive searches that find catalog bases",
+        description="Enumerate small d-regular digraphs up to isomorphism (all of them, or the "
+                    "rewirings of a de Bruijn graph), order them by BFB tau and search a "
+                    "STEPS-step schedule with CHUNKS chunks per shard by CP-SAT; the first base "
+                    "whose schedule reaches the target tau (default BW-optimal) is written to "
+                    "catalog/ with the command that produced it. Presets: Diamond, "
+                    "DBJMod(2,3), DBJMod(2,4), DBJMod(3,2), DBJMod(4,2).")
+    build.add_argument("names", nargs="*", metavar="NAME",
+                       help="presets to build ('all' for every preset); options override them")
+    build.add_argument("--space", choices=["all", "dbj"], default=None,
+                       help="candidates: every regular digraph (N <= 10) or DBJ rewirings")
+    build.add_argument("--n", type=int, default=None, help="number of nodes N")
+    build.add_argument("--d", type=int, default=None, help="degree d")
+    build.add_argument("--steps", type=int, default=None, help="comm steps T of the schedule")
+    build.add_argument("--chunks", type=int, default=None, help="chunks P per shard")
+    build.add_argument("--target", default=None,
+                       help="tau to reach in M/B, e.g. 7/8 (default (N-1)/N, BW-optimal)")
+    build.add_argument("--reverse-symmetric", action="store_true", default=None,
+                       help="only reverse-symmetric candidates (G^T isomorphic to G)")
+    build.add_argument("--time-limit", type=float, default=None,
+                       help="CP-SAT seconds per candidate (default 60)")
+    build.add_argument("--budget", type=float, default=None,
+                       help="seconds for the whole search (default 600)")
+    build.add_argument("--all", dest="search_all", action="store_true", default=None,
+                       help="keep searching after the first candidate reaching the target")
+    build.add_argument("--name", default=None, help="entry expression for a custom search")
+    build.add_argument("--no-write", action="store_true", help="report only, write nothing")
+    build.add_argument("--json", action="store_true", help="print one JSON document")
     build.set_defaults(run=_run_catalog_build)
 
 
@@ -236,7 +264,82 @@ def _run_catalog_list(args) -> int:
 
 
 def _run_catalog_build(args) -> int:
-    raise TopofinderError("catalog build: the exhaustive base search is not wired in yet")
+    from fractions import Fraction
+
+    from topofinder import catalog_build
+
+    names = list(catalog_build.PRESETS) if args.names == ["all"] else args.names or [args.name]
+    if args.name and args.names:
+        raise TopofinderError("catalog build: give preset NAMEs or --name, not both")
+    try:
+        target = None if args.target is None else Fraction(args.target)
+    except (ValueError, ZeroDivisionError):
+        raise TopofinderError(f"catalog build: --target {args.target!r} is not a number "
+                              f"such as 7/8 or 0.875") from None
+
+    def progress(row):
+        if not args.json:
+            print(f"  {row['candidate']}: diameter {row['diameter']}, BFB tau "
+                  f"{row['tau_bfb']}, CP-SAT {row['status']} tau {row['tau']} "
+                  f"({row['seconds']:.2f} s)", file=sys.stderr)
+
+    reports = []
+    for name in names:
+        report = catalog_build.run(
+            name, write=not args.no_write, progress=progress, space=args.space, n=args.n,
+            d=args.d, steps=args.steps, chunks=args.chunks, target=target,
+            reverse_symmetric=args.reverse_symmetric, time_limit=args.time_limit,
+            budget=args.budget, search_all=args.search_all)
+        reports.append(report)
+        if not args.json:
+            found = (f"T_L {report['T_L']}, tau {report['tau']}"
+                     f"{' (BW-optimal)' if report['bw_optimal'] else ''}"
+                     if report["found"] else "no schedule found")
+            print(f"{report['name'] or 'search'}: {found}; {report['candidates']} candidates, "
+                  f"{report['skipped_bfb_optimal']} BFB-optimal skipped, "
+                  f"{len(report['searches'])} CP-SAT searches, {report['seconds']:.1f} s"
+                  f"{'; wrote ' + report['path'] if report['path'] else ''}")
+    if args.json:
+        print(json.dumps({"builds": reports}, indent=2))
+    return 0 if all(r["found"] for r in reports) else 1
+
+
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="frontiers for many (N, d) from a spec file, to results/",
+                       description="Run the finder for every (N, d) of a TOML spec (see "
+                                   "search/*.toml) and write results/<name>/: one file per "
+                                   "cell (resumable), frontier.csv/.json, best.csv and the "
+                                   "best-topology-per-N plots.")
+    p.add_argument("spec", metavar="SPEC.toml", help="sweep specification")
+    p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
+    p.add_argument("--backend", choices=["loky", "dask"], default="loky",
+                   help="joblib backend: local processes (loky) or a Dask cluster")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address (with --backend dask; default: a local cluster)")
+    p.add_argument("--out", default=None, help="results folder (default: results/)")
+    p.set_defaults(run=_run_sweep)
+
+
+def _run_sweep(args) -> int:
+    from pathlib import Path
+
+    from topofinder import parallel, sweep
+
+    if args.jobs is not None and args.jobs < 1:
+        raise TopofinderError(f"sweep: --jobs must be >= 1, got {args.jobs}")
+    if args.scheduler and args.backend != "dask":
+        raise TopofinderError("sweep: --scheduler needs --backend dask")
+    spec = sweep.load_spec(args.spec)
+    if args.backend == "dask":
+        parallel.use_dask(args.scheduler)
+    try:
+        out = sweep.run_sweep(spec, Path(args.out) if args.out else sweep.RESULTS,
+                              jobs=args.jobs, use_cache=not args.no_cache)
+    finally:
+        parallel.use_loky()
+    print(f"sweep {spec.name}: {len(spec.cells)} cells written to {out}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -251,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_bench(sub)
     _add_catalog(sub)
+    _add_sweep(sub)
     return parser
 
 
