@@ -278,3 +278,167 @@ def test_table7_line_graphs_of_k44(times, t_l, tau, paper):
     assert (b.topology.n, b.topology.degree) == (8 * 4 ** times, 4)
     assert (b.num_steps, b.tau) == (t_l, tau)
     assert float(b.tau) == pytest.approx(paper, abs=5e-4)
+
+
+# ---- BFB-generated bases (topofinder.bfb) ------------------------------------------------------
+BFB_BASES = ["K(4)", "K(3,3)", "H(2,3)", "DC(6,{1,2,3,4})", "BiRing(2,7)", "C(8,{1,2})",
+             "Torus(3,3)", "Kautz(2,1)", "Pi(2,7)", "Pi(3,10)", "DistReg(Petersen)", "DBJ(2,3)",
+             "Hypercube(3)", "UniRing(2,5)", "BiRing(4,5)"]
+
+
+def bfb_base(expr: str) -> StepSchedule:
+    bfb = pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
+    from topofinder.expr import parse
+
+    a = bfb.bfb_schedule(parse(expr))
+    validate(a)
+    return a
+
+
+@pytest.mark.parametrize("expr", BFB_BASES)
+def test_line_graph_of_bfb_bases(expr):
+    a = bfb_base(expr)
+    b = es.line_graph_schedule(a)
+    validate(b)
+    n, d, t_l, tau = ex.predict_line_graph(*facts(a))
+    if lg_exact(a):                               # Thm 10: equality
+        assert (b.num_steps, b.tau) == (t_l, tau)
+    else:                                         # Thm 7: upper bound
+        assert b.num_steps <= t_l and b.tau <= tau
+
+
+@pytest.mark.parametrize("expr", [e for e in BFB_BASES if not e.startswith(("Pi", "DBJ"))])
+def test_degree_and_power_of_bfb_bases(expr):
+    a = bfb_base(expr)
+    for b, pred in ((es.degree_schedule(a, 2), ex.predict_degree_expansion(*facts(a), 2)),
+                    (es.power_schedule(a, 2), ex.predict_cartesian_power(*facts(a), 2))):
+        validate(b)
+        assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == pred
+
+
+@pytest.mark.parametrize("expr", ["UniRing(2,5)", "DBJ(2,3)", "Kautz(2,1)", "BiRing(2,7)",
+                                  "DC(6,{1,2,3,4})"])
+def test_bidirectional_of_bfb_bases(expr):
+    a = bfb_base(expr)
+    b = es.bidirectional_schedule(a)
+    validate(b)
+    pred = ex.predict_bidirectional(*facts(a))
+    assert (b.topology.n, b.topology.degree, b.num_steps) == pred[:3]
+    assert b.tau == pred[3] if not _two_cycles(a.topology) else b.tau <= pred[3]
+
+
+# ---- products scheduled by BFB (Thm 13) ------------------------------------------------------
+def _factor(expr: str):
+    from topofinder.expr import parse
+
+    return parse(expr)
+
+
+PRODUCTS = [("UniRing(1,4)", "UniRing(1,8)"), ("UniRing(1,3)", "UniRing(1,5)"),
+            ("BiRing(2,5)", "UniRing(1,4)"), ("K(3)", "K(4)"), ("K(3)", "UniRing(1,4)"),
+            ("K(2,2)", "K(3)"), ("DC(5,{1,2,3})", "K(3)"), ("BiRing(2,6)", "BiRing(2,4)"),
+            ("K(3,3)", "UniRing(1,3)"), ("H(2,3)", "UniRing(1,3)"),
+            ("BiRing(2,8)", "UniRing(1,4)", "UniRing(1,4)")]
+
+
+@pytest.mark.parametrize("factors", PRODUCTS, ids=[" x ".join(p) for p in PRODUCTS])
+def test_product_schedule_matches_thm13(factors):
+    bfb = pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
+    gs = [_factor(e) for e in factors]
+    for g in gs:                                  # Thm 13's conditions, checked independently
+        assert g.self_loops == 0 and g.link_matrix.max() == 1
+        assert bfb.bfb_score(g).bw_optimal
+    s = es.product_schedule(*gs)
+    validate(s)
+    assert s.topology.same_arcs(ex.cartesian_product(*gs))
+    pred = ex.predict_product([(g.n, g.degree, g.diameter) for g in gs])
+    assert (s.topology.n, s.topology.degree, s.num_steps, s.tau) == pred
+
+
+def test_table7_biring_times_uniring_squared():
+    # DESIGN §9 reference row N = 128: BiRing(2,8) x UniRing(1,4)^2 (10, 0.992)
+    pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
+    s = es.product_schedule(*[_factor(e) for e in PRODUCTS[-1]])
+    assert (s.topology.n, s.num_steps, s.tau) == (128, 10, Fraction(127, 128))
+    assert round(float(s.tau), 3) == 0.992
+
+
+@pytest.mark.slow
+def test_table7_uniring_product_squared():
+    # (UniRing(1,4) x UniRing(1,8))^2: BFB product (Thm 13) then Cartesian square (Thm 12);
+    # N = 1024, 2.3 M sends
+    pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
+    base = es.product_schedule(_factor("UniRing(1,4)"), _factor("UniRing(1,8)"))
+    s = es.power_schedule(base, 2)
+    validate(s)
+    assert (s.topology.n, s.topology.degree) == (1024, 4)
+    assert (s.num_steps, s.tau) == (20, Fraction(1023, 1024))
+    assert round(float(s.tau), 3) == 0.999
+
+
+def test_table7_line_graph_of_distreg_4_32():
+    # L(DistReg(4,32)) (5, 1.000): the d = 4, N = 32 distance-regular graph has a BW-optimal
+    # BFB schedule of T_L = diameter = 4 (App. F.3), and Thm 10 adds one step and 1/32
+    a = bfb_base("DistReg(4,32)")
+    assert (a.num_steps, a.tau) == (4, Fraction(31, 32))
+    b = es.line_graph_schedule(a)
+    validate(b)
+    assert (b.topology.n, b.num_steps, b.tau) == (128, 5, Fraction(1))
+
+
+# ---- Table 7 points built on the search-found catalog bases ------------------------------------
+def catalog_base(expr: str) -> StepSchedule:
+    from topofinder import catalog
+
+    try:
+        entry = catalog.load_entry(expr)
+    except TopofinderError:
+        pytest.skip(f"catalog entry {expr} not written yet (topofinder catalog build)")
+    a = catalog.catalog_schedule(expr)
+    validate(a)
+    assert (a.num_steps, a.tau) == (entry["T_L"], Fraction(entry["tau"]))
+    return a
+
+
+def _check_point(s: StepSchedule, n: int, t_l: int, tau: Fraction, paper: float):
+    validate(s)
+    assert (s.topology.n, s.topology.degree) == (n, 4)
+    assert s.num_steps == t_l
+    assert s.tau <= tau                               # the theorems' value (bound or exact)
+    assert round(float(s.tau), 3) == pytest.approx(paper, abs=1e-9)
+
+
+def test_table7_diamond_square_and_its_line_graph():
+    a = catalog_base("Diamond")
+    assert (a.topology.n, a.topology.degree, a.num_steps, a.tau) == (8, 2, 3, Fraction(7, 8))
+    sq = es.power_schedule(a, 2)
+    _check_point(sq, 64, 6, Fraction(63, 64), 0.984)
+    assert sq.tau == Fraction(63, 64)                 # Thm 12 is exact
+    _check_point(es.line_graph_schedule(sq), 256, 7, Fraction(1), 1.000)
+
+
+@pytest.mark.slow
+def test_table7_line_graph_squared_of_diamond_square():
+    sq = es.power_schedule(catalog_base("Diamond"), 2)
+    _check_point(es.line_graph_schedule(sq, 2), 1024, 8, Fraction(257, 256), 1.004)
+
+
+def test_table7_dbjmod24_square():
+    a = catalog_base("DBJMod(2,4)")
+    assert (a.topology.n, a.topology.degree, a.num_steps, a.tau) == (16, 2, 5, Fraction(15, 16))
+    sq = es.power_schedule(a, 2)
+    _check_point(sq, 256, 10, Fraction(255, 256), 0.996)
+    assert sq.tau == Fraction(255, 256)
+
+
+@pytest.mark.slow
+def test_table7_line_graph_of_dbjmod24_square():
+    sq = es.power_schedule(catalog_base("DBJMod(2,4)"), 2)
+    _check_point(es.line_graph_schedule(sq), 1024, 11, Fraction(1), 1.000)
+
+
+def test_table7_line_graphs_of_dbjmod42():
+    a = catalog_base("DBJMod(4,2)")
+    assert (a.topology.n, a.topology.degree, a.num_steps) == (16, 4, 3)
+    _check_point(es.line_graph_schedule(a), 64, 4, Fraction(1), 1.000)
+    _check_point(es.line_graph_schedule(a, 2), 256, 5, Fraction(65, 64), 1.016)

@@ -211,3 +211,15 @@ def bidirectional_schedule(a: StepSchedule) -> StepSchedule:
     mirrored = np.stack([rows[:, 0], p[rows[:, 1]], rows[:, 2] + half, rows[:, 3] + half,
                          p[rows[:, 4]], p[rows[:, 5]]], 1)
     return _schedule(bi, 2 * half, [rows, mirrored], "bidirectional")
+
+
+# ---- Cartesian product via BFB (Thm 13) --------------------------------------------------------
+def product_schedule(*factors: Topology) -> StepSchedule:
+    """G_1 x ... x G_k (node (a, b) = a·N_B + b, as :func:`expansions.cartesian_product`)
+    scheduled by its optimal BFB schedule (LP (1)). When every G_i is a nontrivial simple
+    digraph with a BW-optimal BFB schedule, T_L = Σ D(G_i) and τ = (ΠN_i − 1)/ΠN_i (Thm 13)."""
+    from topofinder.bfb import bfb_schedule
+
+    s = bfb_schedule(ex.cartesian_product(*factors))
+    return StepSchedule(topology=s.topology, shard_chunks=s.shard_chunks, sends=s.sends,
+                        method="product")
