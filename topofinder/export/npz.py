@@ -1,0 +1,95 @@
+"""Compact NumPy .npz export of schedules for large N (DESIGN §10), with exact round trip.
+
+A step schedule is stored as its send table, column-major (6 × S: the columns t, v, lo, hi, u,
+w each contiguous, which deflate compresses far better than rows), in the narrowest integer
+type that holds it, plus the topology's arcs, so a file re-imports without parsing expressions:
+keys ``kind`` ("steps"), ``collective``, ``topology`` (expression), ``method``,
+``shard_chunks``, ``reduce_steps``, ``n``, ``src``, ``dst``, ``capacity`` (empty: all ones),
+``sends``. A tree schedule (kind "trees") stores ``roots``, ``weight_num``/``weight_den``
+(exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from fractions import Fraction
+
+import numpy as np
+
+from topofinder.errors import TopofinderError
+from topofinder.schedule import StepSchedule
+from topofinder.topology import Topology
+from topofinder.tree_schedule import Tree, TreeSchedule
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """The smallest signed integer dtype holding ``a``."""
+    a = np.asarray(a, np.int64)
+    lo, hi = (int(a.min()), int(a.max())) if a.size else (0, 0)
+    for dt in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dt)
+    return a
+
+
+def _topology_arrays(topo: Topology) -> dict:
+    return {"topology": np.array(topo.expr), "n": np.array(topo.n),
+            "src": _narrow(topo.src), "dst": _narrow(topo.dst),
+            "capacity": _narrow(topo.capacity if topo.capacity is not None else [])}
+
+
+def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
+    """Write ``schedule`` to ``path`` (.npz, compressed)."""
+    arrays = _topology_arrays(schedule.topology)
+    arrays["method"] = np.array(schedule.method)
+    if isinstance(schedule, StepSchedule):
+        arrays.update(kind=np.array("steps"), collective=np.array(schedule.collective),
+                      shard_chunks=np.array(schedule.shard_chunks),
+                      reduce_steps=np.array(schedule.reduce_steps),
+                      sends=np.ascontiguousarray(_narrow(schedule.sends).T))
+    elif isinstance(schedule, TreeSchedule):
+        trees = schedule.trees
+        sizes = [len(t.edges) for t in trees]
+        edges = np.array([e for t in trees for e in t.edges], np.int64).reshape(-1, 2)
+        arrays.update(kind=np.array("trees"), collective=np.array("allgather"),
+                      roots=_narrow([t.root for t in trees]),
+                      weight_num=np.array([t.weight.numerator for t in trees], np.int64),
+                      weight_den=np.array([t.weight.denominator for t in trees], np.int64),
+                      edge_start=_narrow(np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])),
+                      edges=_narrow(edges))
+    else:
+        raise TopofinderError(f"cannot write a {type(schedule).__name__} as .npz")
+    try:
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **arrays)
+    except OSError as exc:
+        raise TopofinderError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def load_npz(path) -> StepSchedule | TreeSchedule:
+    """Read a schedule written by :func:`save_npz` (validate it separately)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise TopofinderError(f"cannot read schedule .npz {path}: {exc}") from None
+    try:
+        cap = a["capacity"].astype(np.int64)
+        topo = Topology(int(a["n"]), a["src"].astype(np.int64), a["dst"].astype(np.int64),
+                        expr=str(a["topology"]), capacity=cap if cap.size else None)
+        kind = str(a["kind"])
+        if kind == "steps":
+            return StepSchedule(topo, int(a["shard_chunks"]), a["sends"].T.astype(np.int64),
+                                collective=str(a["collective"]), method=str(a["method"]),
+                                reduce_steps=int(a["reduce_steps"]))
+        if kind == "trees":
+            start, edges = a["edge_start"].astype(np.int64), a["edges"].astype(np.int64)
+            trees = [Tree(int(r), Fraction(int(p), int(q)),
+                          [tuple(e) for e in edges[start[i]:start[i + 1]].tolist()])
+                     for i, (r, p, q) in enumerate(zip(a["roots"], a["weight_num"],
+                                                       a["weight_den"]))]
+            return TreeSchedule(topo, trees, method=str(a["method"]))
+    except KeyError as exc:
+        raise TopofinderError(f"schedule .npz {path} lacks the array {exc}") from None
+    raise TopofinderError(f"schedule .npz {path}: kind {kind!r} is not steps or trees")
