@@ -24,6 +24,8 @@ from topofinder.topology import Topology
 # ---- helpers ---------------------------------------------------------------------------------
 def _rows(a: StepSchedule) -> np.ndarray:
     """The base sends as an (S, 6) int64 array, columns (t, v, lo, hi, u, w)."""
+    if a.sends.shape[0] == 0:
+        raise TopofinderError(f"{a.topology.expr}: the base schedule has no sends")
     return np.asarray(a.sends, dtype=np.int64).reshape(-1, 6)
 
 
@@ -51,7 +53,7 @@ def _members(keys: np.ndarray, groups):
 
 
 def _schedule(topo: Topology, chunks: int, parts: list[np.ndarray], method: str) -> StepSchedule:
-    sends = np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, 6), np.int64)
+    sends = np.concatenate(parts) if len(parts) > 1 else parts[0]
     return StepSchedule(topology=topo, shard_chunks=int(chunks), sends=sends, method=method)
 
 
@@ -169,28 +171,32 @@ def power_schedule(a: StepSchedule, power: int) -> StepSchedule:
     gp = ex.cartesian_power(g, power)
     n, p, steps = g.n, power, a.num_steps
     rows = _rows(a)
-    phases = []
+    sizes = [rows.shape[0] * n ** (2 * j) * n ** (p - j - 1) for j in range(p)]
+    first = np.empty((sum(sizes), 6), np.int64)
+    pos = 0
     for j in range(p):                       # dimension j (0-based); coordinates before: j
         after = n ** (p - j - 1)
         block = n * after                    # stride of the "before" coordinates
-        x = np.arange(n ** j)[:, None, None]
-        y = np.arange(n ** j)[None, :, None]
-        z = np.arange(after)[None, None, :]
-        xs = np.broadcast_to(x * block, (n ** j, n ** j, after)).reshape(1, -1)
-        ys = np.broadcast_to(y * block, (n ** j, n ** j, after)).reshape(1, -1)
-        zs = np.broadcast_to(z, (n ** j, n ** j, after)).reshape(1, -1)
+        grid = np.meshgrid(np.arange(n ** j), np.arange(n ** j), np.arange(after),
+                           indexing="ij")    # source prefix x, holder prefix y, suffix z
+        xs, ys, zs = (c.reshape(1, -1) for c in grid)
+        view = first[pos:pos + sizes[j]].reshape(rows.shape[0], -1, 6)
         col = lambda c: rows[:, c:c + 1]                               # noqa: E731
-        phases.append(np.stack(np.broadcast_arrays(
-            col(0) + j * steps, xs + col(1) * after + zs, col(2), col(3),
-            ys + col(4) * after + zs, ys + col(5) * after + zs), axis=2).reshape(-1, 6))
-    first = np.concatenate(phases)
-    parts = []
+        view[:, :, 0] = col(0) + j * steps
+        view[:, :, 1] = xs * block + col(1) * after + zs
+        view[:, :, 2] = col(2)
+        view[:, :, 3] = col(3)
+        view[:, :, 4] = ys * block + col(4) * after + zs
+        view[:, :, 5] = ys * block + col(5) * after + zs
+        pos += sizes[j]
+    out = np.empty((p * first.shape[0], 6), np.int64)
     for i in range(p):                       # rotate coordinates right by i, sub-shard i
-        rot = lambda v: (v % n ** i) * n ** (p - i) + v // n ** i    # noqa: E731
-        off = i * a.shard_chunks
-        parts.append(np.stack([first[:, 0], rot(first[:, 1]), first[:, 2] + off,
-                               first[:, 3] + off, rot(first[:, 4]), rot(first[:, 5])], 1))
-    return _schedule(gp, p * a.shard_chunks, parts, "cartesian-power")
+        blk = out[i * first.shape[0]:(i + 1) * first.shape[0]]
+        blk[:, 0] = first[:, 0]
+        for c in (1, 4, 5):
+            blk[:, c] = (first[:, c] % n ** i) * n ** (p - i) + first[:, c] // n ** i
+        blk[:, 2:4] = first[:, 2:4] + i * a.shard_chunks
+    return _schedule(gp, p * a.shard_chunks, [out], "cartesian-power")
 
 
 # ---- uni → bidirectional (Appendix A.6) --------------------------------------------------------
