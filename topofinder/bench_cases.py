@@ -24,3 +24,29 @@ def _parse_line_graph(_):
 @case("parse Pi(4,2000)", 0.2, group="foundation", repeat=5)
 def _parse_pi(_):
     parse("Pi(4,2000)")
+
+
+def _lg_base():
+    from topofinder.bfb import bfb_schedule
+    return bfb_schedule(circulant(16, [3, 4]))
+
+
+@case("schedule L^3(C(16,{3,4})) by line-graph expansion (N=1024)", None,
+      setup=_lg_base, group="expansions")
+def _schedule_line_graph(base):
+    from topofinder.expansion_schedules import line_graph_schedule
+    line_graph_schedule(base, 3)
+
+
+def _ring_product():
+    from topofinder.expansion_schedules import product_schedule
+    from topofinder.generators import uni_ring
+    return product_schedule(uni_ring(1, 4), uni_ring(1, 8))
+
+
+@case("schedule (UniRing(1,4) x UniRing(1,8))^2 by Cartesian power (N=1024)", None,
+      setup=_ring_product, group="expansions")
+def _schedule_power(base):
+    from topofinder.expansion_schedules import power_schedule
+    power_schedule(base, 2)
+
