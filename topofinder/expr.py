@@ -15,6 +15,8 @@ multiplies N by d, G*n multiplies N and d by n, ...) and oversize expressions ar
 
 from __future__ import annotations
 
+import importlib
+
 import os
 import re
 from dataclasses import dataclass
@@ -117,6 +119,11 @@ class _Parser:
             pos = m.start(kind)
             if kind == "sym" and value == "-":
                 self.fail(pos, "negative numbers are not accepted")
+            if kind == "name" and value[0] == "x" and len(value) > 1 and self.tokens \
+                    and (self.tokens[-1][0] == "int" or self.tokens[-1][1] == ")"):
+                # "K(3)xK(2)": an 'x' right after an operand is the product sign
+                self.tokens.append(("name", "x", pos))
+                value, pos = value[1:], pos + 1
             self.tokens.append((kind, int(value) if kind == "int" else value, pos))
             i = m.end()
             if kind == "name" and value == "DistReg":
@@ -450,7 +457,7 @@ def _make_leaf(family: str, a: tuple, key: str) -> Topology:
 
 def _distance_regular(a: tuple) -> Topology:
     try:
-        from topofinder.generators import distance_regular as drg
+        drg = importlib.import_module("topofinder.generators.distance_regular")
     except ModuleNotFoundError as exc:
         if exc.name != "topofinder.generators.distance_regular":
             raise
