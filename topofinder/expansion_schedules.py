@@ -207,7 +207,7 @@ def bidirectional_schedule(a: StepSchedule) -> StepSchedule:
     has no 2-cycles (A and g(A) then use disjoint links); τ' ≤ τ otherwise."""
     _allgather(a, "Bi(G)")
     g = a.topology
-    p = ex._reverse_map(g)
+    p = ex.known_reverse_isomorphism(g)
     if p is None:
         raise TopofinderError(f"{g.expr}: Bi(G) needs a reverse-symmetric G with a known "
                               f"reverse isomorphism (Topology.reverse_isomorphism)")

@@ -6,7 +6,8 @@ The schedules themselves are built in :mod:`topofinder.expansion_schedules`.
 Node numbering (also used by the schedule constructions):
 - L(G): node e is arc e of G (index into G.src/G.dst); e→f iff dst(e) = src(f).
 - G*n: copy i of node u is i·N + u; u_i→w_j for every arc u→w of G and all copies i, j.
-- A x B: node (a, b) is a·N_B + b (row-major, the last factor varies fastest).
+- A x B: node (a, b) is a·N_B + b (row-major, the last factor varies fastest); G^n likewise.
+- Bi(G): the nodes of G; arcs of G first, then the arcs of G^T in the same order.
 """
 
 from __future__ import annotations
@@ -59,14 +60,14 @@ def _line_graph_once(g: Topology) -> Topology:
     offsets = np.arange(e_src.size) - np.repeat(np.cumsum(counts) - counts, counts)
     e_dst = order[start[g.dst[e_src]] + offsets]
     rev = None
-    p = _reverse_map(g)
+    p = known_reverse_isomorphism(g)
     if p is not None:
         rev = _arc_index(g.n, g.src, g.dst, p[g.dst], p[g.src])
     return Topology(g.num_arcs, e_src, e_dst, expr=_line_expr(g.expr),
                     bidirectional=False, reverse_isomorphism=rev)
 
 
-def _reverse_map(g: Topology) -> np.ndarray | None:
+def known_reverse_isomorphism(g: Topology) -> np.ndarray | None:
     """A known reverse isomorphism of G: identity for bidirectional G, else the stored one."""
     if g.reverse_isomorphism is not None:
         return g.reverse_isomorphism
@@ -103,7 +104,7 @@ def degree_expansion(g: Topology, n: int) -> Topology:
     src = (i * g.n + g.src).reshape(-1)
     dst = (j * g.n + g.dst).reshape(-1)
     cap = None if g.capacity is None else np.tile(g.capacity, n * n)
-    p = _reverse_map(g)
+    p = known_reverse_isomorphism(g)
     rev = None if p is None else (np.arange(n)[:, None] * g.n + p).reshape(-1)
     return Topology(n * g.n, src, dst, expr=f"{_wrap(g.expr)}*{n}", capacity=cap,
                     bidirectional=g.bidirectional, vertex_transitive=g.vertex_transitive,
@@ -135,7 +136,7 @@ def cartesian_product(*factors: Topology, expr: str | None = None) -> Topology:
         dsts.append(rep + (f.dst[arc] - f.src[arc]) * s)
         caps.append(f.arc_capacity[arc])
     rev = None
-    maps = [_reverse_map(f) for f in factors]
+    maps = [known_reverse_isomorphism(f) for f in factors]
     if all(p is not None for p in maps):
         rev = sum(p[c] * s for p, s, c in zip(maps, strides, coords))
     name = expr or " x ".join(f"({f.expr})" if " x " in f.expr else f.expr for f in factors)
