@@ -52,8 +52,8 @@ def _add_export(sub) -> None:
                        description="Export a topology (edge list, JSON, GraphML), a schedule "
                                    "or a patch-panel cabling plan.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
-    p.add_argument("--what", choices=["topology", "schedule"], default="topology",
-                   help="what to export (default: topology)")
+    p.add_argument("--what", choices=["topology", "schedule", "patch-panel"],
+                   default="topology", help="what to export (default: topology)")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
@@ -62,7 +62,20 @@ def _add_export(sub) -> None:
     p.add_argument("--low-trees", action="store_true",
                    help="trees: prefer low trees (heuristic)")
     p.add_argument("--format", default=None,
-                   help="topology: edgelist (default), json (node-link), graphml")
+                   help="topology: edgelist (default), json (node-link), graphml; "
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o)")
+    p.add_argument("--channels", type=int, default=1,
+                   help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
+    p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
+                   help="schedule xml: MSCCL protocol (default Simple)")
+    p.add_argument("--cabling", choices=["auto", "simplex", "duplex"], default="auto",
+                   help="patch-panel: simplex fibres, duplex cables, or auto (duplex when "
+                        "the topology is bidirectional)")
+    p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
+                   help="patch-panel: ports per panel; each connection uses two (default 1008)")
+    p.add_argument("--diff", default=None, metavar="OLD.csv",
+                   help="patch-panel: list the fibres to move from the plan OLD.csv to this "
+                        "topology (nodes relabelled to keep fibres), as action,... CSV rows")
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(run=_run_export)
 
@@ -71,6 +84,8 @@ def _run_export(args) -> int:
     from topofinder.export.topology import write_topology
     from topofinder.expr import load_topology
 
+    if args.what == "patch-panel":
+        return _export_patch_panel(args)
     if args.what == "schedule" and args.kind == "trees":
         return _export_trees(args)
     if args.what == "schedule":
@@ -97,12 +112,56 @@ def _export_trees(args) -> int:
         best = fixed_k_optimum(topo, args.trees_per_root)
         schedule = fixed_k_trees(topo, args.trees_per_root, prefer_low_trees=args.low_trees)
         validate(schedule, best.tau)
-    text = schedule.to_json() + "\n"
+    _write_schedule(schedule, args)
+    return 0
+
+
+def _write_schedule(schedule, args) -> None:
+    """Write a step or tree schedule as json, xml (MSCCL-style) or npz (DESIGN §10)."""
+    from topofinder.schedule import StepSchedule
+
+    fmt = args.format or "json"
+    if fmt == "npz":
+        from topofinder.export.npz import save_npz
+
+        if not args.output:
+            raise TopofinderError("export: --format npz is binary; give an output file with -o")
+        save_npz(schedule, args.output)
+        return
+    if fmt == "json":
+        text = schedule.to_json() + "\n"
+    elif fmt == "xml":
+        from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
+
+        steps = schedule if isinstance(schedule, StepSchedule) else trees_as_steps(schedule)
+        text = to_msccl_xml(steps, channels=args.channels, protocol=args.protocol)
+    else:
+        raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+def _export_patch_panel(args) -> int:
+    """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr)."""
+    from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
+    from topofinder.expr import load_topology
+
+    topo = load_topology(args.expr)
+    if args.diff:
+        diff = diff_plans(read_plan(args.diff), topo, args.cabling, args.panel_size)
+        out = diff
+        kept = diff.new.num_rows - diff.added.shape[0]
+        print(f"patch-panel diff: {diff.moves} fibres to move ({diff.removed.shape[0]} "
+              f"unplugged, {diff.added.shape[0]} plugged, {kept} kept)", file=sys.stderr)
+    else:
+        out = plan_patch_panel(topo, args.cabling, args.panel_size)
+    if args.output:
+        out.write_csv(args.output)
+    else:
+        out.write_csv(sys.stdout)
     return 0
 
 
