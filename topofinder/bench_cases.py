@@ -50,3 +50,23 @@ def _schedule_power(base):
     from topofinder.expansion_schedules import power_schedule
     power_schedule(base, 2)
 
+
+@case("patch-panel plan L^3(C(16,{3,4})) simplex (N=1024, d=4)", 5.0, group="export",
+      setup=lambda: line_graph(circulant(16, [3, 4]), 3))
+def _patch_line_graph(topo):
+    from topofinder.export.patch_panel import plan_patch_panel
+    plan_patch_panel(topo)
+
+
+@case("patch-panel plan C(1024,{15,16}) duplex, non-bipartite (N=1024, d=4)", 5.0,
+      group="export", setup=lambda: circulant(1024, [15, 16]))
+def _patch_circulant(topo):
+    from topofinder.export.patch_panel import plan_patch_panel
+    plan_patch_panel(topo)
+
+
+@case("patch-panel plan Pi(4,1024) simplex with self-loops (N=1024, d=4)", 5.0,
+      group="export", setup=lambda: generalized_kautz(4, 1024))
+def _patch_pi(topo):
+    from topofinder.export.patch_panel import plan_patch_panel
+    plan_patch_panel(topo)
