@@ -40,12 +40,17 @@ STATIC_COMMAND = "python3 -c 'from topofinder.catalog import build_static_entrie
                  "build_static_entries()'"
 
 
+def _dir(directory) -> Path:
+    """The catalog directory: ``directory`` (str or Path) or catalog/ of the repository."""
+    return Path(directory) if directory is not None else CATALOG_DIR
+
+
 def entry_path(expr: str, directory: Path | None = None) -> Path:
     """catalog/<expr with non-alphanumeric runs replaced by '_'>.json."""
     stem = re.sub(r"[^A-Za-z0-9]+", "_", expr).strip("_")
     if not stem:
         raise TopofinderError(f"catalog: expression {expr!r} gives an empty file name")
-    return (directory or CATALOG_DIR) / f"{stem}.json"
+    return _dir(directory) / f"{stem}.json"
 
 
 def _read(path: Path) -> dict:
@@ -89,14 +94,14 @@ def _distance_regular_entries(directory: Path) -> list[dict]:
 def entries(directory: Path | None = None) -> list[dict]:
     """Every catalog entry as stored (schedule entries, then distance-regular graphs), sorted
     by (d, N, expr)."""
-    directory = directory or CATALOG_DIR
+    directory = _dir(directory)
     rows = _schedule_entries(directory) + _distance_regular_entries(directory)
     return sorted(rows, key=lambda e: (e.get("d", 0), e.get("N", 0), str(e.get("expr"))))
 
 
 def load_entry(expr: str, directory: Path | None = None) -> dict:
     """The stored entry whose expression is ``expr`` (TopofinderError naming the known ones)."""
-    directory = directory or CATALOG_DIR
+    directory = _dir(directory)
     path = entry_path(expr, directory)
     if path.exists():
         entry = _read(path)

@@ -1,12 +1,11 @@
-"""Schedules for the expansions of paper 001 §5, Appendix A.6 and D, and their predictions.
+"""Schedules for the expansions of paper 001 §5, Appendix A.6 and D.
 
-Each construction takes a base :class:`StepSchedule` (allgather) and returns the expanded
+Each construction takes a base allgather :class:`StepSchedule` and returns the expanded
 allgather schedule on the expanded topology of :mod:`topofinder.expansions` (same node
-numbering). Chunk ranges are integers: where a construction splits a chunk, the shard is cut
-into more chunks (``shard_chunks`` grows by the needed factor).
-
-The ``predict_*`` functions give (N', d', T_L', τ') from the base's (N, d, T_L, τ) without
-building anything (DESIGN §5): T_L in comm steps, τ = T_B in units of M/B, exact Fractions.
+numbering), built with numpy over the base's sends. Chunk ranges stay integral: where a
+construction splits a chunk, the shard is cut into more chunks (``shard_chunks`` grows by the
+needed factor). The replayed T_L (steps) and τ (M/B) equal the ``predict_*`` functions of
+:mod:`topofinder.expansions` (DESIGN §5), or stay below them where those are bounds.
 """
 
 from __future__ import annotations
@@ -84,11 +83,10 @@ def _line_graph_once(a: StepSchedule) -> StepSchedule:
     uniq, pair_id, mult = np.unique(pair, return_inverse=True, return_counts=True)
     by_pair = _groups(pair_id, uniq.size)
     send_pair = np.searchsorted(uniq, rows[:, 4] * n + rows[:, 5])
-    if rows.size and not np.array_equal(uniq[np.minimum(send_pair, uniq.size - 1)],
-                                        rows[:, 4] * n + rows[:, 5]):
+    if not np.array_equal(uniq[np.minimum(send_pair, uniq.size - 1)], rows[:, 4] * n + rows[:, 5]):
         raise TopofinderError(f"{g.expr}: the base schedule sends over a pair that is no arc")
     k = mult[send_pair]
-    refine = lcm(*np.unique(k).tolist()) if k.size else 1
+    refine = lcm(*np.unique(k).tolist())
     rep, sender = _members(send_pair, by_pair)            # one row per parallel arc u→w
     base = rows[rep]
     piece = (base[:, 3] - base[:, 2]) * refine // k[rep]
@@ -126,9 +124,9 @@ def degree_schedule(a: StepSchedule, factor: int) -> StepSchedule:
     if g.self_loops:
         raise TopofinderError(f"{g.expr} has self-loops; degree expansion (Def 13) needs a "
                               f"topology without self-loops")
-    if not g.is_regular:
-        raise TopofinderError(f"{g.expr} is not regular; degree expansion needs a d-regular "
-                              f"topology")
+    if not g.is_regular or g.heterogeneous:
+        raise TopofinderError(f"{g.expr}: degree expansion (Thm 11) needs a d-regular "
+                              f"topology with homogeneous links")
     ge = ex.degree_expansion(g, factor)
     n, d, nf = g.n, g.degree, factor
     rows = _rows(a)
