@@ -51,6 +51,47 @@ def _schedule_power(base):
     power_schedule(base, 2)
 
 
+# ---- ForestColl (issue 4): T_B^FC, its networkx baseline, tree packing ----------------------
+def _fresh(topo):
+    """The same arcs in a new Topology, so cached derived data is rebuilt inside the timing."""
+    return lambda: topo.renamed(topo.expr)
+
+
+@case("T_B^FC Pi(4,256)", 0.1, setup=_fresh(generalized_kautz(4, 256)), repeat=5,
+      group="forestcoll")
+def _fc_pi256(topo):
+    from topofinder.forestcoll import throughput_optimum
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("T_B^FC Pi(4,256) networkx bisection baseline (same oracle)", None,
+      setup=_fresh(generalized_kautz(4, 256)), repeat=1, group="forestcoll")
+def _fc_pi256_networkx(topo):
+    from topofinder.forestcoll import ratio_by_networkx_bisection
+    ratio_by_networkx_bisection(topo.renamed(topo.expr))
+
+
+@case("T_B^FC Pi(4,1024)", 1.0, setup=_fresh(generalized_kautz(4, 1024)), repeat=5,
+      group="forestcoll")
+def _fc_pi1024(topo):
+    from topofinder.forestcoll import throughput_optimum
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("T_B^FC L^3(C(16,{3,4})) (N=1024)", 1.0,
+      setup=_fresh(line_graph(circulant(16, [3, 4]), 3)), repeat=5, group="forestcoll")
+def _fc_l3(topo):
+    from topofinder.forestcoll import throughput_optimum
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("tree packing L^2(C(16,{3,4})) (N=256, d=4)", 300.0,
+      setup=_fresh(line_graph(circulant(16, [3, 4]), 2)), repeat=1, group="forestcoll")
+def _fc_pack256(topo):
+    from topofinder.forestcoll import optimal_trees
+    optimal_trees(topo.renamed(topo.expr))
+
+
 @case("patch-panel plan L^3(C(16,{3,4})) simplex (N=1024, d=4)", 5.0, group="export",
       setup=lambda: line_graph(circulant(16, [3, 4]), 3))
 def _patch_line_graph(topo):

@@ -168,8 +168,6 @@ def ratio_by_networkx_bisection(topo: Topology) -> Fraction:
             g.add_edge("s", u, capacity=r.denominator)
         return all(nx.maximum_flow_value(g, "s", v) >= n * r.denominator for v in range(n))
 
-    if feasible(lo):
-        return lo
     while hi - lo >= Fraction(1, x_max * x_max):
         mid = (lo + hi) / 2
         if feasible(mid):
