@@ -56,9 +56,11 @@ class StepSchedule:
     reduce_steps: int = 0
 
     def __post_init__(self):
-        sends = np.array(self.sends, dtype=np.int64, copy=True)
+        sends = np.asarray(self.sends, dtype=np.int64)   # taken over (made read-only)
         if sends.size == 0:
             sends = sends.reshape(0, 6)
+        if sends is self.sends and sends.flags.writeable and sends.base is not None:
+            sends = sends.copy()                     # a view: do not freeze its owner
         if sends.ndim != 2 or sends.shape[1] != 6:
             raise ScheduleError(f"sends must be an (S, 6) array of (t, v, lo, hi, u, w) rows, "
                                 f"got shape {sends.shape}")
