@@ -181,3 +181,22 @@ def test_diff_between_different_duplex_topologies():
     # every kept cable carries two arcs shared by both topologies
     assert d.moves == d.added.shape[0] == d.removed.shape[0]
     assert 2 * d.moves == _moved_arcs(old_t, new_t, d.physical)
+
+
+def test_cli_patch_panel_and_diff(tmp_path, capsys):
+    from topofinder.cli import main
+    old = tmp_path / "old.csv"
+    assert main(["export", "C(16,{3,4})", "--what", "patch-panel", "--panel-size", "16",
+                 "-o", str(old)]) == 0
+    plan = read_plan(old)
+    assert plan.num_panels == 4 and plan.to_topology().same_arcs(circulant(16, [3, 4]))
+    assert main(["export", "C(16,{3,4})", "--what", "patch-panel", "--diff", str(old)]) == 0
+    out, err = capsys.readouterr()
+    assert "0 fibres to move" in err and out.strip() == "action," + ",".join(HEADER)
+    assert main(["export", "C(16,{1,4})", "--what", "patch-panel", "--diff", str(old)]) == 0
+    out, err = capsys.readouterr()
+    moves = int(err.split("patch-panel diff: ")[1].split()[0])
+    rows = out.strip().splitlines()[1:]
+    assert moves == sum(r.startswith("add,") for r in rows) > 0
+    assert main(["export", "C(16,{3,4})", "--what", "patch-panel", "--panel-size", "5"]) == 2
+    assert "even" in capsys.readouterr().err
