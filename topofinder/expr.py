@@ -160,8 +160,8 @@ class _Parser:
         self.i += 1
         return tok
 
-    def at(self, value, offset: int = 0) -> bool:
-        kind, v, _ = self.peek(offset)
+    def at(self, value) -> bool:
+        kind, v, _ = self.peek()
         return kind in ("sym", "name") and v == value
 
     def expect(self, value: str, what: str | None = None):
