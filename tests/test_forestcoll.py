@@ -253,3 +253,19 @@ def test_fixed_k_rejects_bad_k():
 def test_packing_256_nodes_degree_4():
     topo = line_graph(circulant(16, [3, 4]), 2)
     assert_optimal(optimal_trees(topo), topo)
+
+
+def test_cli_exports_a_valid_optimal_tree_schedule(tmp_path):
+    from topofinder.cli import main
+    from topofinder.expr import load_topology
+    from topofinder.tree_schedule import TreeSchedule
+
+    out = tmp_path / "trees.json"
+    assert main(["export", "Pi(4,20)", "--what", "schedule", "--kind", "trees",
+                 "-o", str(out)]) == 0
+    topo = load_topology("Pi(4,20)")
+    s = TreeSchedule.from_json(out.read_text(), topo)
+    assert problems(s, brute_ratio(topo) * Fraction(4, 20)) == []
+    assert s.tau() == brute_ratio(topo) * Fraction(4, 20)
+    assert main(["export", "Pi(4,20)", "--what", "schedule", "--kind", "trees",
+                 "--trees-per-root", "0"]) == 2
