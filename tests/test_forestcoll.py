@@ -269,3 +269,13 @@ def test_cli_exports_a_valid_optimal_tree_schedule(tmp_path):
     assert s.tau() == brute_ratio(topo) * Fraction(4, 20)
     assert main(["export", "Pi(4,20)", "--what", "schedule", "--kind", "trees",
                  "--trees-per-root", "0"]) == 2
+
+
+def test_bfb_side_by_side():
+    bfb = pytest.importorskip("topofinder.bfb")
+    topo = line_graph(circulant(16, [3, 4]), 2)
+    assert bfb.bfb_tau(topo) == Fraction(65, 64)
+    assert throughput_optimum(topo).tau == Fraction(255, 256)
+    # (⋆) bounds every schedule, BFB's included
+    for topo in FAMILIES[:8]:
+        assert bfb.bfb_tau(topo) >= throughput_optimum(topo).tau
