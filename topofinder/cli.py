@@ -57,6 +57,9 @@ def _add_export(sub) -> None:
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
+    p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce"],
+                   default="allgather", help="schedule steps: which collective (default "
+                                             "allgather; the optimal BFB schedule, Appendix B)")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -89,10 +92,21 @@ def _run_export(args) -> int:
     if args.what == "schedule" and args.kind == "trees":
         return _export_trees(args)
     if args.what == "schedule":
-        raise TopofinderError("export --what schedule: step schedules are not available yet; "
-                              "use --kind trees")
+        return _export_steps(args)
     topo = load_topology(args.expr)
     write_topology(topo, args.format or "edgelist", args.output)
+    return 0
+
+
+def _export_steps(args) -> int:
+    """Optimal BFB step schedule of the collective (DESIGN §10), replay-validated first."""
+    from topofinder.bfb import bfb_schedule
+    from topofinder.expr import load_topology
+    from topofinder.schedule import validate
+
+    schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
+    validate(schedule)
+    _write_schedule(schedule, args)
     return 0
 
 

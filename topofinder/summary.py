@@ -35,8 +35,22 @@ def describe(topo: Topology) -> dict:
         "tau_opt": (n - 1) / n,
         "tau_opt_exact": f"{n - 1}/{n}",
     }
+    _add_bfb(info, topo)
     _add_forestcoll(info, topo)
     return info
+
+
+def _add_bfb(info: dict, topo: Topology) -> None:
+    """Optimal BFB schedule: T_L (steps) and τ (M/B, exact as "p/q"); BW-optimal iff
+    τ = (N−1)/N, Moore-optimal iff T_L equals the Moore bound (paper 001 Appendix C)."""
+    from topofinder.bfb import bfb_score
+
+    score = bfb_score(topo)
+    info["T_L"] = score.T_L
+    info["tau_bfb"] = float(score.tau)
+    info["tau_bfb_exact"] = f"{score.tau.numerator}/{score.tau.denominator}"
+    info["bw_optimal"] = score.bw_optimal
+    info["moore_optimal"] = score.T_L == info["moore_T_L"]
 
 
 def _add_forestcoll(info: dict, topo: Topology) -> None:
