@@ -111,3 +111,46 @@ def _patch_circulant(topo):
 def _patch_pi(topo):
     from topofinder.export.patch_panel import plan_patch_panel
     plan_patch_panel(topo)
+
+
+from topofinder.generators import hypercube, torus  # noqa: E402
+
+
+def _fresh(build):
+    """Setup for scorer/generator cases: the arcs once; each run scores a fresh Topology
+    object, so no cached link matrix or distances carry over between runs."""
+    from topofinder.topology import Topology
+
+    g = build()
+    return lambda: Topology(g.n, g.src, g.dst, expr=g.expr, capacity=g.capacity,
+                            bidirectional=g.bidirectional,
+                            vertex_transitive=g.vertex_transitive,
+                            reverse_isomorphism=g.reverse_isomorphism)
+
+
+@case("BFB scorer L^3(C(16,{3,4})) (N=1024, d=4)", 0.1, group="bfb", repeat=7,
+      setup=lambda: _fresh(lambda: line_graph(circulant(16, [3, 4]), 3)))
+def _bfb_score_l3(make):
+    from topofinder.bfb import bfb_score
+    bfb_score(make())
+
+
+@case("BFB scorer Pi(8,2000)", 5.0, group="bfb", repeat=3,
+      setup=lambda: _fresh(lambda: generalized_kautz(8, 2000)))
+def _bfb_score_pi8(make):
+    from topofinder.bfb import bfb_score
+    bfb_score(make())
+
+
+@case("BFB full schedule Hypercube(10)", 2.0, group="bfb", repeat=3,
+      setup=lambda: _fresh(lambda: hypercube(10)))
+def _bfb_schedule_hypercube(make):
+    from topofinder.bfb import bfb_schedule
+    bfb_schedule(make())
+
+
+@case("BFB full schedule Torus(50,50)", 2.0, group="bfb", repeat=3,
+      setup=lambda: _fresh(lambda: torus(50, 50)))
+def _bfb_schedule_torus(make):
+    from topofinder.bfb import bfb_schedule
+    bfb_schedule(make())
