@@ -21,6 +21,7 @@ import re
 import tempfile
 import time
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,19 @@ def entry_path(expr: str, directory: Path | None = None) -> Path:
     return _dir(directory) / f"{stem}.json"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path):
+    """The JSON document at ``path`` (parsed once per file version; a shallow copy)."""
     try:
-        return json.loads(path.read_text())
+        stat = path.stat()
+        data = _parse(str(path), stat.st_mtime_ns, stat.st_size)
+        return dict(data) if isinstance(data, dict) else list(data)
     except (OSError, ValueError) as exc:
         raise TopofinderError(f"catalog: cannot read {path}: {exc}") from None
+
+
+@lru_cache(maxsize=256)
+def _parse(path: str, mtime_ns: int, size: int):
+    return json.loads(Path(path).read_text())
 
 
 def _schedule_entries(directory: Path) -> list[dict]:
