@@ -25,6 +25,8 @@ from topofinder.errors import TopofinderError
 from topofinder.generators import de_bruijn
 from topofinder.topology import Topology
 
+MAX_CYCLES = 100_000    # DBJ rewirings: enumerate every cycle up to this many
+
 
 # ---- distances on small graphs, batched -----------------------------------------------------
 def _batch_distances(adj: np.ndarray, limit: int) -> np.ndarray:
@@ -174,12 +176,10 @@ def dbj_rewirings(d: int, k: int, max_diameter: int | None = None) -> list[Topol
     """
     if d < 2 or k < 2:
         raise TopofinderError(f"DBJ rewiring needs d >= 2 and k >= 2, got DBJ({d},{k})")
-    base = de_bruijn(d, k)
-    n = base.n
-    arcs = set(zip(base.src.tolist(), base.dst.tolist()))
-    bad = {(u, w) for u, w in arcs if u == w or (w, u) in arcs}
+    n = d ** k
+    arcs, bad = _dbj_arcs(d, k)
     kept = arcs - bad
-    freed = sorted({u for u, _ in bad})
+    freed = dbj_freed_nodes(d, k)
     depth = n if max_diameter is None else max_diameter
     out_arcs = []
     for cycle in _cycles(freed, d, k):
@@ -192,10 +192,22 @@ def dbj_rewirings(d: int, k: int, max_diameter: int | None = None) -> list[Topol
     return _finish(out_arcs, n, depth, f"DBJrw({d},{k})")
 
 
+def _dbj_arcs(d: int, k: int) -> tuple[set, set]:
+    """DBJ(d,k)'s arcs and the subset to rewire: self-loops and both arcs of 2-cycles."""
+    base = de_bruijn(d, k)
+    arcs = set(zip(base.src.tolist(), base.dst.tolist()))
+    return arcs, {(u, w) for u, w in arcs if u == w or (w, u) in arcs}
+
+
+def dbj_freed_nodes(d: int, k: int) -> list[int]:
+    """Nodes of DBJ(d,k) on a self-loop or a 2-cycle (each loses one out- and one in-arc)."""
+    return sorted({u for u, _ in _dbj_arcs(d, k)[1]})
+
+
 def _cycles(freed: list[int], d: int, k: int):
     """Cyclic orders of ``freed`` (first node fixed); see :func:`dbj_rewirings`."""
     m = len(freed)
-    if math.factorial(m - 1) <= 100_000:
+    if math.factorial(m - 1) <= MAX_CYCLES:
         for rest in itertools.permutations(freed[1:]):
             yield [freed[0], *rest]
         return
@@ -256,7 +268,8 @@ def bfb_tau(topo: Topology) -> Fraction:
 class ScheduleSearch:
     """Outcome of :func:`search_schedule`. ``status``: "optimal" (τ proven least among
     T-step, P-chunk schedules with integer per-step link bounds), "feasible" (time limit hit
-    with a schedule), "infeasible" (proven: no such schedule), "unknown". ``lower_bound``:
+    with a schedule, or the first schedule meeting a target), "infeasible" (proven: no such
+    schedule, with τ ≤ target when a target was given), "unknown". ``lower_bound``:
     proven lower bound on τ (M/B) for such schedules, None if nothing was proven."""
 
     status: str
@@ -398,6 +411,7 @@ class BuildResult:
     searches: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     path: str | None = None
+    reverse_symmetric_only: bool = False
 
     def summary(self) -> dict:
         s = self.schedule
@@ -464,7 +478,8 @@ def build(*, space: str, n: int, d: int, steps: int, chunks: int, name: str | No
         pool.append((not rev, bfb_tau(cand), len(pool), cand))
     pool.sort(key=lambda row: row[:3])
     tried = [row for row in pool if row[1] > goal]
-    result = BuildResult(name, None, None, len(pool), len(pool) - len(tried))
+    result = BuildResult(name, None, None, len(pool), len(pool) - len(tried),
+                         reverse_symmetric_only=reverse_symmetric)
     best = None
     for _, tau_bfb, _, cand in tried:
         left = budget - (time.perf_counter() - start)
@@ -501,12 +516,20 @@ def write_result(result: BuildResult, command: str, source: str, space: str,
     if result.schedule is None or not result.name:
         raise TopofinderError("catalog build: nothing to write (no schedule found or no name)")
     sched = result.schedule
-    method = ("exhaustive enumeration of all " if space == "all" else
-              "rewirings of DBJ's self-loops and 2-cycles into one long cycle (Fig. 20) over ")
-    method += (f"{sched.topology.degree}-regular digraphs on {sched.topology.n} nodes up to "
-               f"isomorphism, diameter <= {sched.num_steps}, ordered by BFB tau; schedule by "
-               f"CP-SAT with {sched.num_steps} steps and {sched.shard_chunks} chunks per shard "
-               f"(first-arrival model, integer per-step link bounds)")
+    n, d, steps = sched.topology.n, sched.topology.degree, sched.num_steps
+    if space == "all":
+        method = f"exhaustive enumeration of all {d}-regular simple loopless digraphs on {n} nodes"
+    else:
+        k = round(math.log(n, d))
+        method = (f"rewirings of DBJ({d},{k}): self-loops and 2-cycles removed, the freed "
+                  f"nodes joined by one long cycle (Fig. 20 caption)")
+        if math.factorial(len(dbj_freed_nodes(d, k)) - 1) > MAX_CYCLES:
+            method += ", only cycles commuting with the digit-shift automorphism"
+    kind = "reverse-symmetric candidates" if result.reverse_symmetric_only else "candidates"
+    method += (f"; {result.candidates} {kind} up to isomorphism with diameter <= {steps}, "
+               f"ordered by BFB tau, BFB-optimal ones skipped; schedule by CP-SAT with {steps} "
+               f"steps and {sched.shard_chunks} chunks per shard (first-arrival model, "
+               f"integer per-step link bounds)")
     provenance = {"command": command, "method": method,
                   "source": f"{source}; {SOURCE_NOTE}",
                   "seconds": round(result.seconds, 3),
@@ -516,3 +539,54 @@ def write_result(result: BuildResult, command: str, source: str, space: str,
     path = write_entry(sched.topology, sched, provenance, directory)
     result.path = str(path)
     return result.path
+
+
+def resolve(name: str | None, **overrides) -> dict:
+    """Build parameters: the preset ``name`` (a key of :data:`PRESETS`) with ``overrides``
+    (None values ignored); without a preset, n, d, steps and chunks must be given."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if name in PRESETS:
+        params = {**PRESETS[name], "name": name, **given}
+    else:
+        params = {"space": "all", "source": "topofinder catalog build", "name": name, **given}
+        missing = [k for k in ("n", "d", "steps", "chunks") if k not in params]
+        if missing:
+            raise TopofinderError(
+                f"catalog build: {name!r} is not a preset ({', '.join(PRESETS)}); a custom "
+                f"search needs --{' --'.join(missing)}" if name else
+                f"catalog build: give a preset ({', '.join(PRESETS)}) or --n, --d, --steps "
+                f"and --chunks")
+    return params
+
+
+def command_line(params: dict) -> str:
+    """The explicit `topofinder catalog build` command that repeats a build."""
+    parts = ["topofinder catalog build", f"--space {params['space']}", f"--n {params['n']}",
+             f"--d {params['d']}", f"--steps {params['steps']}", f"--chunks {params['chunks']}"]
+    if params.get("reverse_symmetric"):
+        parts.append("--reverse-symmetric")
+    if params.get("target") is not None:
+        parts.append(f"--target {params['target']}")
+    for key in ("time_limit", "budget"):
+        if params.get(key) is not None:
+            parts.append(f"--{key.replace('_', '-')} {params[key]:g}")
+    if params.get("search_all"):
+        parts.append("--all")
+    if params.get("name"):
+        parts.append(f"--name '{params['name']}'")
+    return " ".join(parts)
+
+
+def run(name: str | None, *, write: bool = True, directory=None, progress=None,
+        **overrides) -> dict:
+    """Resolve, build and (with a name, if a schedule was found and ``write``) write one
+    catalog entry; returns the build summary with the command that reproduces it."""
+    params = resolve(name, **overrides)
+    command = command_line(params)
+    source = params.pop("source")
+    if params.get("target") is not None:
+        params["target"] = Fraction(params["target"])
+    result = build(progress=progress, **params)
+    if write and result.schedule is not None and result.name:
+        write_result(result, command, source, params["space"], directory)
+    return {"command": command, **result.summary()}
