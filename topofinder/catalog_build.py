@@ -21,6 +21,7 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
+from topofinder.bfb import bfb_tau
 from topofinder.errors import TopofinderError
 from topofinder.generators import de_bruijn
 from topofinder.topology import Topology
@@ -231,36 +232,6 @@ def _cycles(freed: list[int], d: int, k: int):
                 for j in range(m):
                     cyc[j] = shift(head[j % step], gen * (j // step))
                 yield cyc
-
-
-# ---- BFB score (ordering of candidates) ------------------------------------------------------
-def bfb_tau(topo: Topology) -> Fraction:
-    """BFB τ (M/B) of a small simple digraph: (d/N)·Σ_t max_u U_{u,t} (paper 001 eq. (2)), with
-    U_{u,t} from LP (1) by Hall's condition: the largest ratio, over sets W of u's in-arcs, of
-    the shards at distance t whose senders all lie in W, to |W| (DESIGN §6)."""
-    n, d = topo.n, topo.degree
-    dist = topo.distances
-    diam = topo.diameter
-    total = Fraction(0)
-    worst = [Fraction(0)] * (diam + 1)
-    for u in range(n):
-        ins = np.unique(topo.src[(topo.dst == u) & (topo.src != u)])
-        k = ins.size
-        # senders[v] = bitmask over ins of in-neighbours w with dist(v, w) = dist(v, u) − 1
-        bits = (dist[:, ins] == (dist[:, u:u + 1] - 1)) * (1 << np.arange(k))
-        masks = bits.sum(axis=1)
-        subsets = np.arange(1, 1 << k)
-        sizes = np.array([bin(s).count("1") for s in subsets])
-        for t in range(1, diam + 1):
-            m = masks[dist[:, u] == t]
-            if m.size == 0:
-                continue
-            inside = (m[None, :] & ~subsets[:, None]) == 0
-            counts = inside.sum(axis=1)
-            best = max(Fraction(int(c), int(s)) for c, s in zip(counts, sizes))
-            worst[t] = max(worst[t], best)
-    total = sum(worst, Fraction(0))
-    return total * d / n
 
 
 # ---- schedule search (CP-SAT) ----------------------------------------------------------------
