@@ -70,7 +70,7 @@ def test_recipe_expressions():
     assert line(line(power(d, 2))).expr == "L^2(Diamond^2)"
     assert power(product(base("UniRing(1,4)"), base("UniRing(1,8)")), 2).expr == \
         "(UniRing(1,4) x UniRing(1,8))^2"
-    assert degree(power(d, 2), 2).expr == "(Diamond^2)*2"
+    assert degree(power(d, 2), 2).expr == "Diamond^2*2"
     assert line(power(d, 2)).method == "line-graph" and d.method == "catalog"
 
 

@@ -202,6 +202,8 @@ def _add_search(sub) -> None:
                    help="only topologies duplex cabling can realise")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="also draw T_L against tau with the bounds (FILE.png or FILE.svg)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=_run_search)
 
@@ -212,9 +214,15 @@ def _run_search(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {args.jobs}")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise TopofinderError(f"search: --plot {args.plot}: give a .png or .svg file name")
     workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True)
+    if args.plot:
+        from topofinder.export.plot import plot_frontier
+
+        plot_frontier(result, args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -74,8 +74,9 @@ def _top_level(expr: str) -> str:
 
 
 def _postfix_operand(expr: str) -> str:
-    top = _top_level(expr)
-    return f"({expr})" if " x " in top or "*" in top or "^" in top.replace("L^", "") else expr
+    """Postfix ^n and *n bind tighter than ' x ', so only a product needs parentheses (the
+    expression grammar's canonical form, topofinder.expr)."""
+    return f"({expr})" if " x " in _top_level(expr) else expr
 
 
 def _product_operand(expr: str) -> str:

@@ -75,9 +75,9 @@ def build_schedule(recipe: Recipe) -> StepSchedule:
     if op == "base":
         if recipe.source == "catalog":
             return catalog.catalog_schedule(recipe.base_expr)
-        return bfb.schedule(parse(recipe.base_expr))
+        return bfb.bfb_schedule(parse(recipe.base_expr))
     if op == "product":
-        return bfb.schedule(build_topology(recipe))
+        return bfb.bfb_schedule(build_topology(recipe))
     child = build_schedule(recipe.children[0])
     if op == "line":
         return xs.line_graph_schedule(child)
