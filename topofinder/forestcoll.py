@@ -384,6 +384,9 @@ class _Packer:
 
 
 # ---- symmetry ------------------------------------------------------------------------------
+MAX_AUTO_TRANSLATION_NODES = 4096   # "auto" builds an N×N table of shifts; beyond, skip
+
+
 def cyclic_translations(n: int) -> np.ndarray:
     """perms[c] = (i ↦ i + c mod n): the translations of a circulant's node numbering."""
     return (np.arange(n)[None, :] + np.arange(n)[:, None]) % n
@@ -449,7 +452,8 @@ def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
         if translations != "auto":
             raise TopofinderError(f"translations must be 'auto', None or an N×N array, "
                                   f"got {translations!r}")
-        translations = cyclic_translations(n) if topo.vertex_transitive else None
+        auto = topo.vertex_transitive and n <= MAX_AUTO_TRANSLATION_NODES
+        translations = cyclic_translations(n) if auto else None
     trees, method = None, "berczi-frank"
     if translations is not None:
         trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
