@@ -12,7 +12,8 @@ from topofinder.bfb import bfb_schedule, bfb_score, distances_to
 from topofinder.expansions import line_graph
 from topofinder.generators import (CATALOG_NAMES, bi_ring, circulant, complete,
                                    complete_bipartite, de_bruijn, directed_circulant,
-                                   distance_regular, generalized_kautz, hypercube, torus,
+                                   distance_regular, generalized_kautz, hamming, hypercube,
+                                   torus,
                                    uni_ring)
 from topofinder.schedule import reduce_scatter, validate
 from topofinder.topology import Topology
@@ -218,3 +219,11 @@ def test_reduce_scatter_matches_reverse_of_transpose_allgather():
     rs = reduce_scatter(bfb_schedule(g.transpose()), topology=g)
     validate(rs)
     assert rs.tau == bfb_score(g.transpose()).tau
+
+
+def test_high_in_degree_uses_max_flow_fallback():
+    """More than MAX_SUBSET_BITS in-neighbours: Dinkelbach on min-cuts; H(2,10) (d = 18) is
+    distance-regular, hence BW-optimal (Thm 18), also without the vertex-transitive shortcut."""
+    h = hamming(2, 10)
+    plain = Topology(h.n, h.src, h.dst, expr="plain")
+    assert bfb_score(plain).tau == opt(100) and bfb_score(plain).T_L == 2
