@@ -154,3 +154,17 @@ def _bfb_schedule_hypercube(make):
 def _bfb_schedule_torus(make):
     from topofinder.bfb import bfb_schedule
     bfb_schedule(make())
+
+
+@case("catalog build Diamond (all 2-regular N=8 digraphs + CP-SAT)", 600.0, group="catalog",
+      repeat=3)
+def _catalog_build_diamond(_):
+    from topofinder.catalog_build import run
+    run("Diamond", write=False)
+
+
+@case("catalog build DBJMod(2,4) (DBJ(2,4) rewirings + CP-SAT)", 600.0, group="catalog",
+      repeat=3)
+def _catalog_build_dbjmod24(_):
+    from topofinder.catalog_build import run
+    run("DBJMod(2,4)", write=False)
