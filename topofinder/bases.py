@@ -83,12 +83,15 @@ def _extension_bases(n: int, k: int) -> list[tuple[str, str]]:
 
 @lru_cache(maxsize=1)
 def _catalog_index() -> dict[tuple[int, int], list[str]]:
-    """(N, d) → expressions of the catalog entries that carry a stored schedule."""
+    """(N, d) → expressions of the search-found catalog entries (`catalog build`): bases whose
+    stored schedule is not BFB. The catalog's analytical entries (K(m), rings, ...) are the
+    generative families above, which the finder scores by BFB itself."""
     from topofinder.catalog import entries
 
     index: dict[tuple[int, int], list[str]] = {}
     for e in entries():
-        if "schedule" in e:
+        command = e.get("provenance", {}).get("command", "")
+        if "schedule" in e and command.startswith("topofinder catalog build"):
             index.setdefault((e["N"], e["d"]), []).append(e["expr"])
     return index
 
@@ -100,3 +103,8 @@ def _dedupe(pairs):
             seen.add((expr, source))
             out.append((expr, source))
     return out
+
+
+def catalog_bases() -> set[str]:
+    """Expressions of the search-found catalog bases (scheduled from the catalog, not by BFB)."""
+    return {expr for exprs in _catalog_index().values() for expr in exprs}

@@ -51,7 +51,10 @@ def _add_export(sub) -> None:
     p = sub.add_parser("export", help="write a topology, schedule or patch-panel plan",
                        description="Export a topology (edge list, JSON, GraphML), a schedule "
                                    "or a patch-panel cabling plan.")
-    p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    p.add_argument("expr", metavar="EXPR",
+                   help="topology expression or file path (with --pick: a search --json file)")
+    p.add_argument("--pick", type=int, default=None, metavar="I",
+                   help="EXPR is a 'search --json' result: export its frontier point I")
     p.add_argument("--what", choices=["topology", "schedule", "patch-panel"],
                    default="topology", help="what to export (default: topology)")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
@@ -83,9 +86,32 @@ def _add_export(sub) -> None:
     p.set_defaults(run=_run_export)
 
 
+def _is_file(text: str) -> bool:
+    import os
+
+    return os.path.isfile(text)
+
+
+def _picked_expression(path: str, pick: int) -> str:
+    """The expression of frontier point ``pick`` of a `search --json` result file."""
+    try:
+        with open(path) as f:
+            frontier = json.load(f)["frontier"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise TopofinderError(f"export --pick: {path} is not a 'topofinder search --json' "
+                              f"result") from None
+    if not 0 <= pick < len(frontier):
+        raise TopofinderError(f"export --pick {pick}: {path} has frontier points "
+                              f"0..{len(frontier) - 1}")
+    return frontier[pick]["expr"]
+
+
 def _run_export(args) -> int:
     from topofinder.export.topology import write_topology
     from topofinder.expr import load_topology
+
+    if args.pick is not None:
+        args.expr = _picked_expression(args.expr, args.pick)
 
     if args.what == "patch-panel":
         return _export_patch_panel(args)
@@ -99,12 +125,18 @@ def _run_export(args) -> int:
 
 
 def _export_steps(args) -> int:
-    """Optimal BFB step schedule of the collective (DESIGN §10), replay-validated first."""
+    """The step schedule the expression names (expansions keep their constructions, other
+    topologies and topology files get the optimal BFB schedule), replay-validated first."""
     from topofinder.bfb import bfb_schedule
     from topofinder.expr import load_topology
+    from topofinder.recipe import from_expression
     from topofinder.schedule import validate
+    from topofinder.verify import collective_schedule
 
-    schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
+    if _is_file(args.expr):
+        schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
+    else:
+        schedule = collective_schedule(from_expression(args.expr), args.collective)
     validate(schedule)
     _write_schedule(schedule, args)
     return 0

@@ -108,3 +108,31 @@ def product(*children: Recipe) -> Recipe:
 
 def bi(child: Recipe) -> Recipe:
     return Recipe("bi", (child,))
+
+
+def from_expression(text: str) -> Recipe:
+    """The recipe an expression names: L, ^n, *n, Bi and ' x ' become the expansions (their
+    schedules by Defs 1, 14, 2, App. A.6 and BFB for products); a search-found catalog base
+    uses its stored schedule; every other leaf, and any transpose T(...), is scheduled by BFB
+    as a whole."""
+    from topofinder.bases import catalog_bases
+    from topofinder.expr import Leaf, Product, Unary, _print, _syntax
+
+    found = catalog_bases()
+
+    def walk(node) -> Recipe:
+        if isinstance(node, Leaf):
+            text = _print(node)
+            return base(text, "catalog" if text in found else "bfb")
+        if isinstance(node, Product):
+            return product(*[walk(f) for f in node.factors])
+        if node.op == "T":
+            return base(_print(node), "bfb")
+        child = walk(node.child)
+        if node.op == "L":
+            for _ in range(node.k):
+                child = line(child)
+            return child
+        return {"^": power, "*": degree}[node.op](child, node.k) if node.op in "^*" else bi(child)
+
+    return walk(_syntax(text))

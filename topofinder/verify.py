@@ -107,3 +107,20 @@ def verify_candidate(candidate) -> dict:
             "tau_fc": float(fc.tau), "tau_fc_exact": str(fc.tau),
             "alltoall_f": a2a.f, "alltoall_upper": a2a.upper_bound,
             "alltoall_bound": moore_bound(topo.n, topo.degree)}
+
+
+def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
+    """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter by
+    Thm 2 (reverse-symmetric G with a known isomorphism) or else by BFB on G^T reversed
+    (Thm 1); the allreduce as reduce-scatter then allgather (Appendix B)."""
+    from topofinder.schedule import allreduce, reduce_scatter
+
+    allgather = build_schedule(recipe)
+    if collective == "allgather":
+        return allgather
+    g = allgather.topology
+    if g.bidirectional or g.reverse_isomorphism is not None:
+        rs = reduce_scatter(allgather)
+    else:
+        rs = bfb.bfb_schedule(g, collective="reduce-scatter")
+    return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
