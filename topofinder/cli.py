@@ -145,13 +145,16 @@ def _export_steps(args) -> int:
 def _export_trees(args) -> int:
     """ForestColl tree schedule as DESIGN §10 JSON, validated before it is written."""
     from topofinder.expr import load_topology
-    from topofinder.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees
+    from topofinder.forestcoll import (
+        fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum,
+    )
     from topofinder.tree_schedule import validate
 
     topo = load_topology(args.expr)
     if args.trees_per_root is None:
-        schedule = optimal_trees(topo, prefer_low_trees=args.low_trees)
-        validate(schedule, schedule.tau())
+        opt = throughput_optimum(topo)
+        schedule = optimal_trees(topo, prefer_low_trees=args.low_trees, optimum=opt)
+        validate(schedule, opt.tau)
     else:
         if args.trees_per_root < 1:
             raise TopofinderError("export: --trees-per-root must be a positive integer")
