@@ -236,6 +236,7 @@ def parse_msccl_xml(text: str) -> dict:
         for gpu in algo.iter("gpu"):
             u = int(gpu.get("id"))
             tbs = {int(tb.get("id")): tb for tb in gpu.iter("tb")}
+            lengths = {i: len(tb.findall("step")) for i, tb in tbs.items()}
             for tb in tbs.values():
                 send, recv, chan = int(tb.get("send")), int(tb.get("recv")), int(
                     tb.get("chan"))
@@ -244,8 +245,7 @@ def parse_msccl_xml(text: str) -> dict:
                         raise TopofinderError(f"gpu {u} tb {tb.get('id')}: step numbers "
                                               "are not 0, 1, 2, ...")
                     depid, deps = int(st.get("depid")), int(st.get("deps"))
-                    if depid >= 0 and (depid not in tbs or deps >= len(
-                            list(tbs[depid].iter("step")))):
+                    if depid >= 0 and (depid not in tbs or deps >= lengths[depid]):
                         raise TopofinderError(f"gpu {u} tb {tb.get('id')} step {i}: "
                                               f"dependency on missing step {depid}/{deps}")
                     kind, cnt = st.get("type"), int(st.get("cnt"))
