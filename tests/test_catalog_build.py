@@ -196,6 +196,8 @@ def test_bad_input_is_a_topofinder_error():
         cb.candidate_space("dbj", 10, 3, 3)
     with pytest.raises(TopofinderError):
         cb.resolve("NoSuchBase")
+    with pytest.raises(TopofinderError, match="time budget"):
+        cb.regular_digraphs(8, 2, 3, deadline=0.0)
 
 
 # ---- build -----------------------------------------------------------------------------------

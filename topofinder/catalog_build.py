@@ -77,7 +77,7 @@ def _unique_up_to_isomorphism(arc_lists: list[np.ndarray], n: int,
 
 # ---- candidate spaces ------------------------------------------------------------------------
 def regular_digraphs(n: int, d: int, max_diameter: int | None = None, *,
-                     two_cycles: bool = True) -> list[Topology]:
+                     two_cycles: bool = True, deadline: float | None = None) -> list[Topology]:
     """All strongly connected d-regular simple loopless digraphs on n nodes with diameter
     ≤ ``max_diameter``, one per isomorphism class.
 
@@ -87,6 +87,8 @@ def regular_digraphs(n: int, d: int, max_diameter: int | None = None, *,
     complete. Only labellings whose root has the least node invariant and whose sibling new
     children have non-decreasing invariants are kept (each class still has one), then
     isomorphic duplicates are removed. ``two_cycles=False`` drops graphs with a 2-cycle.
+    ``deadline``: a time.perf_counter() value after which TopofinderError is raised. Practical
+    sizes on 2 cores: N ≤ 9 at d = 2 (N = 9, diameter ≤ 3: ~35 s), N ≤ 6 at d = 3.
     """
     if d < 1 or n < d + 1:
         raise TopofinderError(f"regular digraphs need 1 <= d <= N-1, got N = {n}, d = {d}")
@@ -97,8 +99,13 @@ def regular_digraphs(n: int, d: int, max_diameter: int | None = None, *,
     parent = [-1] * n
     found: list[np.ndarray] = []
     parents: list[list[int]] = []
+    calls = [0]
 
     def rec(u: int, nxt: int) -> None:
+        calls[0] += 1
+        if deadline is not None and calls[0] % 4096 == 0 and time.perf_counter() > deadline:
+            raise TopofinderError(f"enumerating {d}-regular digraphs on {n} nodes exceeded the "
+                                  f"time budget; use a smaller N or --space dbj")
         if u == n:
             found.append(np.array([(a, b) for a in range(n) for b in out[a]], np.int64))
             parents.append(parent.copy())
@@ -401,7 +408,8 @@ class BuildResult:
                 "path": self.path}
 
 
-def candidate_space(space: str, n: int, d: int, steps: int) -> list[Topology]:
+def candidate_space(space: str, n: int, d: int, steps: int,
+                    deadline: float | None = None) -> list[Topology]:
     """The candidates of ``space`` with diameter ≤ ``steps``: "all" = every d-regular simple
     loopless digraph on n nodes (N ≤ 10); "dbj" = the rewirings of DBJ(d, k), d^k = n."""
     if space == "all":
@@ -409,7 +417,7 @@ def candidate_space(space: str, n: int, d: int, steps: int) -> list[Topology]:
             raise TopofinderError(f"catalog build: --space all enumerates every {d}-regular "
                                   f"digraph and is limited to N <= {MAX_ALL_NODES} (got "
                                   f"N = {n}); use --space dbj for larger N")
-        return regular_digraphs(n, d, steps)
+        return regular_digraphs(n, d, steps, deadline=deadline)
     if space == "dbj":
         k = round(math.log(n, d)) if d >= 2 else 0
         if d < 2 or d ** k != n or k < 2:
@@ -442,7 +450,7 @@ def build(*, space: str, n: int, d: int, steps: int, chunks: int, name: str | No
     start = time.perf_counter()
     goal = Fraction(n - 1, n) if target is None else Fraction(target)
     pool = []
-    for cand in candidate_space(space, n, d, steps):
+    for cand in candidate_space(space, n, d, steps, deadline=start + budget):
         rev = find_reverse_isomorphism(cand) is not None
         if reverse_symmetric and not rev:
             continue
