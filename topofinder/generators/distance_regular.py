@@ -425,31 +425,30 @@ def intersection_array(topo: Topology) -> tuple[tuple[int, ...], tuple[int, ...]
     """{b_0..b_{D−1}; c_1..c_D} of a distance-regular graph (Def 17; BCN), or None when
     ``topo`` is not a connected, simple, undirected, distance-regular graph.
 
-    For every ordered pair (u, v) at distance i it counts c(u,v) = |{w ~ v : d(u,w) = i−1}|
-    and b(u,v) = |{w ~ v : d(u,w) = i+1}| (a gather of d(u, ·) over v's neighbours, in row
-    blocks) and checks that they equal the values seen from vertex 0 at that distance."""
+    For every ordered pair (u, v) at distance i, with s_w = d(u,w) − d(u,v) ∈ {−1, 0, 1} over
+    the k neighbours w of v: b(u,v) − c(u,v) = Σ s_w and b(u,v) + c(u,v) = Σ s_w², both from
+    sparse products D·A and D²·A (D the distance matrix, A the adjacency). The graph is
+    distance-regular iff b and c equal, at every pair, the values seen from vertex 0."""
     if topo.num_arcs == 0 or topo.self_loops or not topo.bidirectional or topo.heterogeneous:
         return None
-    if topo.link_matrix.max() > 1 or not topo.strongly_connected or not topo.is_regular:
+    adj = topo.link_matrix
+    if adj.max() > 1 or not topo.strongly_connected or not topo.is_regular:
         return None
-    n, k = topo.n, topo.degree
-    dist = topo.distances.astype(np.int16)
-    neighbours = topo.dst[np.argsort(topo.src, kind="stable")].reshape(n, k)
+    k = topo.degree
+    dist = topo.distances                                # int32, symmetric: D[v,u] = d(u,v)
+    adj = adj.astype(np.int32)
+    s1 = adj @ dist                                      # [v,u]: Σ_{w ~ v} d(u,w)
+    s2 = adj @ (dist * dist)                             # [v,u]: Σ_{w ~ v} d(u,w)²
+    s2 -= dist * (2 * s1 - k * dist)                     # Σ (d(u,w) − d(u,v))²
+    s1 -= k * dist                                       # Σ (d(u,w) − d(u,v))
+    b = (s2 + s1) // 2
+    c = s2 - b
     diameter = int(dist.max())
-    b_ref = c_ref = None
-    block = max(1, (1 << 24) // (n * k))
-    for start in range(0, n, block):
-        d = dist[start:start + block]
-        step = d[:, neighbours] - d[:, :, None]           # d(u,w) − d(u,v) for w ~ v
-        c = np.count_nonzero(step == -1, axis=2)
-        b = np.count_nonzero(step == 1, axis=2)
-        if b_ref is None:                                  # the values seen from vertex 0
-            b_ref = np.zeros(diameter + 1, np.int64)
-            c_ref = np.zeros(diameter + 1, np.int64)
-            b_ref[d[0]] = b[0]
-            c_ref[d[0]] = c[0]
-        if not (np.array_equal(b, b_ref[d]) and np.array_equal(c, c_ref[d])):
-            return None
+    b_ref = np.zeros(diameter + 1, np.int64)
+    c_ref = np.zeros(diameter + 1, np.int64)
+    b_ref[dist[0]], c_ref[dist[0]] = b[0], c[0]          # the values seen from vertex 0
+    if not (np.array_equal(b, b_ref[dist]) and np.array_equal(c, c_ref[dist])):
+        return None
     return tuple(int(x) for x in b_ref[:diameter]), tuple(int(x) for x in c_ref[1:])
 
 
@@ -592,7 +591,7 @@ def _order(array: tuple) -> int:
     return total
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def distance_regular(name: str) -> Topology:
     """The distance-regular graph ``name`` (module docstring lists the names), with expression
     ``DistReg(name)``."""
@@ -609,7 +608,7 @@ def catalog_sizes() -> dict[tuple[int, int], str]:
     return sizes
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def distance_regular_by_size(d: int, n: int) -> Topology:
     """The catalog graph of degree d with N = n nodes, expression ``DistReg(d,n)`` (paper 001
     Table 7 writes DistReg(4,32) for the N = 32 graph of Table 8)."""
