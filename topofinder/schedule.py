@@ -98,23 +98,23 @@ class StepSchedule:
         if t.min() < 1 or u.min() < 0 or w.min() < 0 or max(u.max(), w.max()) >= n:
             raise ScheduleError("sends name a step < 1 or a node outside the topology; "
                                 "run validate() for details")
-        key = (t * n + u) * n + w
+        key = (t * n + u) * n + w                        # sorted keys are sorted by step
         uniq, inv = np.unique(key, return_inverse=True)
-        load = np.bincount(inv.reshape(-1), weights=(hi - lo).astype(np.float64))
+        # integer chunk counts: float sums of integers are exact below 2^53
+        load = np.rint(np.bincount(inv.reshape(-1), weights=(hi - lo).astype(np.float64)))
+        load = load.astype(np.int64)
         lt, lu, lw = uniq // (n * n), (uniq // n) % n, uniq % n
         cap = link_capacity(self.topology, lu, lw)
         if np.any(cap == 0):
             raise ScheduleError("a send uses a missing arc; run validate() for details")
-        ratio = load / cap
+        # exact max of load/cap per step: scale every ratio to the common denominator lcm(cap)
+        common = int(np.lcm.reduce(np.unique(cap)))
+        scaled = load * (common // cap)
+        starts = np.searchsorted(lt, np.arange(1, steps + 2))
         out = []
-        for step in range(1, steps + 1):
-            sel = np.flatnonzero(lt == step)
-            if sel.size == 0:
-                out.append(Fraction(0))
-                continue
-            r = ratio[sel]
-            near = sel[r >= r.max() * (1 - 1e-9)]
-            out.append(max(Fraction(int(round(load[i])), int(cap[i])) for i in near))
+        for step in range(steps):
+            a, b = starts[step], starts[step + 1]
+            out.append(Fraction(int(scaled[a:b].max()), common) if b > a else Fraction(0))
         return tuple(out)
 
     @property
