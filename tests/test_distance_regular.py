@@ -18,7 +18,7 @@ from topofinder.generators import (
 from topofinder.generators.distance_regular import (
     CATALOG_NAMES, CATALOG_PATH, _field, ag2_minus_parallel_class, catalog_entries,
     distance_regular, distance_regular_by_size, doubled_odd_graph, gh_incidence, gq_incidence,
-    intersection_array, johnson, odd_graph, paley, pg2_incidence,
+    intersection_array, johnson, odd_graph, paley, pg2_incidence, undirected_line_graph,
 )
 from topofinder.topology import Topology
 
@@ -351,6 +351,19 @@ def test_by_size():
     assert distance_regular_by_size(4, 728).same_arcs(distance_regular("IncGH3"))
     with pytest.raises(TopofinderError, match=r"\(4,32\)"):
         distance_regular_by_size(4, 33)
+
+
+@pytest.mark.parametrize("make", [lambda: bi_ring(4, 5), lambda: de_bruijn(2, 3),
+                                  lambda: generalized_kautz(2, 7)])
+def test_undirected_line_graph_needs_a_simple_undirected_graph(make):
+    with pytest.raises(TopofinderError):
+        undirected_line_graph(make(), "X")
+
+
+def test_undirected_line_graph_matches_networkx():
+    g = undirected_line_graph(torus(3, 4), "L-T")          # not edge-transitive: no VT flag
+    assert not g.vertex_transitive
+    assert isomorphic(g, nx.line_graph(nx_graph(torus(3, 4))))
 
 
 @pytest.mark.parametrize("name", ["Foo", "Paley7", "Paley15", "IncPG2-6", "Johnson-3-3",

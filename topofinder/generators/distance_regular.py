@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from itertools import combinations
-from math import comb
+from math import comb, isqrt
 from pathlib import Path
 from typing import Callable
 
@@ -56,7 +56,7 @@ CATALOG_PATH = Path(__file__).resolve().parents[2] / "catalog" / "distance_regul
 def _prime_power(q: int) -> tuple[int, int]:
     """(p, k) with q = p^k, p prime; TopofinderError otherwise."""
     if q >= 2:
-        p = next(f for f in range(2, q + 1) if q % f == 0)
+        p = next((f for f in range(2, isqrt(q) + 1) if q % f == 0), q)    # least prime factor
         k, r = 0, q
         while r % p == 0:
             r //= p
@@ -305,8 +305,8 @@ def pg2_incidence(q: int) -> Topology:
 def ag2_minus_parallel_class(q: int) -> Topology:
     """Incidence graph of the affine plane AG(2,q) minus one parallel class (the vertical
     lines), q a prime power ≤ 64: points (x, y), lines y = m·x + b. N = 2q², degree q, array
-    {q, q−1, q−1, 1; 1, 1, q−1, q}. Vertex-transitive: translations act on each side and
-    (x, y) ↔ [m, −b] swaps them. q = 4 is Table 8's N = 32 graph."""
+    {q, q−1, q−1, 1; 1, 1, q−1, q}. Vertex-transitive: translations and shears act
+    transitively on each side and (x, y) ↦ [x, −y], [m, b] ↦ (m, −b) swaps them. q = 4 is Table 8's N = 32 graph."""
     _prime_power(q)
     if q > 64:
         raise TopofinderError(f"IncAG2-{q}-par: affine planes are built for q <= 64")
@@ -375,10 +375,15 @@ def gh_incidence(q: int) -> Topology:
 
 
 # ---- graphs derived from others --------------------------------------------------------------
-def undirected_line_graph(g: Topology, name: str) -> Topology:
-    """Line graph of a simple regular undirected graph: one node per edge, adjacent when the
-    edges share an end. A k-regular graph with E edges gives E nodes of degree 2(k−1); the
-    result is vertex-transitive when g is edge-transitive (all cages used here are)."""
+def undirected_line_graph(g: Topology, name: str, edge_transitive: bool = False) -> Topology:
+    """Line graph of a simple, regular, undirected (bidirectional) graph g, named
+    DistReg(name): one node per edge, adjacent when the edges share an end. A k-regular graph
+    with E edges gives E nodes of degree 2(k−1); vertex-transitive when g is edge-transitive
+    (the cages used here are)."""
+    if (not g.bidirectional or g.self_loops or not g.is_regular or g.heterogeneous
+            or g.link_matrix.max() > 1):
+        raise TopofinderError(f"{g.expr}: the undirected line graph needs a simple regular "
+                              f"undirected graph (no loops, multi-edges or one-way arcs)")
     u, v = _edges(g)
     ends = np.concatenate([u, v])
     edge = np.concatenate([np.arange(len(u))] * 2)
@@ -386,30 +391,30 @@ def undirected_line_graph(g: Topology, name: str) -> Topology:
     pairs = [(incident[:, a], incident[:, b])
              for a, b in combinations(range(incident.shape[1]), 2)]
     return _undirected(len(u), np.concatenate([a for a, _ in pairs]),
-                       np.concatenate([b for _, b in pairs]), name, True)
+                       np.concatenate([b for _, b in pairs]), name, edge_transitive)
 
 
 def line_of_petersen() -> Topology:
     """Line graph of the Petersen graph O_3: N = 15, degree 4, array {4, 2, 1; 1, 1, 4}."""
-    return undirected_line_graph(odd_graph(3), "L-Petersen")
+    return undirected_line_graph(odd_graph(3), "L-Petersen", True)
 
 
 def line_of_heawood() -> Topology:
     """Line graph of the Heawood graph (incidence graph of PG(2,2)): N = 21, degree 4, array
     {4, 2, 2; 1, 1, 2}."""
-    return undirected_line_graph(pg2_incidence(2), "L-Heawood")
+    return undirected_line_graph(pg2_incidence(2), "L-Heawood", True)
 
 
 def line_of_tutte8() -> Topology:
     """Line graph of Tutte's 8-cage (incidence graph of W(2)): N = 45, degree 4, array
     {4, 2, 2, 2; 1, 1, 1, 2}."""
-    return undirected_line_graph(gq_incidence(2), "L-Tutte8")
+    return undirected_line_graph(gq_incidence(2), "L-Tutte8", True)
 
 
 def line_of_tutte12() -> Topology:
     """Line graph of Tutte's 12-cage (incidence graph of H(2)): N = 189, degree 4, array
     {4, 2, 2, 2, 2, 2; 1, 1, 1, 1, 1, 2}."""
-    return undirected_line_graph(gh_incidence(2), "L-Tutte12")
+    return undirected_line_graph(gh_incidence(2), "L-Tutte12", True)
 
 
 def heawood_distance3() -> Topology:
