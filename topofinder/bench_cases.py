@@ -168,3 +168,19 @@ def _catalog_build_diamond(_):
 def _catalog_build_dbjmod24(_):
     from topofinder.catalog_build import run
     run("DBJMod(2,4)", write=False)
+
+
+# ---- distance-regular graphs (issue 2/5): construction and the intersection-array check -------
+@case("build DistReg(IncGH3) (split Cayley hexagon, N=728)", None, group="distance-regular")
+def _build_gh3(_):
+    from topofinder.generators.distance_regular import gh_incidence
+    gh_incidence(3)
+
+
+@case("DistReg catalog: build all graphs + distances + intersection arrays", None,
+      group="distance-regular")
+def _drg_catalog(_):
+    from topofinder.generators.distance_regular import (
+        CATALOG_NAMES, distance_regular, intersection_array)
+    for name in CATALOG_NAMES:
+        intersection_array(distance_regular.__wrapped__(name))      # uncached build
