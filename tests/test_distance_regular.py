@@ -16,7 +16,7 @@ from topofinder.generators import (
     torus, bi_ring,
 )
 from topofinder.generators.distance_regular import (
-    CATALOG_NAMES, CATALOG_PATH, _field, ag2_minus_parallel_class, catalog_entries,
+    CATALOG_NAMES, CATALOG_PATH, _field, ag2_minus_parallel_class, catalog_entries, catalog_sizes,
     distance_regular, distance_regular_by_size, doubled_odd_graph, gh_incidence, gq_incidence,
     intersection_array, johnson, odd_graph, paley, pg2_incidence, undirected_line_graph,
 )
@@ -145,6 +145,7 @@ def test_catalog_covers_degrees_3_to_16_with_distinct_sizes(catalog):
     sizes = [(g.degree, g.n) for g in catalog.values()]
     assert set(range(3, 17)) <= {d for d, _ in sizes}
     assert len(set(sizes)) == len(sizes)
+    assert catalog_sizes() == {(g.degree, g.n): name for name, g in catalog.items()}
     assert all(re.fullmatch(r"[A-Za-z0-9_-]+", name) for name in CATALOG_NAMES)
 
 

@@ -306,7 +306,8 @@ def ag2_minus_parallel_class(q: int) -> Topology:
     """Incidence graph of the affine plane AG(2,q) minus one parallel class (the vertical
     lines), q a prime power ≤ 64: points (x, y), lines y = m·x + b. N = 2q², degree q, array
     {q, q−1, q−1, 1; 1, 1, q−1, q}. Vertex-transitive: translations and shears act
-    transitively on each side and (x, y) ↦ [x, −y], [m, b] ↦ (m, −b) swaps them. q = 4 is Table 8's N = 32 graph."""
+    transitively on each side and (x, y) ↦ [x, −y], [m, b] ↦ (m, −b) swaps them. q = 4 is
+    Table 8's N = 32 graph."""
     _prime_power(q)
     if q > 64:
         raise TopofinderError(f"IncAG2-{q}-par: affine planes are built for q <= 64")
@@ -606,6 +607,11 @@ def distance_regular(name: str) -> Topology:
 
 def catalog_sizes() -> dict[tuple[int, int], str]:
     """(d, N) → catalog name, from the theoretical intersection arrays (no graph is built)."""
+    return dict(_catalog_sizes())
+
+
+@lru_cache(maxsize=1)
+def _catalog_sizes() -> dict[tuple[int, int], str]:
     sizes = {}
     for name in CATALOG_NAMES:
         array = _resolve(name).theory()
@@ -617,7 +623,7 @@ def catalog_sizes() -> dict[tuple[int, int], str]:
 def distance_regular_by_size(d: int, n: int) -> Topology:
     """The catalog graph of degree d with N = n nodes, expression ``DistReg(d,n)`` (paper 001
     Table 7 writes DistReg(4,32) for the N = 32 graph of Table 8)."""
-    sizes = catalog_sizes()
+    sizes = _catalog_sizes()
     if (d, n) not in sizes:
         pairs = ", ".join(f"({a},{b})" for a, b in sorted(sizes))
         raise TopofinderError(f"no catalog distance-regular graph with d = {d} and N = {n}; "
