@@ -75,12 +75,17 @@ def _in_slots(topo: Topology):
 
 
 def distances_to(topo: Topology, slots: np.ndarray | None = None) -> np.ndarray:
-    """distT[u, v] = hops on a shortest path v→u (int32), all pairs, by a bit-parallel BFS
-    over in-neighbours with bit-sliced step counters. TopofinderError if not strongly
-    connected."""
-    n = topo.n
+    """distT[u, v] = hops on a shortest path v→u (int32), all pairs. TopofinderError if not
+    strongly connected."""
     if slots is None:
         slots = _in_slots(topo)[0]
+    return _distance_matrix(topo, slots).astype(np.int32)
+
+
+def _distance_matrix(topo: Topology, slots: np.ndarray) -> np.ndarray:
+    """distT in the narrowest unsigned dtype, by a bit-parallel BFS over in-neighbours with
+    bit-sliced step counters."""
+    n = topo.n
     words = (n + 63) // 64
     ar = np.arange(n)
     reach = np.zeros((n, words), np.uint64)
@@ -105,10 +110,21 @@ def distances_to(topo: Topology, slots: np.ndarray | None = None) -> np.ndarray:
     if not unpack(reach).all():
         raise TopofinderError(f"{topo.expr} is not strongly connected: BFB needs every node "
                               f"to reach every other")
-    dist = np.zeros((n, n), np.int32)
+    dtype = _unsigned(len(planes))
+    dist = np.zeros((n, n), dtype)
     for p, plane in enumerate(planes):
-        dist += unpack(plane).astype(np.int32) << p
+        dist |= unpack(plane).astype(dtype) << dtype(p)
     return dist
+
+
+def _unsigned(bits: int):
+    """The narrowest unsigned numpy integer type with at least ``bits`` bits."""
+    return next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64)
+                if np.iinfo(t).bits >= bits)
+
+
+def _narrow(dist: np.ndarray) -> np.ndarray:
+    return dist.astype(_unsigned(max(int(dist.max()), 1).bit_length()))
 
 
 def _distances_to_nodes(topo: Topology, nodes: np.ndarray) -> np.ndarray:
@@ -183,37 +199,12 @@ def _step_max(num: np.ndarray, den: np.ndarray) -> list[Fraction]:
     return [Fraction(int(x), int(y)) for x, y in zip(a, b)]
 
 
-def _flow_loads(counts_list, caps_row) -> Fraction:
-    """U for one (u, t) when k > MAX_SUBSET_BITS: Dinkelbach on the Hall ratio with max-flow
-    min-cuts (groups of shards with equal eligibility → required in-neighbours)."""
-    from ortools.graph.python import max_flow
-
-    masks, cnt = counts_list
-    k = caps_row.size
-    lam = Fraction(int(cnt.sum()), int(caps_row.sum()))
-    bits = [np.flatnonzero((m >> np.arange(k)) & 1) for m in masks]
-    while True:
-        f = max_flow.SimpleMaxFlow()
-        g, s_node, t_node = len(masks), 0, 1
-        for i, c in enumerate(cnt):
-            f.add_arc_with_capacity(s_node, 2 + i, int(c) * lam.denominator)
-            for j in bits[i]:
-                f.add_arc_with_capacity(2 + i, 2 + g + int(j), int(c) * lam.denominator)
-        for j in range(k):
-            f.add_arc_with_capacity(2 + g + j, t_node, int(caps_row[j]) * lam.numerator)
-        f.solve(s_node, t_node)
-        side = set(f.get_source_side_min_cut())
-        groups = [i for i in range(g) if 2 + i in side]
-        slots = {j for j in range(k) if 2 + g + j in side}
-        if not groups:
-            return lam
-        new = Fraction(int(cnt[groups].sum()), int(caps_row[sorted(slots)].sum()))
-        if new <= lam:
-            return lam
-        lam = new
-
-
 # ---- scorer -------------------------------------------------------------------------------
+_ROW_CELLS = 1 << 17        # distance cells per block of receiving nodes (cache-sized)
+_DENSE_CELLS = 1 << 21      # (node, step, mask) count cells per block on the dense path
+_DENSE_MASKS = 512          # distinct masks per block on the dense path (G×G subset matrix)
+
+
 def bfb_score(topo: Topology) -> BFBScore:
     """Exact optimal BFB allgather cost of ``topo`` (no LP): T_L = diameter, τ as a Fraction.
     Multi-arcs add capacity, self-loops carry nothing; a vertex-transitive topology is
@@ -221,47 +212,183 @@ def bfb_score(topo: Topology) -> BFBScore:
     slots, caps = _in_slots(topo)
     k = slots.shape[1]
     if topo.vertex_transitive:
-        rows = _distances_to_nodes(topo, np.concatenate([[0], slots[0]]))
-        dist_u, dist_slots = rows[:1], rows[None, 1:]
-        steps = int(dist_u.max())
-        num, den = _loads_block(dist_u, dist_slots, caps[:1], steps, k)
-        return BFBScore(topo.n, topo.degree, steps, tuple(_step_max(num, den)))
-    dist = distances_to(topo, slots)
-    steps = int(dist.max())
-    loads = []
-    for lo, hi in _blocks(topo.n, topo.n * max(k, 1) << min(k, MAX_SUBSET_BITS)):
-        num, den = _loads_block(dist[lo:hi], dist[slots[lo:hi]], caps[lo:hi], steps, k)
-        loads.append((num, den))
-    num = np.concatenate([a for a, _ in loads])
-    den = np.concatenate([b for _, b in loads])
-    return BFBScore(topo.n, topo.degree, steps, tuple(_step_max(num, den)))
-
-
-def _blocks(n: int, cells_per_row: int):
-    size = max(1, _BLOCK_CELLS // max(cells_per_row, 1))
-    return [(lo, min(n, lo + size)) for lo in range(0, n, size)]
-
-
-def _loads_block(dist_u, dist_slots, caps, steps, k):
-    masks = _masks(dist_u, dist_slots)
-    if k <= MAX_SUBSET_BITS:
-        return _hall_loads(_mask_counts(masks, dist_u, steps, k), caps, k)
-    num = np.zeros((dist_u.shape[0], steps), np.int64)
-    den = np.ones_like(num)
-    for b in range(dist_u.shape[0]):
-        for t in range(1, steps + 1):
-            sel = dist_u[b] == t
-            if not sel.any():
-                continue
-            m, c = np.unique(masks[b, sel], return_counts=True)
-            u_bt = _flow_loads((m, c), caps[b])
-            num[b, t - 1], den[b, t - 1] = u_bt.numerator, u_bt.denominator
-    return num, den
+        dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]])))
+        rows, row_slots, caps = np.zeros(1, np.int64), np.arange(1, k + 1)[None, :], caps[:1]
+    else:
+        dist = _distance_matrix(topo, slots)
+        rows, row_slots = np.arange(topo.n), slots
+    steps = int(dist[rows].max())
+    return BFBScore(topo.n, topo.degree, steps,
+                    _step_loads(dist, rows, row_slots, caps, steps))
 
 
 def bfb_tau(topo: Topology) -> Fraction:
     """τ of the optimal BFB allgather schedule in M/B (exact)."""
     return bfb_score(topo).tau
+
+
+def _step_loads(dist, rows, row_slots, caps, steps) -> tuple[Fraction, ...]:
+    """U_t = max_u U_{u,t} for t = 1..steps, exact, where u runs over ``dist[rows]`` with
+    in-slot rows ``dist[row_slots]`` and slot capacities ``caps`` (one row per u).
+
+    Lower bounds: the Hall ratio of W = each eligibility mask (all shards whose mask lies
+    inside it, counted by a subset matrix over the masks that occur) and of W = all in-links.
+    When a (u, t)'s masks form a laminar family these bounds are its exact U_{u,t} (the best
+    W is a union of masks; a union of disjoint maximal masks is no denser than its densest
+    part). The other (u, t) are certified against the running U_t with one batched max-flow
+    (`_flow_check`); a violated min cut gives a denser W, U_t rises, and only the violators
+    are checked again (Dinkelbach), so U_t ends at the exact maximum."""
+    n = dist.shape[1]
+    size = max(1, _ROW_CELLS // n)
+    best_a, best_b = np.zeros(steps, np.int64), np.ones(steps, np.int64)
+    pending = []
+    for lo in range(0, rows.size, size):
+        hi = min(rows.size, lo + size)
+        (t, num, den), (r, gt, gc, gbits) = _block_bounds(dist, rows[lo:hi], row_slots[lo:hi],
+                                                          caps[lo:hi], steps)
+        best_a, best_b = _max_by_step(np.r_[np.arange(steps), t], np.r_[best_a, num],
+                                      np.r_[best_b, den], steps)
+        pending.append(((lo + r) * steps + gt, gc, gbits))
+    key = np.concatenate([p[0] for p in pending])
+    count = np.concatenate([p[1] for p in pending])
+    bits = np.concatenate([p[2] for p in pending])
+    while key.size:
+        probs, group_prob = np.unique(key, return_inverse=True)
+        bad, c_w, cap_w = _flow_check(group_prob, count, bits, caps[probs // steps],
+                                      probs % steps, best_a, best_b)
+        if bad.size == 0:
+            break
+        t_bad = probs[bad] % steps
+        if np.any(c_w * best_b[t_bad] <= best_a[t_bad] * cap_w):
+            raise RuntimeError("BFB scorer: a violated min cut is not denser than U_t")
+        best_a, best_b = _max_by_step(np.r_[np.arange(steps), t_bad], np.r_[best_a, c_w],
+                                      np.r_[best_b, cap_w], steps)
+        keep = np.isin(group_prob, bad)
+        key, count, bits = key[keep], count[keep], bits[keep]
+    return tuple(Fraction(int(a), int(b)) for a, b in zip(best_a, best_b))
+
+
+def _block_bounds(dist, u, s, caps_b, steps):
+    """For a block of receiving nodes: Hall-ratio lower bounds (t−1, count, capacity) and
+    the shard groups (row, t−1, count, mask bits) of every (u, t) whose bounds may not be
+    exact."""
+    b, k = s.shape
+    du = dist[u]
+    ids, bits = _mask_ids(dist, du, s)
+    g = bits.shape[0]
+    cap_m = caps_b @ bits.T.astype(np.int64)                       # (b, G): cap(W = mask)
+    key = (np.arange(b)[:, None] * (steps + 1) + du) * g + ids
+    cap_all = np.broadcast_to(caps_b.sum(axis=1)[:, None], (b, steps))
+    if b * (steps + 1) * g <= _DENSE_CELLS and g <= _DENSE_MASKS:
+        cnt = np.bincount(key.reshape(-1), minlength=b * (steps + 1) * g)
+        cnt = cnt.reshape(b, steps + 1, g)[:, 1:]
+        bf = bits.astype(np.float64)
+        sub = bf @ (1.0 - bf).T == 0                                # sub[i, j]: mask i ⊆ mask j
+        closed = (cnt @ sub.astype(np.float64)).astype(np.int64)    # c(W = mask j), exact
+        occ = cnt > 0
+        crossing = (bf @ bf.T > 0) & ~sub & ~sub.T
+        mixed = (occ & (occ.astype(np.float64) @ crossing.astype(np.float64) > 0)).any(axis=2)
+        valid = np.broadcast_to(cap_m[:, None, :] > 0, closed.shape)
+        tt = np.broadcast_to(np.arange(steps)[None, :, None], closed.shape)
+        lower = (np.r_[tt[valid], np.tile(np.arange(steps), b)],
+                 np.r_[closed[valid], cnt.sum(axis=2).reshape(-1)],
+                 np.r_[np.broadcast_to(cap_m[:, None, :], closed.shape)[valid],
+                       cap_all.reshape(-1)])
+        r, t, i = np.nonzero(occ & mixed[:, :, None])
+        return lower, (r, t, cnt[r, t, i], bits[i])
+    keys, c = np.unique(key.reshape(-1), return_counts=True)
+    i, rt = keys % g, keys // g
+    r, t = rt // (steps + 1), rt % (steps + 1) - 1
+    keep = t >= 0
+    r, t, i, c = r[keep], t[keep], i[keep], c[keep]
+    total = np.bincount(r * steps + t, weights=c, minlength=b * steps).astype(np.int64)
+    lower = (np.r_[t, np.tile(np.arange(steps), b)], np.r_[c, total],
+             np.r_[cap_m[r, i], cap_all.reshape(-1)])
+    multi = np.isin(r * steps + t, (r * steps + t)[bits[i].sum(axis=1) > 1])
+    r, t, i, c = r[multi], t[multi], i[multi], c[multi]
+    return lower, (r, t, c, bits[i])
+
+
+def _mask_ids(dist, du, s):
+    """Eligibility masks of a block, compressed: ids (b, N) into bits (G, k) bool, where
+    slot j of u is eligible for v iff dist(v, slot) < dist(v, u) (= dist(v, u) − 1, since
+    dist(v, u) ≤ dist(v, slot) + 1)."""
+    k = s.shape[1]
+    tmp = np.empty(du.shape, bool)
+    words = []
+    for lo in range(0, k, 64):
+        width = min(64, k - lo)
+        dt = _unsigned(width)
+        m = np.zeros(du.shape, dt)
+        for j in range(width):
+            np.less(dist[s[:, lo + j]], du, out=tmp)
+            m |= tmp.astype(dt) << dt(j) if j else tmp.view(np.uint8)
+        words.append(m)
+    if len(words) == 1 and k <= 16:
+        present = np.flatnonzero(np.bincount(words[0].reshape(-1), minlength=1 << k))
+        lut = np.zeros(1 << k, np.int64)
+        lut[present] = np.arange(present.size)
+        ids, table = lut[words[0]], present[:, None].astype(np.uint64)
+    elif len(words) == 1:
+        table, ids = np.unique(words[0], return_inverse=True)
+        table = table[:, None].astype(np.uint64)
+    else:
+        flat = np.stack([w.astype(np.uint64) for w in words], axis=-1).reshape(-1, len(words))
+        table, ids = np.unique(flat, axis=0, return_inverse=True)
+    j = np.arange(k)
+    bits = ((table[:, j >> 6] >> (j & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
+    return ids.reshape(du.shape), bits
+
+
+def _max_by_step(t, num, den, steps):
+    """Exact max of num/den (den > 0) per step t ∈ 0..steps−1, as int arrays (a, b); a float
+    maximum checked by exact cross-multiplication (Fractions where that could overflow)."""
+    ratio = num / den
+    top = np.full(steps, -np.inf)
+    np.maximum.at(top, t, ratio)
+    hit = np.flatnonzero(ratio == top[t])
+    first = np.zeros(steps, np.int64)
+    first[t[hit[::-1]]] = hit[::-1]
+    a, b = num[first].astype(np.int64), den[first].astype(np.int64)
+    if int(num.max()) * int(den.max()) < 1 << 62:
+        unsure = np.unique(t[num * b[t] > a[t] * den])
+    else:
+        unsure = np.arange(steps)
+    for s in unsure:
+        best = max(Fraction(int(x), int(y)) for x, y in zip(num[t == s], den[t == s]))
+        a[s], b[s] = best.numerator, best.denominator
+    return a, b
+
+
+def _flow_check(prob, count, bits, caps, prob_t, lam_a, lam_b):
+    """Is U_{u,t} ≤ λ_t = lam_a/lam_b for every problem (u, t)? One integral max-flow over all
+    of them (disjoint components): group (count c, mask) supplies c·q_t, slot j takes at most
+    a_t·cap_j. Returns the problems whose flow falls short, with the shard count and capacity
+    of the source side W of their min cut (a Hall set with c(W)/cap(W) > λ_t)."""
+    from ortools.graph.python import max_flow
+
+    m, k = bits.shape
+    supply = count * lam_b[prob_t[prob]]
+    gi, gj = np.nonzero(bits)
+    sp, sj = np.nonzero(caps > 0)
+    f = max_flow.SimpleMaxFlow()
+    source_arcs = f.add_arcs_with_capacity(np.zeros(m, np.int64), 2 + np.arange(m), supply)
+    f.add_arcs_with_capacity(2 + gi, 2 + m + prob[gi] * k + gj, supply[gi])
+    f.add_arcs_with_capacity(2 + m + sp * k + sj, np.ones(sp.size, np.int64),
+                             caps[sp, sj] * lam_a[prob_t[sp]])
+    if f.solve(0, 1) != f.OPTIMAL:
+        raise RuntimeError("BFB scorer: max-flow failed")
+    bad = np.unique(prob[f.flows(source_arcs) < supply])
+    if bad.size == 0:
+        return bad, bad, bad
+    side = np.asarray(f.get_source_side_min_cut(), np.int64)
+    side = side[side >= 2 + m] - 2 - m
+    inside = np.zeros(caps.shape, bool)
+    inside[side // k, side % k] = True
+    within = ~(bits & ~inside[prob]).any(axis=1)
+    c_w = np.bincount(prob[within], weights=count[within], minlength=caps.shape[0])
+    cap_w = (caps * inside).sum(axis=1)
+    return bad, c_w[bad].astype(np.int64), cap_w[bad]
 
 
 # ---- generator ----------------------------------------------------------------------------
@@ -324,6 +451,11 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     for col in range(6):
         np.concatenate([c[col] for c in parts], out=sends[:, col])
     return StepSchedule(topo, p, sends, method="bfb")
+
+
+def _blocks(n: int, cells_per_row: int):
+    size = max(1, _BLOCK_CELLS // max(cells_per_row, 1))
+    return [(lo, min(n, lo + size)) for lo in range(0, n, size)]
 
 
 def _distinct_problems(counts: np.ndarray, caps: np.ndarray):
