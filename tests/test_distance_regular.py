@@ -3,6 +3,7 @@ distanceregular.org), family formulas, and independent constructions from networ
 
 import json
 import re
+from fractions import Fraction
 from itertools import product
 from math import comb
 
@@ -10,6 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from topofinder.bfb import bfb_score
 from topofinder.errors import TopofinderError
 from topofinder.generators import (
     circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, hamming, hypercube,
@@ -126,6 +128,16 @@ def test_table8_sizes_and_diameters(catalog, name, n, t_l):
     assert g.n == n and g.is_regular and g.degree == 4 and g.bidirectional
     assert g.self_loops == 0 and g.link_matrix.max() == 1
     assert g.diameter == t_l                 # BFB T_L of a distance-regular graph = diameter
+
+
+def test_bfb_is_bandwidth_optimal_with_t_l_equal_to_the_diameter(catalog):
+    """Paper 001 App. F.3: every distance-regular graph has a BW-optimal BFB schedule;
+    Table 7 lists DistReg(4,32) at (T_L, τ) = (4, 0.969) = (4, 31/32)."""
+    for name, g in catalog.items():
+        score = bfb_score(g)
+        assert score.T_L == g.diameter and score.tau == Fraction(g.n - 1, g.n), name
+    table7 = bfb_score(distance_regular_by_size(4, 32))
+    assert (table7.T_L, round(float(table7.tau), 3)) == (4, 0.969)
 
 
 def test_catalog_starts_with_table8_in_order():
