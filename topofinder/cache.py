@@ -37,9 +37,14 @@ def _call(fn: Callable, version: str, args: tuple):
     return fn(*args)
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)
+def _memory_at(location: str) -> joblib.Memory:
+    return joblib.Memory(location, verbose=0)
+
+
 def _memory() -> joblib.Memory:
-    return joblib.Memory(cache_dir(), verbose=0)
+    """The cache at the current location (it follows $TOPOFINDER_CACHE)."""
+    return _memory_at(str(cache_dir()))
 
 
 class Cached:

@@ -1,0 +1,129 @@
+"""Sweeps: spec checking, resumable atomic output, cache, and the Dask backend (issue 9)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topofinder import parallel, sweep
+from topofinder.cli import main
+from topofinder.errors import TopofinderError
+
+SPEC = """
+name = "tiny"
+degrees = [2, 4]
+n_min = 8
+n_max = 24
+[workload]
+sizes = ["1MB", "100MB"]
+"""
+
+
+def _outputs(folder: Path) -> dict[str, bytes]:
+    """Every text output of a sweep (plots are checked for presence only)."""
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in (".csv", ".json"):
+            files[str(path.relative_to(folder))] = path.read_bytes()
+    return files
+
+
+@pytest.fixture()
+def spec_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tiny.toml"
+    path.write_text(SPEC)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted, uncached sweep every other run must reproduce byte for byte."""
+    folder = tmp_path_factory.mktemp("ref")
+    path = folder / "tiny.toml"
+    path.write_text(SPEC)
+    out = sweep.run_sweep(sweep.load_spec(path), folder, jobs=1, use_cache=False,
+                          progress=False)
+    return _outputs(out)
+
+
+def test_sweep_writes_frontiers_best_and_plots(spec_file, tmp_path, reference):
+    spec = sweep.load_spec(spec_file)
+    assert len(spec.cells) == 2 * 17             # N = 8..24 at d = 2 and at d = 4
+    assert {"frontier.csv", "frontier.json", "best.csv"} <= set(reference)
+    assert len([k for k in reference if k.startswith("cells/")]) == 34
+    out = sweep.run_sweep(spec, tmp_path, jobs=1, use_cache=True, progress=False)
+    assert (out / "best_d4_100MB.png").stat().st_size > 0
+    header = reference["frontier.csv"].decode().splitlines()[0]
+    assert header.startswith("N,d,expr,T_L,tau")
+
+
+def test_killed_sweep_resumes_to_identical_files(spec_file, tmp_path, reference):
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    cmd = [sys.executable, "-m", "topofinder.cli", "sweep", str(spec_file), "--out", str(out),
+           "--jobs", "1", "--no-cache"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cells = out / "tiny" / "cells"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if cells.exists() and len(list(cells.glob("*.json"))) >= 3:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    done_before = len(list(cells.glob("*.json")))
+    # a crash can leave a temporary file behind: it must not be mistaken for a result
+    (cells / ".N9_d2.json.999.tmp").write_text('{"half": ')
+    assert main(["sweep", str(spec_file), "--out", str(out), "--jobs", "1", "--no-cache"]) == 0
+    assert done_before <= len(list(cells.glob("N*.json"))) == 34
+    assert _outputs(out / "tiny") == reference
+
+
+def test_corrupt_cell_is_recomputed(spec_file, tmp_path, reference):
+    spec = sweep.load_spec(spec_file)
+    out = sweep.run_sweep(spec, tmp_path / "c", jobs=1, use_cache=False, progress=False)
+    sweep.cell_path(out, 12, 4).write_text("{not json")
+    sweep.run_sweep(spec, tmp_path / "c", jobs=1, use_cache=False, progress=False)
+    assert _outputs(out) == reference
+
+
+def test_cached_sweep_gives_the_same_files(spec_file, tmp_path, reference):
+    spec = sweep.load_spec(spec_file)
+    for attempt in ("cold", "warm"):
+        out = sweep.run_sweep(spec, tmp_path / attempt, jobs=1, use_cache=True, progress=False)
+        assert _outputs(out) == reference
+
+
+def test_dask_backend_matches_loky(spec_file, tmp_path, reference):
+    pytest.importorskip("dask.distributed")
+    parallel.use_dask(None)                      # a 2-worker LocalCluster
+    try:
+        out = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "dask", jobs=2,
+                              use_cache=False, progress=False)
+    finally:
+        parallel.use_loky()
+    assert _outputs(out) == reference
+
+
+@pytest.mark.parametrize("text,match", [
+    ("degrees = []\nn = [8]", "degrees"),
+    ("degrees = [2]\nn_min = 10\nn_max = 5", "n_min"),
+    ("degrees = [2]\nn = [8]\ncolour = 'red'", "unknown key"),
+    ("degrees = [2\n", "not valid TOML"),
+    ("name = '../up'\ndegrees = [2]\nn = [8]", "plain folder name"),
+])
+def test_bad_specs(tmp_path, text, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(TopofinderError, match=match):
+        sweep.load_spec(path)
+
+
+def test_missing_spec_is_exit_2(capsys, tmp_path):
+    assert main(["sweep", str(tmp_path / "none.toml")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
