@@ -28,7 +28,9 @@ Names accepted by :func:`distance_regular` (the expression is ``DistReg(<name>)`
 :data:`CATALOG_NAMES` lists the catalog: the 15 d = 4 graphs of Table 8 in the table's order
 (Octahedron, Paley9, K55-I, Heawood3, L-Petersen, Q4, L-Heawood, IncPG2-3, IncAG2-4-par, Odd4,
 L-Tutte8, DoubledOdd4, IncGQ3, L-Tutte12, IncGH3), then family members giving entries at every
-degree 3…16, with distinct (d, N) pairs so that ``DistReg(d,N)`` names one graph.
+degree 3…16, with distinct (d, N) pairs so that ``DistReg(d,N)`` names one graph. Hamming
+graphs enter only as Q4 (``H(n,q)`` is an expression of its own). Limits: GF(q) up to q = 256,
+PG(2,q) q ≤ 32, AG(2,q) q ≤ 64, W(q) q ≤ 9, H(q) q ≤ 4, and N·d ≤ MAX_DRG_ARCS.
 """
 
 from __future__ import annotations
