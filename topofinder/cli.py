@@ -34,10 +34,12 @@ def _add_score(sub) -> None:
 
 def _run_score(args) -> int:
     from topofinder.expr import load_topology
+    from topofinder.recipe import from_expression
     from topofinder.summary import describe
 
     topo = load_topology(args.expr)
-    info = describe(topo)
+    recipe = None if _is_file(args.expr) else from_expression(args.expr)
+    info = describe(topo, recipe)
     if args.json:
         print(json.dumps(info, indent=2))
     else:

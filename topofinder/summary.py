@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from topofinder.topology import Topology
 
 
@@ -19,8 +21,10 @@ def moore_bound_steps(n: int, d: int) -> int:
     return k
 
 
-def describe(topo: Topology) -> dict:
-    """Structural facts and every available score of ``topo``; τ values in M/B."""
+def describe(topo: Topology, recipe=None) -> dict:
+    """Structural facts and every available score of ``topo``; τ values in M/B. With the
+    ``recipe`` an expression names (topofinder.recipe.from_expression), the schedule of that
+    construction is built, replayed and reported too when it is not plain BFB."""
     n, d = topo.n, topo.degree
     info = {
         "expr": topo.expr,
@@ -37,7 +41,25 @@ def describe(topo: Topology) -> dict:
     }
     _add_bfb(info, topo)
     _add_forestcoll(info, topo)
+    if recipe is not None and recipe.method != "bfb":
+        _add_named_schedule(info, recipe)
     return info
+
+
+def _add_named_schedule(info: dict, recipe) -> None:
+    """The expression's own construction (line graph, power, catalog, ...): its replayed T_L
+    and τ, which can beat BFB (e.g. the catalog's Diamond: 7/8 against BFB's 1)."""
+    from topofinder.schedule import validate
+    from topofinder.verify import build_schedule
+
+    schedule = build_schedule(recipe)
+    validate(schedule)
+    tau = schedule.tau
+    info["schedule"] = recipe.method
+    info["schedule_T_L"] = schedule.num_steps
+    info["schedule_tau"] = float(tau)
+    info["schedule_tau_exact"] = f"{tau.numerator}/{tau.denominator}"
+    info["schedule_bw_optimal"] = tau == Fraction(info["N"] - 1, info["N"])
 
 
 def _add_bfb(info: dict, topo: Topology) -> None:
