@@ -235,43 +235,52 @@ def _step_loads(dist, rows, row_slots, caps, steps) -> tuple[Fraction, ...]:
     inside it, counted by a subset matrix over the masks that occur) and of W = all in-links.
     When a (u, t)'s masks form a laminar family these bounds are its exact U_{u,t} (the best
     W is a union of masks; a union of disjoint maximal masks is no denser than its densest
-    part). The other (u, t) are certified against the running U_t with one batched max-flow
-    (`_flow_check`); a violated min cut gives a denser W, U_t rises, and only the violators
-    are checked again (Dinkelbach), so U_t ends at the exact maximum."""
+    part). Every other (u, t) must satisfy U_{u,t} ≤ U_t: certified by a proportional split
+    (`_even_split_ok`) or by one batched max-flow (`_flow_check`); a violated min cut gives a
+    denser W, U_t rises, and only the violators are checked again (Dinkelbach), so U_t ends
+    at the exact maximum."""
     n = dist.shape[1]
     size = max(1, _ROW_CELLS // n)
     best_a, best_b = np.zeros(steps, np.int64), np.ones(steps, np.int64)
-    pending = []
+    pending, tables, offset = [], [], 0
     for lo in range(0, rows.size, size):
         hi = min(rows.size, lo + size)
-        (t, num, den), (r, gt, gc, gbits) = _block_bounds(dist, rows[lo:hi], row_slots[lo:hi],
-                                                          caps[lo:hi], steps)
+        (t, num, den), (r, gt, gc, gi), bits = _block_bounds(
+            dist, rows[lo:hi], row_slots[lo:hi], caps[lo:hi], steps)
         best_a, best_b = _max_by_step(np.r_[np.arange(steps), t], np.r_[best_a, num],
                                       np.r_[best_b, den], steps)
-        pending.append(((lo + r) * steps + gt, gc, gbits))
-    key = np.concatenate([p[0] for p in pending])
-    count = np.concatenate([p[1] for p in pending])
-    bits = np.concatenate([p[2] for p in pending])
+        pending.append(((lo + r) * steps + gt, gc, gi + offset))
+        tables.append(bits)
+        offset += bits.shape[0]
+    key, count, mask = (np.concatenate(x) for x in zip(*pending))
+    entry, slot = np.nonzero(np.concatenate(tables))        # the masks' links, mask by mask
+    start = np.searchsorted(entry, np.arange(offset))
+    width = np.diff(np.r_[start, entry.size])
+    check = _even_split_ok
     while key.size:
-        probs, group_prob = np.unique(key, return_inverse=True)
-        bad, c_w, cap_w = _flow_check(group_prob, count, bits, caps[probs // steps],
-                                      probs % steps, best_a, best_b)
-        if bad.size == 0:
+        probs, prob = np.unique(key, return_inverse=True)
+        group, pos = _expand(width[mask], start[mask])      # (group, link) incidences
+        bad, c_w, cap_w = check(prob, count, group, slot[pos], caps[probs // steps],
+                                probs % steps, best_a, best_b)
+        if check is _even_split_ok:
+            check = _flow_check
+        elif bad.size == 0:
             break
-        t_bad = probs[bad] % steps
-        if np.any(c_w * best_b[t_bad] <= best_a[t_bad] * cap_w):
-            raise RuntimeError("BFB scorer: a violated min cut is not denser than U_t")
-        best_a, best_b = _max_by_step(np.r_[np.arange(steps), t_bad], np.r_[best_a, c_w],
-                                      np.r_[best_b, cap_w], steps)
-        keep = np.isin(group_prob, bad)
-        key, count, bits = key[keep], count[keep], bits[keep]
+        else:
+            t_bad = probs[bad] % steps
+            if np.any(c_w * best_b[t_bad] <= best_a[t_bad] * cap_w):
+                raise RuntimeError("BFB scorer: a violated min cut is not denser than U_t")
+            best_a, best_b = _max_by_step(np.r_[np.arange(steps), t_bad],
+                                          np.r_[best_a, c_w], np.r_[best_b, cap_w], steps)
+        keep = np.isin(prob, bad)
+        key, count, mask = key[keep], count[keep], mask[keep]
     return tuple(Fraction(int(a), int(b)) for a, b in zip(best_a, best_b))
 
 
 def _block_bounds(dist, u, s, caps_b, steps):
-    """For a block of receiving nodes: Hall-ratio lower bounds (t−1, count, capacity) and
-    the shard groups (row, t−1, count, mask bits) of every (u, t) whose bounds may not be
-    exact."""
+    """For a block of receiving nodes: Hall-ratio lower bounds (t−1, count, capacity), the
+    shard groups (row, t−1, count, mask id) of every (u, t) whose bounds may not be exact,
+    and the block's mask table (G, k) bool."""
     b, k = s.shape
     du = dist[u]
     ids, bits = _mask_ids(dist, du, s)
@@ -295,7 +304,7 @@ def _block_bounds(dist, u, s, caps_b, steps):
                  np.r_[np.broadcast_to(cap_m[:, None, :], closed.shape)[valid],
                        cap_all.reshape(-1)])
         r, t, i = np.nonzero(occ & mixed[:, :, None])
-        return lower, (r, t, cnt[r, t, i], bits[i])
+        return lower, (r, t, cnt[r, t, i], i), bits
     keys, c = np.unique(key.reshape(-1), return_counts=True)
     i, rt = keys % g, keys // g
     r, t = rt // (steps + 1), rt % (steps + 1) - 1
@@ -304,9 +313,8 @@ def _block_bounds(dist, u, s, caps_b, steps):
     total = np.bincount(r * steps + t, weights=c, minlength=b * steps).astype(np.int64)
     lower = (np.r_[t, np.tile(np.arange(steps), b)], np.r_[c, total],
              np.r_[cap_m[r, i], cap_all.reshape(-1)])
-    multi = np.isin(r * steps + t, (r * steps + t)[bits[i].sum(axis=1) > 1])
-    r, t, i, c = r[multi], t[multi], i[multi], c[multi]
-    return lower, (r, t, c, bits[i])
+    multi = np.isin(r * steps + t, (r * steps + t)[bits.sum(axis=1)[i] > 1])
+    return lower, (r[multi], t[multi], c[multi], i[multi]), bits
 
 
 def _mask_ids(dist, du, s):
@@ -332,9 +340,13 @@ def _mask_ids(dist, du, s):
     elif len(words) == 1:
         table, ids = np.unique(words[0], return_inverse=True)
         table = table[:, None].astype(np.uint64)
-    else:
-        flat = np.stack([w.astype(np.uint64) for w in words], axis=-1).reshape(-1, len(words))
-        table, ids = np.unique(flat, axis=0, return_inverse=True)
+    else:                                           # per word, then the combined word ids
+        ids = np.zeros(du.size, np.int64)
+        for w in words:
+            values, inv = np.unique(w.reshape(-1), return_inverse=True)
+            first, ids = np.unique(ids * values.size + inv.reshape(-1), return_index=True,
+                                   return_inverse=True)[1:]
+        table = np.stack([w.reshape(-1)[first].astype(np.uint64) for w in words], axis=1)
     j = np.arange(k)
     bits = ((table[:, j >> 6] >> (j & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
     return ids.reshape(du.shape), bits
@@ -360,20 +372,39 @@ def _max_by_step(t, num, den, steps):
     return a, b
 
 
-def _flow_check(prob, count, bits, caps, prob_t, lam_a, lam_b):
+def _even_split_ok(prob, count, group, slot, caps, prob_t, lam_a, lam_b):
+    """Which problems (u, t) keep every link within λ_t = lam_a/lam_b when each shard is split
+    over its eligible links in proportion to their capacity (a feasible point of LP (1), so
+    U_{u,t} ≤ λ_t)? Exact integer test per link j, scaled by the lcm M of the masks'
+    capacities: q·Σ_{masks ∋ j} c·M/cap(mask) ≤ a·M. Returns the problems it cannot
+    certify, in the shape of `_flow_check`'s answer."""
+    k = caps.shape[1]
+    cap_m = np.bincount(group, weights=caps[prob[group], slot],
+                        minlength=prob.size).astype(np.int64)
+    scale = int(np.lcm.reduce(np.unique(cap_m))) if cap_m.size else 1
+    if (int(count.sum()) * scale * int(lam_b.max()) >= 1 << 52
+            or int(lam_a.max()) * scale >= 1 << 52):
+        ok = np.zeros(caps.shape[0], bool)
+    else:
+        load = np.bincount(prob[group] * k + slot, weights=(count * (scale // cap_m))[group],
+                           minlength=caps.size).astype(np.int64).reshape(caps.shape)
+        ok = np.all(load * lam_b[prob_t][:, None] <= lam_a[prob_t][:, None] * scale, axis=1)
+    return np.flatnonzero(~ok), None, None
+
+
+def _flow_check(prob, count, group, slot, caps, prob_t, lam_a, lam_b):
     """Is U_{u,t} ≤ λ_t = lam_a/lam_b for every problem (u, t)? One integral max-flow over all
-    of them (disjoint components): group (count c, mask) supplies c·q_t, slot j takes at most
-    a_t·cap_j. Returns the problems whose flow falls short, with the shard count and capacity
-    of the source side W of their min cut (a Hall set with c(W)/cap(W) > λ_t)."""
+    of them (disjoint components): group (count c, mask) supplies c·q_t, link j of u takes at
+    most a_t·cap_j. Returns the problems whose flow falls short, with the shard count and
+    capacity of the source side W of their min cut (a Hall set with c(W)/cap(W) > λ_t)."""
     from ortools.graph.python import max_flow
 
-    m, k = bits.shape
+    m, k = count.size, caps.shape[1]
     supply = count * lam_b[prob_t[prob]]
-    gi, gj = np.nonzero(bits)
     sp, sj = np.nonzero(caps > 0)
     f = max_flow.SimpleMaxFlow()
     source_arcs = f.add_arcs_with_capacity(np.zeros(m, np.int64), 2 + np.arange(m), supply)
-    f.add_arcs_with_capacity(2 + gi, 2 + m + prob[gi] * k + gj, supply[gi])
+    f.add_arcs_with_capacity(2 + group, 2 + m + prob[group] * k + slot, supply[group])
     f.add_arcs_with_capacity(2 + m + sp * k + sj, np.ones(sp.size, np.int64),
                              caps[sp, sj] * lam_a[prob_t[sp]])
     if f.solve(0, 1) != f.OPTIMAL:
@@ -385,7 +416,8 @@ def _flow_check(prob, count, bits, caps, prob_t, lam_a, lam_b):
     side = side[side >= 2 + m] - 2 - m
     inside = np.zeros(caps.shape, bool)
     inside[side // k, side % k] = True
-    within = ~(bits & ~inside[prob]).any(axis=1)
+    outside = np.bincount(group, weights=~inside[prob[group], slot], minlength=m)
+    within = outside == 0
     c_w = np.bincount(prob[within], weights=count[within], minlength=caps.shape[0])
     cap_w = (caps * inside).sum(axis=1)
     return bad, c_w[bad].astype(np.int64), cap_w[bad]
