@@ -194,3 +194,67 @@ def test_exact_max_by_step_uses_fractions_when_floats_tie():
     den = np.array([big + 1, big + 1, 2, 5], dtype=np.int64)
     a, b = bfb._max_by_step(np.array([0, 0, 1, 1]), num, den, 2)
     assert Fraction(int(a[0]), int(b[0])) == 1 and Fraction(int(a[1]), int(b[1])) == Fraction(3, 2)
+
+
+# ---- best_circulant's search (issue 9): its BFS, its bound and its answers ------------------
+from itertools import combinations_with_replacement  # noqa: E402
+from math import gcd  # noqa: E402
+
+from topofinder.generators import best_circulant  # noqa: E402
+from topofinder.generators.circulant_opt import (  # noqa: E402
+    _diameter_and_total, _lattice_bound, _theorem22_generators, theorem22_step)
+
+
+def scipy_score(g):
+    """(diameter, total hops from node 0) from scipy's all-pairs shortest paths."""
+    row = g.distances[0]
+    return int(row.max()), int(row.sum())
+
+
+def test_integer_bfs_matches_all_pairs_shortest_paths():
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        n = int(rng.integers(5, 300))
+        gens = sorted(set(rng.integers(1, n // 2 + 1, int(rng.integers(1, 6))).tolist()))
+        if gcd(n, *gens) != 1:
+            assert _diameter_and_total(n, gens, n) is None           # disconnected
+            continue
+        expect = scipy_score(circulant(n, gens))
+        assert _diameter_and_total(n, gens, n) == expect
+        assert _diameter_and_total(n, gens, expect[0] - 1) is None   # beyond the limit
+
+
+def test_lattice_bound_is_thm22_for_two_generators_and_a_true_lower_bound():
+    for n in range(7, 400):
+        assert _lattice_bound(n, 2)[0] == theorem22_step(n)          # 2m² + 2m + 1 ≥ n
+    for n, k in [(13, 3), (20, 3), (17, 4), (24, 3), (30, 4)]:
+        best = min(scipy_score(circulant(n, list(c)))
+                   for c in combinations_with_replacement(range(1, n // 2 + 1), k)
+                   if gcd(n, *c) == 1)
+        assert _lattice_bound(n, k) <= best
+
+
+@pytest.mark.parametrize("n, d", [(13, 6), (20, 6), (17, 8), (24, 6), (12, 10), (9, 16)])
+def test_exhaustive_regime_is_the_brute_force_optimum(n, d):
+    k = d // 2
+    best = min((scipy_score(circulant(n, list(c))), c)
+               for c in combinations_with_replacement(range(1, n // 2 + 1), k)
+               if gcd(n, *c) == 1)
+    g = best_circulant(n, d)
+    assert (scipy_score(g), g.expr) == (best[0], circulant(n, list(best[1])).expr)
+
+
+@pytest.mark.parametrize("n, d", [(1999, 16), (2000, 8), (640, 12), (97, 14)])
+def test_search_regime_is_deterministic_and_within_its_bounds(n, d):
+    g = best_circulant(n, d)
+    assert g.n == n and g.degree == d and g.is_regular and g.bidirectional
+    assert best_circulant(n, d).same_arcs(g)
+    found = scipy_score(g)
+    thm22 = scipy_score(circulant(n, _theorem22_generators(n, d)))   # one of its candidates
+    assert _lattice_bound(n, d // 2) <= found <= thm22
+
+
+def test_degree_two_is_the_cycle():
+    for n in (2, 3, 10, 1999):
+        g = best_circulant(n, 2)
+        assert scipy_score(g) == (n // 2, sum(min(i, n - i) for i in range(n)))
