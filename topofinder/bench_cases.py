@@ -135,11 +135,24 @@ def _bfb_score_l3(make):
     bfb_score(make())
 
 
-@case("BFB scorer Pi(8,2000)", 5.0, group="bfb", repeat=3,
+@case("BFB scorer Pi(8,2000)", 0.3, group="bfb", repeat=5,
       setup=lambda: _fresh(lambda: generalized_kautz(8, 2000)))
 def _bfb_score_pi8(make):
     from topofinder.bfb import bfb_score
     bfb_score(make())
+
+
+@case("BFB scorer Pi(16,2000)", 0.5, group="bfb", repeat=5,
+      setup=lambda: _fresh(lambda: generalized_kautz(16, 2000)))
+def _bfb_score_pi16(make):
+    from topofinder.bfb import bfb_score
+    bfb_score(make())
+
+
+@case("best_circulant(2000,16)", 0.05, group="bfb", repeat=7)
+def _best_circulant_2000_16(_):
+    from topofinder.generators import best_circulant
+    best_circulant(2000, 16)
 
 
 @case("BFB full schedule Hypercube(10)", 2.0, group="bfb", repeat=3,
