@@ -12,6 +12,7 @@ cannot beat the best so far.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import combinations_with_replacement
 from math import comb, gcd
 
@@ -95,15 +96,22 @@ def best_circulant(n: int, d: int) -> Topology:
     circulant, a fixed pseudo-random sample of sets containing 1 (any set with a unit
     generator is isomorphic to one containing 1, x ↦ a⁻¹x), then steepest-descent moves of
     one generator at a time from the best samples, until the work is spent or the lattice
-    Moore bound (`_lattice_bound`) is met. Deterministic: seeded by (n, d), no timing.
+    Moore bound (`_lattice_bound`) is met. Deterministic: seeded by (n, d), no timing; the
+    answer is memoised per process (the finder asks for the same (n, d) in many searches).
     """
     if d < 2 or d % 2:
         raise TopofinderError(f"a circulant needs an even degree d >= 2, got d = {d}")
     if n < 2:
         raise TopofinderError(f"a circulant needs n >= 2 nodes, got n = {n}")
+    return circulant(n, list(best_generators(n, d)))
+
+
+@lru_cache(maxsize=1 << 16)
+def best_generators(n: int, d: int) -> tuple[int, ...]:
+    """The generator multiset `best_circulant` picks (arguments already validated)."""
     k, half = d // 2, n // 2
     if k == 1:
-        return circulant(n, [1])
+        return (1,)
     search = _Search(n, k)
     if comb(half + k - 1, k) <= search.budget:
         for gens in combinations_with_replacement(range(1, half + 1), k):
@@ -111,7 +119,7 @@ def best_circulant(n: int, d: int) -> Topology:
             if search.best == search.bound:          # later sets could only tie
                 break
     elif k == 2:
-        return optimal_circulant(n, d)
+        return tuple(_theorem22_generators(n, d))
     else:
         search.consider(_theorem22_generators(n, d))
         rng = np.random.default_rng(n * 1009 + k)
@@ -122,7 +130,7 @@ def best_circulant(n: int, d: int) -> Topology:
             if search.done():
                 break
             search.descend(gens)
-    return circulant(n, list(search.best_gens))
+    return search.best_gens
 
 
 class _Search:
