@@ -8,11 +8,13 @@ node at rate f·b, so a per-node volume M (M/N to each peer) takes (M/N)/(f·b).
 Methods
 - :func:`concurrent_flow_exact`: LP (3) with commodities aggregated by source (one flow per
   source s with demand f at every other node; |V|·|E| variables), solved by HiGHS.
-- :func:`concurrent_flow_symmetric`: for vertex-transitive G, one source's flow under orbit
-  capacity constraints (exact; proof in its docstring).
-- :func:`concurrent_flow_colgen`: column generation for any G; returns a primal feasible f and a
-  certified upper bound from the dual (weak duality, :func:`dual_bound`).
+- :func:`concurrent_flow_symmetric`: LP (3) reduced by a group of automorphisms found by
+  individualisation–refinement (exact; proof in its docstring). Vertex-transitive G: one
+  source's flow.
+- :func:`concurrent_flow_pdlp`: first-order LP solver (PDLP) for LPs too large for HiGHS;
+  a primal f and a certified upper bound from its duals.
 - :func:`concurrent_flow`: picks one of the above.
+- :func:`moore_bound`: f ≤ N·d / Σ_{s≠t} dist_Moore(s, t); :func:`alltoall_time`.
 
 Every method reports ``upper_bound`` computed by :func:`dual_bound` from its own dual lengths, so
 the gap ``upper_bound − f`` is proved, not estimated.
@@ -46,7 +48,8 @@ class AllToAllResult:
     ``upper_bound``: a proved upper bound on f* (weak LP duality). ``exact``: the method solves
     LP (3) to optimality (``f`` equals f* up to solver tolerance). ``method``: which method.
     ``exact_value``: f* as a rational number when a closed form is known (arc-transitive
-    topologies). ``gap``: (upper_bound − f)/upper_bound.
+    topologies). ``sources``: source flows in the LP solved (N unless a symmetry reduction
+    applied). ``gap``: (upper_bound − f)/upper_bound.
     """
 
     f: float
@@ -54,6 +57,7 @@ class AllToAllResult:
     exact: bool
     method: str
     exact_value: Fraction | None = None
+    sources: int = 0
 
     @property
     def gap(self) -> float:
@@ -128,79 +132,7 @@ def _positive(lengths: np.ndarray) -> np.ndarray:
     return np.maximum(lengths, floor)
 
 
-# ---- the exact LP (3) --------------------------------------------------------------------
-
-def concurrent_flow_exact(topo: Topology) -> AllToAllResult:
-    """LP (3) of paper 001, commodities aggregated by source, solved by HiGHS.
-
-    Variables y[s, e] ≥ 0 (flow of source s on arc e) and f. Constraints: Σ_s y[s, e] ≤ c_e for
-    every arc; f + out_s(u) ≤ in_s(u) for every s ≠ u. f is carried as one copy f_s per source
-    tied by f_s = f_{s+1} (a single f column would make the interior-point normal equations
-    dense). ``f`` is re-verified from the solver's y (demand met / worst arc utilisation) and
-    the upper bound is :func:`dual_bound` at the capacity duals; ``exact`` when they agree to
-    EXACT_RTOL. About N·|E| variables: practical to N ≈ 128 at d = 4.
-    """
-    arcs = _check(topo)
-    n, m = arcs.n, arcs.num
-    nv = n * m + n                     # y[s, e] at s·m + e, then f_s at n·m + s (all equal f)
-    s = np.repeat(np.arange(n), m)
-    e = np.tile(np.arange(m), n)
-    var = s * m + e
-    # conservation rows (s, u), u ≠ s, numbered s·N + u then compressed
-    keep_rows = np.ones(n * n, bool)
-    keep_rows[np.arange(n) * (n + 1)] = False
-    row_id = np.cumsum(keep_rows) - 1
-    nrc = n * (n - 1)
-    rows, cols, vals = [], [], []
-    for r, sign in ((s * n + arcs.tail[e], 1.0), (s * n + arcs.head[e], -1.0)):
-        ok = keep_rows[r]
-        rows.append(row_id[r[ok]]); cols.append(var[ok]); vals.append(np.full(ok.sum(), sign))
-    src = np.repeat(np.arange(n), n - 1)   # one f_s per source keeps the constraint matrix
-    rows.append(np.arange(nrc)); cols.append(n * m + src); vals.append(np.ones(nrc))  # sparse
-    rows.append(nrc + e); cols.append(var); vals.append(np.ones(n * m))   # capacity rows
-    a_ub = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(nrc + m, nv))
-    b_ub = np.concatenate([np.zeros(nrc), arcs.cap])
-    chain = np.arange(n - 1)
-    a_eq = sp.csr_matrix((np.concatenate([np.ones(n - 1), -np.ones(n - 1)]),
-                          (np.concatenate([chain, chain]), n * m + np.concatenate([chain, chain + 1]))),
-                         shape=(n - 1, nv))
-    c = np.zeros(nv)
-    c[n * m:] = -1.0 / n
-    res = _highs_ipm(c, a_ub, b_ub, a_eq)
-    if res.x is None:
-        raise TopofinderError(f"{topo.expr}: the all-to-all LP failed ({res.message})")
-    y = res.x[:n * m].reshape(n, m)
-    f = _verified_f(arcs, y)
-    ub = _dual_bound(arcs, _positive(-res.ineqlin.marginals[nrc:]))
-    return AllToAllResult(f, max(ub, f), (ub - f) <= EXACT_RTOL * ub, "exact-lp")
-
-
-def _highs_ipm(c, a_ub, b_ub, a_eq):
-    """HiGHS interior point without crossover (crossover dominates the run time on LP (3) and
-    is not needed: f is re-verified from the primal and bounded through the dual)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OptimizeWarning)
-        return linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.zeros(a_eq.shape[0]),
-                       bounds=(0, None), method="highs-ipm",
-                       options={"run_crossover": "off"})
-
-
-def _verified_f(arcs: _Arcs, y: np.ndarray) -> float:
-    """f achieved by per-source flows y (N×|E|): least net inflow at any s ≠ u, scaled down by
-    the worst arc utilisation if it exceeds 1."""
-    n = arcs.n
-    net = np.zeros((n, n))
-    np.add.at(net.T, arcs.head, y.T)
-    np.subtract.at(net.T, arcs.tail, y.T)
-    np.fill_diagonal(net, np.inf)
-    util = float((y.sum(axis=0) / arcs.cap).max())
-    return float(net.min()) / max(util, 1.0)
-
-
-# ---- symmetry reduction (vertex-transitive topologies) -------------------------------------
-
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+# ---- automorphisms (symmetry reduction) --------------------------------------------------
 
 
 def _refine(colour: np.ndarray, tail: np.ndarray, head: np.ndarray, cap: np.ndarray,
@@ -267,79 +199,287 @@ def _automorphism(arcs: _Arcs, src: int, dst: int, rng_table, budget: list[int])
     return search(colour)
 
 
-def _transitive_generators(arcs: _Arcs, budget: int = 200):
-    """Automorphisms generating a vertex-transitive group, or None if the search gives up."""
+def _orbits(n: int, gens: list[np.ndarray]) -> np.ndarray:
+    """Orbit label of every point under the group generated by permutations ``gens``."""
+    if not gens:
+        return np.arange(n)
+    joins = sp.coo_matrix((np.ones(n * len(gens)),
+                           (np.tile(np.arange(n), len(gens)), np.concatenate(gens))),
+                          shape=(n, n))
+    return sp.csgraph.connected_components(joins, directed=True, connection="weak")[1]
+
+
+def find_automorphisms(topo: Topology, budget: int = 200) -> list[np.ndarray]:
+    """Generators of a group of automorphisms of ``topo`` (node permutations p with (u, w) an
+    arc of capacity c iff (p[u], p[w]) is). Tries to map each node to the others of its colour
+    class (after colour refinement) until every class is one orbit or ``budget`` search nodes
+    are spent; every generator returned is verified, so any subset yields an exact reduction."""
+    return _find_automorphisms(_Arcs.of(topo), budget)
+
+
+def _find_automorphisms(arcs: _Arcs, budget: int) -> list[np.ndarray]:
     n = arcs.n
     rng = np.random.default_rng(12345)
     table = rng.integers(1, 2**63, size=(2, 2 * n + 2), dtype=np.uint64) | np.uint64(1)
+    cls = _refine(np.zeros(n, np.int64), arcs.tail, arcs.head, arcs.cap.astype(np.int64),
+                  table)
     gens: list[np.ndarray] = []
-    orbit = np.zeros(n, bool)
-    orbit[0] = True
+    orbit = np.arange(n)
     left = [budget]
-    while not orbit.all():
-        g = _automorphism(arcs, 0, int(np.flatnonzero(~orbit)[0]), table, left)
-        if g is None:
-            return None
-        gens.append(g)
-        frontier = np.flatnonzero(orbit)
-        while frontier.size:                          # orbit of node 0 under <gens>
-            new = np.unique(np.concatenate([h[frontier] for h in gens]))
-            new = new[~orbit[new]]
-            orbit[new] = True
-            frontier = new
+    for c in np.unique(cls):
+        members = np.flatnonzero(cls == c)
+        refused: set[tuple[int, int]] = set()
+        while left[0] > 0:
+            labels = np.unique(orbit[members])
+            if labels.size == 1:
+                break
+            rep = members[orbit[members] == labels[0]][0]
+            pending = [v for v in members if orbit[v] != orbit[rep]
+                       and (int(orbit[rep]), int(orbit[v])) not in refused]
+            if not pending:
+                break
+            v = pending[0]
+            g = _automorphism(arcs, int(rep), int(v), table, left)
+            if g is None:
+                refused.add((int(orbit[rep]), int(orbit[v])))
+                continue
+            gens.append(g)
+            orbit = _orbits(n, gens)
     return gens
 
 
-def concurrent_flow_symmetric(topo: Topology, generators=None) -> AllToAllResult:
-    """LP (3) for a vertex-transitive topology through one source's flow (exact).
+# ---- LP (3), optionally reduced by a group of automorphisms -------------------------------
 
-    Let H be a group of automorphisms acting transitively on V (generated by ``generators``, or
-    found by individualisation-refinement search). Theorem: f* equals the optimum of
-        max f  s.t.  z is a flow from node 0 delivering f to every other node,
-                     Σ_{e∈O} z_e ≤ c_O·|O|/N for every H-orbit O of arcs.
-    Proof. (≤) Averaging an optimal y of LP (3) over H, ȳ_{s,e} = (1/|H|) Σ_h y_{h s, h e}, keeps
-    feasibility (h preserves arcs, capacities and conservation) and f, and makes y invariant.
-    Then the load of arc e is Σ_s ȳ_{s,e} = (1/|H_0|) Σ_{h∈H} ȳ_{0, h⁻¹e} = (N/|O_e|) Σ_{e'∈O_e}
-    ȳ_{0,e'} (orbit–stabiliser, |H| = N·|H_0|), so z = ȳ_0 meets the orbit constraints.
-    (≥) Given z, y_{s,e} = (1/|H_0|) Σ_{h: h0 = s} z_{h⁻¹e} is a flow from each s delivering f to
-    every other node with arc loads (N/|O_e|) Σ_{O_e} z ≤ c_e. □
-    The dual orbit prices λ_O, spread as arc lengths, are H-invariant and give
-    :func:`dual_bound` = f* (LP duality), which is reported as ``upper_bound``.
-    Raises TopofinderError if no transitive group is found (the topology is not
-    vertex-transitive or the search budget ran out).
+@dataclass(frozen=True)
+class _Reduction:
+    """LP (3) restricted to H-invariant flows for a group H of automorphisms: one flow per
+    vertex-orbit representative ``reps[i]`` (orbit size ``weight[i]``) and one capacity row per
+    arc orbit (label ``arc_orbit[e]``, size ``orbit_size``). H trivial gives LP (3) itself."""
+
+    reps: np.ndarray
+    weight: np.ndarray
+    arc_orbit: np.ndarray
+    orbit_size: np.ndarray
+    orbit_cap: np.ndarray
+
+    @classmethod
+    def of(cls, arcs: _Arcs, gens: list[np.ndarray]) -> "_Reduction":
+        n, m = arcs.n, arcs.num
+        vorb = _orbits(n, gens)
+        _, reps, weight = np.unique(vorb, return_index=True, return_counts=True)
+        arc_gens = [arcs.index(g[arcs.tail], g[arcs.head]) for g in gens]
+        aorb = _orbits(m, arc_gens)
+        size = np.bincount(aorb)
+        return cls(reps, weight, aorb, size, np.bincount(aorb, weights=arcs.cap) / size)
+
+    @property
+    def num_variables(self) -> int:
+        return int(self.reps.size * self.arc_orbit.size)
+
+
+def _lp(arcs: _Arcs, red: _Reduction):
+    """LP (3) in ≤/= form over y[i, e] (at i·m + e) and per-representative copies f_i of f
+    (at R·m + i, tied by f_i = f_{i+1}: a single f column would make interior-point normal
+    equations dense). Rows: f_i + out_i(u) − in_i(u) ≤ 0 for u ≠ reps[i]; for each arc orbit O,
+    Σ_i weight_i/|O| · Σ_{e∈O} y[i, e] ≤ c_O (the load of every arc of O under H-averaging)."""
+    n, m, r = arcs.n, arcs.num, red.reps.size
+    nv = r * m + r
+    i = np.repeat(np.arange(r), m)
+    e = np.tile(np.arange(m), r)
+    var = i * m + e
+    own = red.reps[i]
+    rows, cols, vals = [], [], []
+    ncons = r * (n - 1)
+
+    def cons_row(u):                    # row of (i, u), u ≠ reps[i], skipping the source
+        return i * (n - 1) + u - (u > own)
+
+    for u, sign in ((arcs.tail[e], 1.0), (arcs.head[e], -1.0)):
+        ok = u != own
+        rows.append(cons_row(u)[ok]); cols.append(var[ok]); vals.append(np.full(ok.sum(), sign))
+    rows.append(np.arange(ncons)); cols.append(r * m + np.repeat(np.arange(r), n - 1))
+    vals.append(np.ones(ncons))
+    k = red.orbit_size.size
+    rows.append(ncons + red.arc_orbit[e]); cols.append(var)
+    vals.append(red.weight[i] / red.orbit_size[red.arc_orbit[e]])
+    a_ub = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(ncons + k, nv))
+    b_ub = np.concatenate([np.zeros(ncons), red.orbit_cap])
+    chain = np.arange(r - 1)
+    a_eq = sp.csr_matrix((np.concatenate([np.ones(r - 1), -np.ones(r - 1)]),
+                          (np.concatenate([chain, chain]),
+                           r * m + np.concatenate([chain, chain + 1]))), shape=(r - 1, nv))
+    c = np.zeros(nv)
+    c[r * m:] = -1.0 / r
+    return c, a_ub, b_ub, a_eq, ncons
+
+
+def _certify(arcs: _Arcs, red: _Reduction, x: np.ndarray, cap_duals: np.ndarray):
+    """(f, upper bound) from any solver output: f is what the flows y = x[:R·m] ≥ 0 deliver
+    (least net inflow at a non-source node, scaled down by the worst arc-orbit utilisation);
+    the bound is :func:`dual_bound` at arc lengths λ_O/|O| from the orbit capacity duals."""
+    n, m, r = arcs.n, arcs.num, red.reps.size
+    y = np.maximum(x[:r * m], 0.0).reshape(r, m)
+    net = np.zeros((r, n))
+    np.add.at(net.T, arcs.head, y.T)
+    np.subtract.at(net.T, arcs.tail, y.T)
+    net[np.arange(r), red.reps] = np.inf
+    per_orbit = np.zeros((r, red.orbit_size.size))
+    np.add.at(per_orbit.T, red.arc_orbit, y.T)
+    load = (red.weight @ per_orbit) / red.orbit_size
+    util = float((load / red.orbit_cap).max())
+    f = float(net.min()) / max(util, 1.0)
+    lengths = _positive(np.maximum(cap_duals, 0.0)[red.arc_orbit] / red.orbit_size[red.arc_orbit])
+    return f, max(_dual_bound(arcs, lengths), f)
+
+
+def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str):
+    """Interior point (HiGHS, no crossover: crossover dominates the run time on LP (3) and is
+    not needed since f is re-verified and bounded by :func:`_certify`)."""
+    c, a_ub, b_ub, a_eq, ncons = _lp(arcs, red)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimizeWarning)
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.zeros(a_eq.shape[0]),
+                      bounds=(0, None), method="highs-ipm", options={"run_crossover": "off"})
+    if res.x is None:
+        raise TopofinderError(f"{expr}: the all-to-all LP failed ({res.message})")
+    return _certify(arcs, red, res.x, -res.ineqlin.marginals[ncons:])
+
+
+def _solve_pdlp(arcs: _Arcs, red: _Reduction, tol: float, time_limit: float):
+    """First-order primal-dual LP solver (OR-Tools PDLP) to relative tolerance ``tol`` or
+    ``time_limit`` seconds; the answer is certified by :func:`_certify` either way."""
+    from ortools.pdlp import solvers_pb2
+    from ortools.pdlp.python import pdlp
+
+    c, a_ub, b_ub, a_eq, ncons = _lp(arcs, red)
+    a = sp.vstack([a_ub, a_eq]).tocsc()
+    qp = pdlp.QuadraticProgram()
+    qp.resize_and_initialize(a.shape[1], a.shape[0])
+    qp.objective_vector = c
+    qp.constraint_matrix = a
+    qp.constraint_lower_bounds = np.concatenate([np.full(a_ub.shape[0], -np.inf),
+                                                 np.zeros(a_eq.shape[0])])
+    qp.constraint_upper_bounds = np.concatenate([b_ub, np.zeros(a_eq.shape[0])])
+    qp.variable_lower_bounds = np.zeros(a.shape[1])
+    qp.variable_upper_bounds = np.full(a.shape[1], np.inf)
+    params = solvers_pb2.PrimalDualHybridGradientParams()
+    crit = params.termination_criteria
+    crit.simple_optimality_criteria.eps_optimal_relative = tol / 4
+    crit.simple_optimality_criteria.eps_optimal_absolute = 0.0
+    crit.time_sec_limit = time_limit
+    params.num_threads = 2
+    res = pdlp.primal_dual_hybrid_gradient(qp, params)
+    duals = -np.asarray(res.dual_solution)[ncons:ncons + red.orbit_size.size]
+    return _certify(arcs, red, np.asarray(res.primal_solution), duals)
+
+
+# ---- public entry points -------------------------------------------------------------------
+
+def concurrent_flow_exact(topo: Topology) -> AllToAllResult:
+    """LP (3) of paper 001 with commodities aggregated by source, solved by HiGHS.
+
+    Variables y[s, e] ≥ 0 (flow of source s on arc e) and f; Σ_s y[s, e] ≤ c_e for every arc and
+    f + out_s(u) ≤ in_s(u) for every s ≠ u: N·|E| variables, practical to N ≈ 128 at d = 4.
+    ``f`` is re-verified from the solver's flows and ``upper_bound`` is :func:`dual_bound` at
+    the capacity duals; ``exact`` when they agree to EXACT_RTOL.
     """
     arcs = _check(topo)
-    n, m = arcs.n, arcs.num
-    gens = generators if generators is not None else _transitive_generators(arcs)
-    if gens is None:
-        raise TopofinderError(f"{topo.expr}: no transitive automorphism group found; use "
-                              "concurrent_flow_exact or concurrent_flow_pdlp")
-    # arc orbits: components of the graph joining each arc e to g(e)
-    links = [arcs.index(g[arcs.tail], g[arcs.head]) for g in gens]
-    joins = sp.coo_matrix((np.ones(m * len(gens)),
-                           (np.tile(np.arange(m), len(gens)), np.concatenate(links))),
-                          shape=(m, m))
-    k, orbit = sp.csgraph.connected_components(joins, directed=True, connection="weak")
-    size = np.bincount(orbit, minlength=k)
-    cap_o = np.bincount(orbit, weights=arcs.cap, minlength=k) / size    # constant on orbits
-    # variables z_e (m) and f; rows: conservation at u ≠ 0, then orbit capacity
-    rows = np.concatenate([arcs.tail, arcs.head, np.arange(1, n), n + orbit])
-    cols = np.concatenate([np.arange(m), np.arange(m), np.full(n - 1, m), np.arange(m)])
-    vals = np.concatenate([np.ones(m), -np.ones(m), np.ones(n - 1), np.ones(m)])
-    keep = rows != 0
-    a_ub = sp.csr_matrix((vals[keep], (rows[keep] - 1, cols[keep])), shape=(n - 1 + k, m + 1))
-    b_ub = np.concatenate([np.zeros(n - 1), cap_o * size / n])
-    c = np.zeros(m + 1)
-    c[-1] = -1.0
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
-    if res.status != 0:
-        raise TopofinderError(f"{topo.expr}: the symmetric all-to-all LP failed ({res.message})")
-    lam = -res.ineqlin.marginals[n - 1:]
-    ub = _dual_bound(arcs, _positive(lam[orbit]))
-    f = float(res.x[-1])
+    f, ub = _solve_highs(arcs, _Reduction.of(arcs, []), topo.expr)
+    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "exact-lp")
+
+
+def concurrent_flow_symmetric(topo: Topology, generators=None,
+                              budget: int = 200) -> AllToAllResult:
+    """LP (3) reduced by a group H of automorphisms (exact for any H ≤ Aut(G)).
+
+    Theorem: f* equals the optimum of LP (3) restricted to H-invariant flows, and such flows are
+    determined by one flow y_r per vertex orbit (representative r, orbit size w_r) with one
+    capacity row per arc orbit O:  Σ_r (w_r/|O|) Σ_{e∈O} y_{r,e} ≤ c_O.
+    Proof. (≤) Averaging an optimal y over H, ȳ_{s,e} = (1/|H|) Σ_h y_{h s, h e}, keeps
+    feasibility (each h preserves arcs, capacities and conservation) and f, and makes y
+    invariant. For invariant ȳ the load of arc e from the sources in r's orbit is
+    Σ_{s∈Hr} ȳ_{s,e} = (1/|H_r|) Σ_{h∈H} ȳ_{r, h⁻¹e} = (w_r/|O_e|) Σ_{e'∈O_e} ȳ_{r,e'}
+    (orbit–stabiliser: |H| = w_r·|H_r|, and h⁻¹e runs over O_e, each |H|/|O_e| times).
+    (≥) Given y_r, set y_{s,e} = (1/|H_r|) Σ_{h: h r = s} y_{r, h⁻¹e}: a flow from s delivering f
+    to every other node, with the same arc loads. □
+    For vertex-transitive G with H transitive this is one source's flow: |E| variables.
+    ``generators``: automorphisms generating H (default: :func:`find_automorphisms`).
+    """
+    arcs = _check(topo)
+    gens = _find_automorphisms(arcs, budget) if generators is None else list(generators)
+    red = _Reduction.of(arcs, gens)
+    f, ub = _solve_highs(arcs, red, topo.expr)
     exact_value = None
-    if k == 1:      # arc-transitive: z = f·(shortest-path tree), f* = Σc / (N·Σ_t dist(0, t))
-        exact_value = Fraction(int(round(arcs.cap.sum())),
-                               n * int(topo.distances[0].sum()))
+    if red.orbit_size.size == 1 and red.reps.size == 1:
+        # arc-transitive: the one orbit row is Σ_e y_e ≤ Σc/N and a shortest-path tree is
+        # optimal, so f* = Σ_e c_e / (N · Σ_t dist(r, t)) exactly
+        exact_value = Fraction(int(round(arcs.cap.sum())), arcs.n * int(topo.distances[0].sum()))
         f = ub = float(exact_value)
-    return AllToAllResult(f, max(ub, f), True, "symmetric-lp", exact_value=exact_value)
+    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "symmetric-lp",
+                          exact_value=exact_value, sources=int(red.reps.size))
+
+
+def concurrent_flow_pdlp(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
+                         generators=None) -> AllToAllResult:
+    """(1 − tol)-approximate LP (3) (optionally H-reduced) by the first-order PDLP solver, with a
+    certified gap: ``f`` is delivered by the returned flows and ``upper_bound`` is
+    :func:`dual_bound` at the solver's dual lengths, whatever the solver's own status."""
+    arcs = _check(topo)
+    red = _Reduction.of(arcs, list(generators or []))
+    f, ub = _solve_pdlp(arcs, red, tol, time_limit)
+    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "pdlp",
+                          sources=int(red.reps.size))
+
+
+def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
+                    budget: int | None = None) -> AllToAllResult:
+    """Concurrent all-to-all flow by the cheapest method that meets ``tol``.
+
+    Finds automorphisms (search budget ``budget``: default 200 search nodes for topologies
+    flagged vertex-transitive, 20 otherwise); if the reduced LP has at most
+    EXACT_MAX_VARIABLES variables it is solved exactly (HiGHS), else approximately by PDLP
+    (relative tolerance ``tol``, at most ``time_limit`` s) with a certified upper bound.
+    """
+    arcs = _check(topo)
+    if budget is None:
+        budget = 200 if topo.vertex_transitive else 20
+    gens = _find_automorphisms(arcs, budget)
+    red = _Reduction.of(arcs, gens)
+    if red.num_variables <= EXACT_MAX_VARIABLES:
+        return concurrent_flow_symmetric(topo, generators=gens)
+    return concurrent_flow_pdlp(topo, tol, time_limit, generators=gens)
+
+
+# ---- Moore bound and time ------------------------------------------------------------------
+
+def moore_distance_sum(n: int, d: int) -> int:
+    """Least Σ_{t≠s} dist(s, t) from one node of any N-node digraph of out-degree d: at most
+    d^i nodes lie at distance i, so count d^i nodes at distance i = 1, 2, … until N − 1 are
+    covered (paper 001 Table 7, "Theoretical Bound")."""
+    if n < 2 or d < 1:
+        raise TopofinderError(f"the Moore distance sum needs N >= 2 and d >= 1, got N={n}, d={d}")
+    total, left, i, layer = 0, n - 1, 0, 1
+    while left > 0:
+        i += 1
+        layer *= d
+        take = min(layer, left)
+        total += i * take
+        left -= take
+    return total
+
+
+def moore_bound(n: int, d: int) -> float:
+    """All-to-all upper bound f ≤ N·d / Σ_{s≠t} dist_Moore(s, t) = d / moore_distance_sum(N, d)
+    for any N-node topology with d unit-capacity links per node (total capacity N·d, each pair
+    needs ≥ its Moore distance in link-hops); e.g. N=1024, d=4: 4/4667 = 8.57e−4."""
+    return d / moore_distance_sum(n, d)
+
+
+def alltoall_time(f: float, n: int, volume: float, link_bandwidth: float) -> float:
+    """Time (s) of a uniform all-to-all where each node sends ``volume`` bits in total (M/N to
+    each peer) over links of ``link_bandwidth`` bit/s at concurrent flow f (DESIGN §8):
+    (M/N)/(f·b). E.g. M = 1 MB = 8·2^20 bit, b = 25 Gbit/s, N = 1024, f = 8.12e−4 → 403.5 µs."""
+    if f <= 0:
+        raise TopofinderError("all-to-all time needs a positive concurrent flow f")
+    return volume / n / (f * link_bandwidth)
