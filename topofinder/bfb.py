@@ -119,8 +119,8 @@ def _distance_matrix(topo: Topology, slots: np.ndarray) -> np.ndarray:
 
 def _unsigned(bits: int):
     """The narrowest unsigned numpy integer type with at least ``bits`` bits."""
-    return next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64)
-                if np.iinfo(t).bits >= bits)
+    return next(t for w, t in ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
+                if w >= bits)
 
 
 def _narrow(dist: np.ndarray) -> np.ndarray:
@@ -203,6 +203,7 @@ def _step_max(num: np.ndarray, den: np.ndarray) -> list[Fraction]:
 _ROW_CELLS = 1 << 17        # distance cells per block of receiving nodes (cache-sized)
 _DENSE_CELLS = 1 << 21      # (node, step, mask) count cells per block on the dense path
 _DENSE_MASKS = 512          # distinct masks per block on the dense path (G×G subset matrix)
+_DENSE_FLOPS = 1 << 26      # (node, step) × G × G multiply-adds per block on the dense path
 
 
 def bfb_score(topo: Topology) -> BFBScore:
@@ -247,15 +248,16 @@ def _step_loads(dist, rows, row_slots, caps, steps) -> tuple[Fraction, ...]:
         hi = min(rows.size, lo + size)
         (t, num, den), (r, gt, gc, gi), bits = _block_bounds(
             dist, rows[lo:hi], row_slots[lo:hi], caps[lo:hi], steps)
-        best_a, best_b = _max_by_step(np.r_[np.arange(steps), t], np.r_[best_a, num],
-                                      np.r_[best_b, den], steps)
+        best_a, best_b = _max_by_step(np.concatenate([np.arange(steps), t]),
+                                      np.concatenate([best_a, num]),
+                                      np.concatenate([best_b, den]), steps)
         pending.append(((lo + r) * steps + gt, gc, gi + offset))
         tables.append(bits)
         offset += bits.shape[0]
     key, count, mask = (np.concatenate(x) for x in zip(*pending))
     entry, slot = np.nonzero(np.concatenate(tables))        # the masks' links, mask by mask
     start = np.searchsorted(entry, np.arange(offset))
-    width = np.diff(np.r_[start, entry.size])
+    width = np.diff(np.append(start, entry.size))
     check = _even_split_ok
     while key.size:
         probs, prob = np.unique(key, return_inverse=True)
@@ -270,8 +272,9 @@ def _step_loads(dist, rows, row_slots, caps, steps) -> tuple[Fraction, ...]:
             t_bad = probs[bad] % steps
             if np.any(c_w * best_b[t_bad] <= best_a[t_bad] * cap_w):
                 raise RuntimeError("BFB scorer: a violated min cut is not denser than U_t")
-            best_a, best_b = _max_by_step(np.r_[np.arange(steps), t_bad],
-                                          np.r_[best_a, c_w], np.r_[best_b, cap_w], steps)
+            best_a, best_b = _max_by_step(np.concatenate([np.arange(steps), t_bad]),
+                                          np.concatenate([best_a, c_w]),
+                                          np.concatenate([best_b, cap_w]), steps)
         keep = np.isin(prob, bad)
         key, count, mask = key[keep], count[keep], mask[keep]
     return tuple(Fraction(int(a), int(b)) for a, b in zip(best_a, best_b))
@@ -287,8 +290,9 @@ def _block_bounds(dist, u, s, caps_b, steps):
     g = bits.shape[0]
     cap_m = caps_b @ bits.T.astype(np.int64)                       # (b, G): cap(W = mask)
     key = (np.arange(b)[:, None] * (steps + 1) + du) * g + ids
-    cap_all = np.broadcast_to(caps_b.sum(axis=1)[:, None], (b, steps))
-    if b * (steps + 1) * g <= _DENSE_CELLS and g <= _DENSE_MASKS:
+    cap_all = np.broadcast_to(caps_b.sum(axis=1)[:, None], (b, steps))      # W = all links
+    if (b * (steps + 1) * g <= _DENSE_CELLS and g <= _DENSE_MASKS
+            and b * steps * g * g <= _DENSE_FLOPS):
         cnt = np.bincount(key.reshape(-1), minlength=b * (steps + 1) * g)
         cnt = cnt.reshape(b, steps + 1, g)[:, 1:]
         bf = bits.astype(np.float64)
@@ -297,12 +301,11 @@ def _block_bounds(dist, u, s, caps_b, steps):
         occ = cnt > 0
         crossing = (bf @ bf.T > 0) & ~sub & ~sub.T
         mixed = (occ & (occ.astype(np.float64) @ crossing.astype(np.float64) > 0)).any(axis=2)
-        valid = np.broadcast_to(cap_m[:, None, :] > 0, closed.shape)
-        tt = np.broadcast_to(np.arange(steps)[None, :, None], closed.shape)
-        lower = (np.r_[tt[valid], np.tile(np.arange(steps), b)],
-                 np.r_[closed[valid], cnt.sum(axis=2).reshape(-1)],
-                 np.r_[np.broadcast_to(cap_m[:, None, :], closed.shape)[valid],
-                       cap_all.reshape(-1)])
+        num = np.concatenate([closed, cnt.sum(axis=2)[:, :, None]], axis=2)
+        den = np.broadcast_to(np.concatenate([cap_m, cap_all[:, :1]], axis=1)[:, None, :],
+                              num.shape)
+        lower = (np.arange(steps),) + _max_ratio(num.transpose(1, 0, 2).reshape(steps, -1),
+                                                 den.transpose(1, 0, 2).reshape(steps, -1))
         r, t, i = np.nonzero(occ & mixed[:, :, None])
         return lower, (r, t, cnt[r, t, i], i), bits
     keys, c = np.unique(key.reshape(-1), return_counts=True)
@@ -311,8 +314,8 @@ def _block_bounds(dist, u, s, caps_b, steps):
     keep = t >= 0
     r, t, i, c = r[keep], t[keep], i[keep], c[keep]
     total = np.bincount(r * steps + t, weights=c, minlength=b * steps).astype(np.int64)
-    lower = (np.r_[t, np.tile(np.arange(steps), b)], np.r_[c, total],
-             np.r_[cap_m[r, i], cap_all.reshape(-1)])
+    lower = (np.concatenate([t, np.tile(np.arange(steps), b)]), np.concatenate([c, total]),
+             np.concatenate([cap_m[r, i], cap_all.reshape(-1)]))
     multi = np.isin(r * steps + t, (r * steps + t)[bits.sum(axis=1)[i] > 1])
     return lower, (r[multi], t[multi], c[multi], i[multi]), bits
 
