@@ -9,9 +9,14 @@ unit of link capacity. It is a fractional load-balancing problem, so by Hall's c
     U_{u,t} = max over sets W of u's in-neighbours of  #{v : every eligible w of v lies in W}
                                                        / capacity(W),
 
-computed here exactly for all (u, t) at once: a bitmask of eligible in-neighbours per shard,
-counts per mask, a subset-sum (zeta) transform over masks. T_L = diameter steps and
-τ = (d/N)·Σ_t max_u U_{u,t} in units of M/B (eq. (2)).
+with a bitmask of eligible in-neighbours per shard and shard counts per mask. T_L = diameter
+steps and τ = (d/N)·Σ_t max_u U_{u,t} in units of M/B (eq. (2)).
+
+The scorer needs only U_t = max_u U_{u,t}, exactly (`_step_loads`): Hall ratios of candidate
+sets W give lower bounds that are exact for laminar mask families; every other (u, t) is
+certified against U_t by a proportional split or a batched max-flow whose violated min cuts
+raise U_t (Dinkelbach). The generator computes every U_{u,t} by a subset-sum (zeta) transform
+over all 2^k masks (k ≤ MAX_SUBSET_BITS).
 
 The generator realises U_t = max_u U_{u,t} on every (u, t) with an integral max-flow (capacities
 scaled by U_t's denominator q_t), so every split is a multiple of 1/q_t and P = lcm_t q_t chunks
@@ -31,7 +36,7 @@ from topofinder.errors import TopofinderError
 from topofinder.schedule import StepSchedule, reduce_scatter as _reduce_scatter
 from topofinder.topology import Topology
 
-MAX_SUBSET_BITS = 16        # subset enumeration up to this many distinct in-neighbours
+MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
 _BLOCK_CELLS = 1 << 24      # working-set size (array cells) per block of nodes
 
 
