@@ -277,27 +277,28 @@ class _Reduction:
         return int(self.reps.size * self.arc_orbit.size)
 
 
-def _lp(arcs: _Arcs, red: _Reduction):
-    """LP (3) in ≤/= form over y[i, e] (at i·m + e) and per-representative copies f_i of f
-    (at R·m + i, tied by f_i = f_{i+1}: a single f column would make interior-point normal
-    equations dense). Rows: f_i + out_i(u) − in_i(u) ≤ 0 for u ≠ reps[i]; for each arc orbit O,
-    Σ_i weight_i/|O| · Σ_{e∈O} y[i, e] ≤ c_O (the load of every arc of O under H-averaging)."""
+def _lp(arcs: _Arcs, red: _Reduction, mask: np.ndarray | None = None):
+    """LP (3) in ≤/= form over y[i, e] (only where ``mask``, default everywhere) and
+    per-representative copies f_i of f tied by f_i = f_{i+1} (a single f column would make the
+    interior-point normal equations dense). Rows: f_i + out_i(u) − in_i(u) ≤ 0 for u ≠ reps[i];
+    for each arc orbit O, Σ_i weight_i/|O| · Σ_{e∈O} y[i, e] ≤ c_O (the load of every arc of O
+    under H-averaging). Returns (c, A_ub, b_ub, A_eq, conservation row count, scatter) where
+    ``scatter(x)`` gives the R×|E| flow matrix of a solution x."""
     n, m, r = arcs.n, arcs.num, red.reps.size
-    nv = r * m + r
-    i = np.repeat(np.arange(r), m)
-    e = np.tile(np.arange(m), r)
-    var = i * m + e
+    if mask is None:
+        mask = np.ones((r, m), bool)
+    i, e = np.nonzero(mask)
+    ny = i.size
+    nv = ny + r
+    var = np.arange(ny)
     own = red.reps[i]
     rows, cols, vals = [], [], []
     ncons = r * (n - 1)
-
-    def cons_row(u):                    # row of (i, u), u ≠ reps[i], skipping the source
-        return i * (n - 1) + u - (u > own)
-
     for u, sign in ((arcs.tail[e], 1.0), (arcs.head[e], -1.0)):
-        ok = u != own
-        rows.append(cons_row(u)[ok]); cols.append(var[ok]); vals.append(np.full(ok.sum(), sign))
-    rows.append(np.arange(ncons)); cols.append(r * m + np.repeat(np.arange(r), n - 1))
+        ok = u != own                   # row of (i, u), u ≠ reps[i], the source skipped
+        rows.append((i * (n - 1) + u - (u > own))[ok]); cols.append(var[ok])
+        vals.append(np.full(ok.sum(), sign))
+    rows.append(np.arange(ncons)); cols.append(ny + np.repeat(np.arange(r), n - 1))
     vals.append(np.ones(ncons))
     k = red.orbit_size.size
     rows.append(ncons + red.arc_orbit[e]); cols.append(var)
@@ -308,18 +309,23 @@ def _lp(arcs: _Arcs, red: _Reduction):
     chain = np.arange(r - 1)
     a_eq = sp.csr_matrix((np.concatenate([np.ones(r - 1), -np.ones(r - 1)]),
                           (np.concatenate([chain, chain]),
-                           r * m + np.concatenate([chain, chain + 1]))), shape=(r - 1, nv))
+                           ny + np.concatenate([chain, chain + 1]))), shape=(r - 1, nv))
     c = np.zeros(nv)
-    c[r * m:] = -1.0 / r
-    return c, a_ub, b_ub, a_eq, ncons
+    c[ny:] = -1.0 / r
+
+    def scatter(x):
+        y = np.zeros((r, m))
+        y[i, e] = np.maximum(x[:ny], 0.0)
+        return y
+
+    return c, a_ub, b_ub, a_eq, ncons, scatter
 
 
-def _certify(arcs: _Arcs, red: _Reduction, x: np.ndarray, cap_duals: np.ndarray):
-    """(f, upper bound) from any solver output: f is what the flows y = x[:R·m] ≥ 0 deliver
+def _certify(arcs: _Arcs, red: _Reduction, y: np.ndarray, cap_duals: np.ndarray):
+    """(f, upper bound) from any solver output: f is what the flows y (R×|E|, ≥ 0) deliver
     (least net inflow at a non-source node, scaled down by the worst arc-orbit utilisation);
     the bound is :func:`dual_bound` at arc lengths λ_O/|O| from the orbit capacity duals."""
-    n, m, r = arcs.n, arcs.num, red.reps.size
-    y = np.maximum(x[:r * m], 0.0).reshape(r, m)
+    n, r = arcs.n, red.reps.size
     net = np.zeros((r, n))
     np.add.at(net.T, arcs.head, y.T)
     np.subtract.at(net.T, arcs.tail, y.T)
@@ -333,26 +339,33 @@ def _certify(arcs: _Arcs, red: _Reduction, x: np.ndarray, cap_duals: np.ndarray)
     return f, max(_dual_bound(arcs, lengths), f)
 
 
-def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str):
+def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str, mask: np.ndarray | None = None):
     """Interior point (HiGHS, no crossover: crossover dominates the run time on LP (3) and is
-    not needed since f is re-verified and bounded by :func:`_certify`)."""
-    c, a_ub, b_ub, a_eq, ncons = _lp(arcs, red)
+    not needed since f is re-verified and bounded by :func:`_certify`). With ``mask`` the LP is
+    restricted to those flow variables (a lower bound; the dual bound stays valid)."""
+    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red, mask)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.zeros(a_eq.shape[0]),
                       bounds=(0, None), method="highs-ipm", options={"run_crossover": "off"})
     if res.x is None:
         raise TopofinderError(f"{expr}: the all-to-all LP failed ({res.message})")
-    return _certify(arcs, red, res.x, -res.ineqlin.marginals[ncons:])
+    return _certify(arcs, red, scatter(res.x), -res.ineqlin.marginals[ncons:])
 
 
-def _solve_pdlp(arcs: _Arcs, red: _Reduction, tol: float, time_limit: float):
+def _solve_pdlp(arcs: _Arcs, red: _Reduction, tol: float, time_limit: float, expr: str,
+                slack: float = 0.3):
     """First-order primal-dual LP solver (OR-Tools PDLP) to relative tolerance ``tol`` or
-    ``time_limit`` seconds; the answer is certified by :func:`_certify` either way."""
+    ``time_limit`` seconds. Its duals give the upper bound; its primal only approximately
+    conserves flow, so the lower bound comes from LP (3) restricted to the arcs PDLP uses and
+    the arcs of reduced cost ≤ ``slack``·(median length) under its dual lengths, which contain
+    every shortest-path tree (complementary slackness: an optimal flow uses only arcs of zero
+    reduced cost); that LP is small and solved by HiGHS.
+    """
     from ortools.pdlp import solvers_pb2
     from ortools.pdlp.python import pdlp
 
-    c, a_ub, b_ub, a_eq, ncons = _lp(arcs, red)
+    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red)
     a = sp.vstack([a_ub, a_eq]).tocsc()
     qp = pdlp.QuadraticProgram()
     qp.resize_and_initialize(a.shape[1], a.shape[0])
@@ -371,7 +384,14 @@ def _solve_pdlp(arcs: _Arcs, red: _Reduction, tol: float, time_limit: float):
     params.num_threads = 2
     res = pdlp.primal_dual_hybrid_gradient(qp, params)
     duals = -np.asarray(res.dual_solution)[ncons:ncons + red.orbit_size.size]
-    return _certify(arcs, red, np.asarray(res.primal_solution), duals)
+    y = scatter(np.asarray(res.primal_solution))
+    f0, ub = _certify(arcs, red, y, duals)
+    lengths = _positive(np.maximum(duals, 0.0)[red.arc_orbit])
+    dist = dijkstra(arcs.matrix(lengths), indices=red.reps)
+    reduced = lengths + dist[:, arcs.tail] - dist[:, arcs.head]   # ≥ 0; 0 on tight arcs
+    mask = (y > 1e-4 * y.max(axis=1, keepdims=True)) | (reduced <= slack * np.median(lengths))
+    f, _ = _solve_highs(arcs, red, expr, mask)
+    return max(f, f0), ub
 
 
 # ---- public entry points -------------------------------------------------------------------
@@ -386,7 +406,7 @@ def concurrent_flow_exact(topo: Topology) -> AllToAllResult:
     """
     arcs = _check(topo)
     f, ub = _solve_highs(arcs, _Reduction.of(arcs, []), topo.expr)
-    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "exact-lp")
+    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "exact-lp", sources=arcs.n)
 
 
 def concurrent_flow_symmetric(topo: Topology, generators=None,
@@ -427,7 +447,7 @@ def concurrent_flow_pdlp(topo: Topology, tol: float = 1e-3, time_limit: float = 
     :func:`dual_bound` at the solver's dual lengths, whatever the solver's own status."""
     arcs = _check(topo)
     red = _Reduction.of(arcs, list(generators or []))
-    f, ub = _solve_pdlp(arcs, red, tol, time_limit)
+    f, ub = _solve_pdlp(arcs, red, tol, time_limit, topo.expr)
     return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "pdlp",
                           sources=int(red.reps.size))
 
@@ -449,6 +469,35 @@ def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
     if red.num_variables <= EXACT_MAX_VARIABLES:
         return concurrent_flow_symmetric(topo, generators=gens)
     return concurrent_flow_pdlp(topo, tol, time_limit, generators=gens)
+
+
+def alltoall_summary(topo: Topology, max_variables: int = 60_000) -> dict:
+    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (DESIGN §8, §12).
+
+    ``alltoall_f``: f* by :func:`concurrent_flow_symmetric` when the symmetry-reduced LP has at
+    most ``max_variables`` variables (vertex-transitive topologies: |E|), else None (call
+    :func:`concurrent_flow`). ``alltoall_f_upper``: a certified upper bound (the LP's, or the
+    hop-count bound Σc / Σ_{s≠t} dist(s, t)). ``alltoall_bound``: :func:`moore_bound` (None for
+    heterogeneous links). ``alltoall_time``: all-to-all time of a per-node volume M in units
+    of M/B (B = d·b): (M/N)/(f·b) = d/(N·f).
+    """
+    arcs = _check(topo)
+    n, d = topo.n, topo.degree
+    gens = _find_automorphisms(arcs, 200 if topo.vertex_transitive else 20)
+    red = _Reduction.of(arcs, gens)
+    f = None
+    upper = float(arcs.cap.sum()) / float(topo.distances.sum())
+    method = "hop-count bound"
+    if red.num_variables <= max_variables:
+        res = concurrent_flow_symmetric(topo, generators=gens)
+        f, upper, method = res.f, min(upper, res.upper_bound), res.method
+    return {
+        "alltoall_f": f,
+        "alltoall_f_upper": upper,
+        "alltoall_bound": None if topo.heterogeneous else moore_bound(n, d),
+        "alltoall_time": None if f is None else d / (n * f),
+        "alltoall_method": method,
+    }
 
 
 # ---- Moore bound and time ------------------------------------------------------------------

@@ -41,6 +41,7 @@ def describe(topo: Topology, recipe=None) -> dict:
     }
     _add_bfb(info, topo)
     _add_forestcoll(info, topo)
+    _add_alltoall(info, topo)
     if recipe is not None and recipe.method != "bfb":
         _add_named_schedule(info, recipe)
     return info
@@ -89,3 +90,11 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
     info["bottleneck_cut_capacity"] = opt.cut_capacity
     if "tau_bfb_exact" in info:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
+
+
+def _add_alltoall(info: dict, topo: Topology) -> None:
+    """All-to-all concurrent flow f (link capacity 1), its certified upper bound, the Moore
+    bound and the all-to-all time in M/B (paper 001 LP (3), DESIGN §8)."""
+    from topofinder.alltoall import alltoall_summary
+
+    info.update(alltoall_summary(topo))
