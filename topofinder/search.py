@@ -40,7 +40,9 @@ class FrontierPoint:
     bw_optimal: bool
     moore_optimal: bool
     alltoall_f: float | None
+    alltoall_upper: float | None
     alltoall_bound: float | None
+    alltoall_method: str
     allreduce_time_s: float
     alltoall_time_s: float | None
     objective_s: float
@@ -83,7 +85,9 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     n, d = finder.validate_target(n, d, bidirectional)
     workload = workload or Workload()
     predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
-    verified = run_parallel(cached(verify_candidate, use_cache), predicted, jobs=jobs,
+    full_alltoall = workload.alltoall_share > 0
+    verified = run_parallel(cached(verify_candidate, use_cache),
+                            [(c, full_alltoall) for c in predicted], jobs=jobs,
                             progress=progress, label="verifying frontier")
     points = [_point(c, v, workload) for c, v in zip(predicted, verified)]
     points = _pareto_points(points)
@@ -96,14 +100,15 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
 def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
     tau = Fraction(v["tau"])
     allreduce = workload.allreduce_time(v["T_L"], float(tau))
-    alltoall = workload.alltoall_time(c.n, c.d, v.get("alltoall_f"))
+    alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
     return FrontierPoint(
         expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=str(tau),
-        tau_fc=v.get("tau_fc"), tau_fc_exact=v.get("tau_fc_exact"), diameter=v["diameter"],
+        tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
         schedule=v["schedule"], verified=True, predicted_T_L=c.t_l, predicted_tau=float(c.tau),
         bidirectional=v["bidirectional"], bw_optimal=tau == Fraction(c.n - 1, c.n),
-        moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v.get("alltoall_f"),
-        alltoall_bound=v.get("alltoall_bound"), allreduce_time_s=allreduce,
+        moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
+        alltoall_upper=v["alltoall_upper"], alltoall_bound=v["alltoall_bound"],
+        alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall))
 
 

@@ -20,8 +20,10 @@ from topofinder.schedule import StepSchedule, validate
 from topofinder.summary import moore_bound_steps
 from topofinder.topology import Topology
 
-#: relative tolerance of the all-to-all throughput reported by `search` (the exact LP or a
-#: certified (1 − ε) approximation; the certified upper bound is reported alongside)
+#: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
+#: many variables, else only the certified hop-count upper bound (f reported as None); when the
+#: workload ranks by all-to-all, the full LP (3) within ALLTOALL_TOLERANCE, certified
+ALLTOALL_MAX_VARIABLES = 10_000
 ALLTOALL_TOLERANCE = 0.02
 
 
@@ -90,23 +92,29 @@ def build_schedule(recipe: Recipe) -> StepSchedule:
     raise ValueError(f"unknown recipe op {op!r}")
 
 
-def verify_candidate(candidate) -> dict:
-    """Build, replay and score one candidate: the verified numbers of a frontier point."""
-    from topofinder.alltoall import concurrent_flow, moore_bound
+def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
+    """Build, replay and score one candidate: the verified numbers of a frontier point.
+    All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
+    bound only) unless ``full_alltoall``."""
+    from topofinder.alltoall import alltoall_summary, concurrent_flow
     from topofinder.forestcoll import throughput_optimum
 
     schedule = build_schedule(candidate.recipe)
     validate(schedule)
     topo = schedule.topology
     fc = throughput_optimum(topo)
-    a2a = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
+    a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
+    if full_alltoall and a2a["alltoall_f"] is None:
+        result = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
+        a2a.update(alltoall_f=result.f, alltoall_f_upper=result.upper_bound,
+                   alltoall_method=result.method)
     return {"expr": candidate.expr, "T_L": schedule.num_steps, "tau": str(schedule.tau),
             "schedule": candidate.recipe.method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),
             "moore_T_L": moore_bound_steps(topo.n, topo.degree),
             "tau_fc": float(fc.tau), "tau_fc_exact": str(fc.tau),
-            "alltoall_f": a2a.f, "alltoall_upper": a2a.upper_bound,
-            "alltoall_bound": moore_bound(topo.n, topo.degree)}
+            "alltoall_f": a2a["alltoall_f"], "alltoall_upper": a2a["alltoall_f_upper"],
+            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"]}
 
 
 def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
