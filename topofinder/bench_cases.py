@@ -198,3 +198,19 @@ def _drg_catalog(_):
         CATALOG_NAMES, distance_regular, intersection_array)
     for name in CATALOG_NAMES:
         intersection_array(distance_regular.__wrapped__(name))      # uncached build
+
+
+def _alltoall(topo_fn, max_gap):
+    """All-to-all f by concurrent_flow, failing the case unless the certified gap holds."""
+    def run(_):
+        from topofinder.alltoall import concurrent_flow
+        r = concurrent_flow(topo_fn())
+        if r.gap > max_gap:
+            raise AssertionError(f"all-to-all certified gap {r.gap:.2e} > {max_gap:g}")
+    return run
+
+
+case("all-to-all f C(1024,{23,24}) (N=1024, d=4; symmetry, certified gap <= 1e-6)", 60.0,
+     group="alltoall", repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
+case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32-orbit LP, certified gap <= 1e-4)", 60.0,
+     group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
