@@ -33,8 +33,8 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _call(fn: Callable, version: str, args: tuple):
-    return fn(*args)
+def _call(fn: Callable, version: str, args: tuple, options: dict):
+    return fn(*args, **options)
 
 
 @lru_cache(maxsize=4)
@@ -48,14 +48,16 @@ def _memory() -> joblib.Memory:
 
 
 class Cached:
-    """``fn`` with its results cached on disk under (fn, arguments, code version)."""
+    """``fn`` with its results cached on disk under (fn, positional arguments, code version);
+    keyword arguments are passed through but are not part of the key (use them for options
+    that do not change the result, such as the number of workers)."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
-        self._memorized = _memory().cache(_call, ignore=[])
+        self._memorized = _memory().cache(_call, ignore=["options"])
 
-    def __call__(self, *args):
-        return self._memorized(self.fn, code_version(), args)
+    def __call__(self, *args, **options):
+        return self._memorized(self.fn, code_version(), args, options)
 
 
 def cached(fn: Callable, use_cache: bool = True) -> Callable:

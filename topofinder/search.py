@@ -78,19 +78,29 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
     return finder.pareto(final, with_flags=False)
 
 
-def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
-           jobs: int | None = None, use_cache: bool = True,
-           progress: Callable | None = None) -> dict:
-    """The `search --json` document of DESIGN §12 for target (n, d)."""
-    n, d = finder.validate_target(n, d, bidirectional)
-    workload = workload or Workload()
+def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
+                      jobs: int | None = None, use_cache: bool = True,
+                      progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
+    """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
     predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
-    full_alltoall = workload.alltoall_share > 0
     verified = run_parallel(cached(verify_candidate, use_cache),
                             [(c, full_alltoall) for c in predicted], jobs=jobs,
                             progress=progress, label="verifying frontier")
-    points = [_point(c, v, workload) for c, v in zip(predicted, verified)]
-    points = _pareto_points(points)
+    return list(zip(predicted, verified))
+
+
+def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
+           jobs: int | None = None, use_cache: bool = True,
+           progress: Callable | None = None) -> dict:
+    """The `search --json` document of DESIGN §12 for target (n, d). The verified frontier does
+    not depend on the workload, so it is cached whole: a repeated search only re-ranks."""
+    n, d = finder.validate_target(n, d, bidirectional)
+    workload = workload or Workload()
+    full_alltoall = workload.alltoall_share > 0
+    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall,
+                                                    jobs=jobs, use_cache=use_cache,
+                                                    progress=progress)
+    points = _pareto_points([_point(c, v, workload) for c, v in frontier])
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
     return {"N": n, "d": d, "bidirectional_only": bidirectional,
             "workload": workload.describe(),
