@@ -24,8 +24,8 @@ from topofinder.generators.basic import circulant
 from topofinder.topology import Topology
 
 #: best_circulant's work per call, in units of about 0.3 ns: a candidate costs about
-#: k·(D + 1)·(n + 256) + 16384 units (k generators, diameter D, n nodes); ≈ 10–30 ms a call.
-SEARCH_WORK = 40_000_000
+#: k·(D + 1)·(n + 256) + 32768 units (k generators, diameter D, n nodes); ≤ ~30 ms a call.
+SEARCH_WORK = 60_000_000
 _MOVES = (1, -1, 2, -2, 3, -3, 5, -5, 8, -8)      # local-search steps for one generator
 
 
@@ -139,7 +139,7 @@ class _Search:
     def __init__(self, n: int, k: int):
         self.n, self.k = n, k
         self.bound = _lattice_bound(n, k)
-        self.budget = max(SEARCH_WORK // (k * (self.bound[0] + 1) * (n + 256) + 16384), 16)
+        self.budget = max(SEARCH_WORK // (k * (self.bound[0] + 1) * (n + 256) + 32768), 16)
         self.seen: dict[tuple[int, ...], tuple[int, int] | None] = {}
         self.lookups = 0
         self.best: tuple[int, int] = (n, n * n)
