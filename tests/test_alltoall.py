@@ -164,7 +164,8 @@ def test_capacities_and_multi_arcs_scale_the_flow():
     # one heavier arc helps only if it is a bottleneck: f never decreases
     cap = np.ones(ring.num_arcs, np.int64)
     cap[0] = 3
-    assert concurrent_flow_exact(Topology(ring.n, ring.src, ring.dst, capacity=cap)).f >= f1 * (1 - 1e-9)
+    heavier = Topology(ring.n, ring.src, ring.dst, capacity=cap)
+    assert concurrent_flow_exact(heavier).f >= f1 * (1 - 1e-9)
 
 
 def test_self_loops_carry_nothing():

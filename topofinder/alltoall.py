@@ -176,7 +176,8 @@ def _automorphism(arcs: _Arcs, src: int, dst: int, rng_table, budget: list[int])
             return None
         colour = _refine(colour, tail, head, cap, rng_table)
         a, b = colour[:n], colour[n:]
-        ca, cb = np.bincount(a, minlength=colour.max() + 1), np.bincount(b, minlength=colour.max() + 1)
+        ca = np.bincount(a, minlength=colour.max() + 1)
+        cb = np.bincount(b, minlength=colour.max() + 1)
         if not np.array_equal(ca, cb):
             return None
         if ca.max() == 1:
