@@ -10,7 +10,8 @@ RESULT = {   # paper 001 Table 7, N = 1024, d = 4 (τ in M/B)
     "N": 1024, "d": 4, "workload": {"alpha": "10us", "bandwidth": "100Gbps", "size": "1MB"},
     "frontier": [
         {"expr": "Pi(4,1024)", "T_L": 5, "tau": 1.332, "tau_fc": 1.1, "diameter": 5},
-        {"expr": "L^3(C(16,{3,4}))", "T_L": 6, "tau": 1.0195, "tau_fc": 0.9991},
+        {"expr": "L^3(C(16,{3,4}))", "T_L": 6, "tau": 1.0195, "tau_fc": 0.9991,
+         "allreduce_time_s": 2 * (60 + 1.0195 * 83.886) * 1e-6},   # DESIGN §1: 291.0 µs
         {"expr": "L^2(Diamond^2)", "T_L": 8, "tau": 1.004, "tau_fc": None},
         {"expr": "L(DBJMod(2,4)^2)", "T_L": 11, "tau": 1.000},
         {"expr": "(UniRing(1,4) x UniRing(1,8))^2", "T_L": 20, "tau": 0.9991},
@@ -48,9 +49,10 @@ def test_svg_has_labels_bounds_and_recommendation(tmp_path):
     assert text.lstrip().startswith("<?xml") and "<svg" in text
     for p in RESULT["frontier"]:
         assert p["expr"] in text
-    assert "recommended: L^3(C(16,{3,4}))" in text
+    assert "recommended: L^3(C(16,{3,4})) (allreduce 291.0 µs)" in text
+    assert "workload: α = 10us, B = 100Gbps, M = 1MB" in text
     assert "Moore bound T_L* = 5" in text
-    assert f"{1023 / 1024:.4f}" in text
+    assert f"{1023 / 1024:.5f}" in text
 
 
 def test_without_recommendation_and_empty_frontier(tmp_path):

@@ -64,7 +64,7 @@ def plot_frontier(search_result: dict, path: str) -> None:
     moore, tau_opt = moore_T_L(n, d), (n - 1) / n
     ax.axvline(moore, color="tab:gray", ls="--", lw=1, label=f"Moore bound T_L* = {moore}")
     ax.axhline(tau_opt, color="tab:green", ls=":", lw=1.2,
-               label=f"BW optimum (N−1)/N = {tau_opt:.4f}")
+               label=f"BW optimum (N−1)/N = {tau_opt:.5f}")
     if pts:
         order = sorted(range(len(pts)), key=lambda i: (pts[i]["T_L"], pts[i]["tau"]))
         xs = [pts[i]["T_L"] for i in order]
@@ -75,14 +75,19 @@ def plot_frontier(search_result: dict, path: str) -> None:
         if fc:
             ax.scatter(*zip(*fc), marker="_", s=120, color="tab:orange", zorder=3,
                        label="T_B^FC (tree-flow optimum)")
+        mid = (min(xs) + max(xs)) / 2
         for rank, i in enumerate(order):
             p = pts[i]
+            right = p["T_L"] > mid and len(xs) > 1       # label inwards, not off the axes
             ax.annotate(p["expr"], (p["T_L"], p["tau"]), textcoords="offset points",
-                        xytext=(7, 5 if rank % 2 == 0 else -11), fontsize=8)
+                        xytext=(-7 if right else 7, 5 if rank % 2 == 0 else -11),
+                        ha="right" if right else "left", fontsize=8)
         if rec is not None:
             r = pts[rec]
+            t = frontier_time(search_result, rec)
             ax.scatter([r["T_L"]], [r["tau"]], marker="*", s=320, color="tab:red",
-                       edgecolor="black", zorder=4, label=f"recommended: {r['expr']}")
+                       edgecolor="black", zorder=4,
+                       label=f"recommended: {r['expr']}" + (f" (allreduce {t})" if t else ""))
     _excess_scale(ax, n, [p["tau"] for p in pts] + [p["tau_fc"] for p in pts
                                                       if p["tau_fc"] is not None])
     ax.set_xlabel("T_L (steps of α)")
@@ -109,21 +114,32 @@ def _excess_scale(ax, n: int, taus: list[float]) -> None:
     ax.set_yscale("function", functions=(
         lambda y: np.log10(np.maximum(np.asarray(y, float) - opt + delta, delta / 100)),
         lambda z: 10 ** np.asarray(z, float) - delta + opt))
-    ticks = sorted({round(t, 4) for t in taus} | {round(opt, 4)})
+    ticks: list[float] = []
+    for t in sorted(taus + [opt]):                   # exact values, near-duplicates merged
+        if not ticks or t - ticks[-1] > 1e-9:
+            ticks.append(t)
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.4f}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.5f}"))
     lo, hi = np.log10(delta), np.log10(max([opt + 1 / n] + taus) - opt + delta)
     pad = min(0.08 * (hi - lo), 1.0)
     ax.set_ylim(opt - delta + 10 ** (lo - pad), opt - delta + 10 ** (hi + pad))
 
 
+def frontier_time(result: dict, i: int) -> str | None:
+    """The allreduce time of frontier point i as text (µs), if the result has it."""
+    t = result["frontier"][i].get("allreduce_time_s")
+    return f"{t * 1e6:.1f} µs" if isinstance(t, (int, float)) else None
+
+
 def _title(result: dict, n: int, d: int) -> str:
+    """Title with the workload as the user gave it (α, bandwidth, size, all-to-all share)."""
     title = f"Pareto frontier, N = {n}, d = {d}"
     w = result.get("workload")
-    if isinstance(w, dict) and w:
-        shown = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
-                          for k, v in w.items()
-                          if isinstance(v, (str, int, float)))[:90]
-        title += f"\n{shown}" if shown else ""
+    if isinstance(w, dict):
+        names = {"alpha": "α", "bandwidth": "B", "size": "M", "alltoall_share": "all-to-all"}
+        shown = [f"{sym} = {w[k]}" for k, sym in names.items()
+                 if k in w and not (k == "alltoall_share" and not w[k])]
+        if shown:
+            title += "\nworkload: " + ", ".join(shown)
     return title
