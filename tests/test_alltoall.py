@@ -57,6 +57,22 @@ def test_table7_n32_distance_regular():
     assert abs(concurrent_flow_exact(g).f - 1 / 19) < 1e-7
 
 
+@pytest.mark.parametrize("make, ref", [
+    (lambda: de_bruijn(4, 4), 4.04e-3),                          # N = 256
+    (lambda: line_graph(complete_bipartite(4), 3), 1.88e-3),     # N = 512
+])
+def test_table7_line_graphs_and_de_bruijn_by_symmetry(make, ref):
+    r = concurrent_flow(make())
+    assert r.exact and close(r.f, ref)
+
+
+@pytest.mark.parametrize("power, ref", [(1, 9.26e-3), (2, 1.78e-3)])   # N = 128, 512
+def test_table7_line_graphs_of_distance_regular(power, ref):
+    dr = pytest.importorskip("topofinder.generators.distance_regular")
+    r = concurrent_flow(line_graph(dr.distance_regular_by_size(4, 32), power))
+    assert r.exact and close(r.f, ref)
+
+
 def test_table7_n1024_product_of_unirings_by_symmetry():
     g = cartesian_power(cartesian_product(uni_ring(1, 4), uni_ring(1, 8)), 2)
     r = concurrent_flow(g)
