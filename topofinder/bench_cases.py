@@ -214,3 +214,5 @@ case("all-to-all f C(1024,{23,24}) (N=1024, d=4; symmetry, certified gap <= 1e-6
      group="alltoall", repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
 case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32-orbit LP, certified gap <= 1e-4)", 60.0,
      group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
+case("all-to-all f Pi(4,1024) (N=1024, d=4; 51-orbit LP, certified gap <= 1e-4)", 60.0,
+     group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
