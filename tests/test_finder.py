@@ -80,3 +80,27 @@ def test_recipe_expressions():
 def test_bad_targets(n, d, bi):
     with pytest.raises(TopofinderError):
         finder.validate_target(n, d, bi)
+
+
+def _unpruned_frontier(n, d):
+    """Every reachable size, every expansion, no limits: the search space by brute force."""
+    from topofinder.bases import base_expressions
+    from topofinder.search import _candidate_from_score
+    from topofinder.verify import score_base
+
+    frontiers = {}
+    for state in finder.reachable_states(n, d):
+        scores = [score_base(e, s) for e, s in base_expressions(*state, at_target=state == (n, d))]
+        own = [_candidate_from_score(s) for s in scores if s is not None]
+        frontiers[state] = pareto(own + finder.grow(frontiers, *state))
+    return pareto(frontiers[(n, d)], with_flags=False)
+
+
+@pytest.mark.parametrize("n,d", [(64, 4), (256, 4), (96, 6), (60, 8), (128, 2), (81, 4),
+                                 (200, 16)])
+def test_limit_pruning_keeps_the_exact_frontier(n, d):
+    from topofinder.search import predicted_frontier
+
+    pruned = predicted_frontier(n, d, jobs=1, use_cache=False)
+    full = _unpruned_frontier(n, d)
+    assert [(c.t_l, c.tau) for c in pruned] == [(c.t_l, c.tau) for c in full]

@@ -19,6 +19,7 @@ from fractions import Fraction
 from topofinder import expansions as ex
 from topofinder import recipe as rc
 from topofinder.errors import TopofinderError
+from topofinder.summary import moore_bound_steps
 from topofinder.recipe import Recipe
 
 MAX_TARGET_NODES = 1_000_000
@@ -178,10 +179,53 @@ def expand_bi(c: Candidate) -> Candidate:
                      reverse_symmetric=True, loop_free=c.loop_free)
 
 
-def grow(frontiers: dict, n: int, k: int) -> list[Candidate]:
-    """Candidates for (n, k) obtained by one expansion of the frontiers of smaller states."""
+def op_lower_bound(op) -> int:
+    """A lower bound on T_L of anything the expansion ``op`` can produce: every schedule of an
+    (m, k) topology takes at least the Moore bound; L and G*n add a step (Thm 7, 11), G^e
+    multiplies by e (Thm 12), products add their factors' diameters (Thm 13), Bi keeps T_L."""
+    kind, operands = op[0], op[1]
+    moore = [moore_bound_steps(m, k) for m, k in operands]
+    if kind in ("line", "degree"):
+        return moore[0] + 1
+    if kind == "power":
+        return op[2] * moore[0]
+    return sum(moore)                                  # product, or bi (one operand)
+
+
+def bandwidth_cutoff(cands: list[Candidate], n: int) -> float:
+    """The least T_L of a BW-optimal candidate that carries every flag: anything with that
+    many steps or more is dominated by it (τ ≥ (N−1)/N always), so expansions whose
+    `op_lower_bound` reaches it need not be built. ∞ when there is no such candidate."""
+    best = Fraction(n - 1, n)
+    return min((c.t_l for c in cands if c.tau == best and all(c.flags)), default=float("inf"))
+
+
+def useful_ops(n: int, k: int, limit: float) -> list[tuple]:
+    """The expansions into (n, k) that can produce a candidate with T_L < ``limit``."""
+    return [op for op in predecessors(n, k) if op_lower_bound(op) < limit]
+
+
+def operand_limits(op, limit: float) -> list[float]:
+    """For each operand of ``op``: the T_L below which its candidates can still yield a result
+    with T_L < ``limit`` (inverting the T_L rules of `op_lower_bound`)."""
+    kind, operands = op[0], op[1]
+    if limit == float("inf"):
+        return [limit] * len(operands)
+    if kind in ("line", "degree"):
+        return [limit - 1]
+    if kind == "power":
+        return [(limit - 1) // op[2] + 1]
+    if kind == "bi":
+        return [limit]
+    a, b = operands                                    # product: T_L adds up
+    return [limit - moore_bound_steps(*b), limit - moore_bound_steps(*a)]
+
+
+def grow(frontiers: dict, n: int, k: int, ops: list[tuple] | None = None) -> list[Candidate]:
+    """Candidates for (n, k) obtained by one expansion (``ops``, default all) of the frontiers
+    of smaller states."""
     out = []
-    for op in predecessors(n, k):
+    for op in predecessors(n, k) if ops is None else ops:
         kind, operands = op[0], op[1]
         if any(s not in frontiers for s in operands):
             continue

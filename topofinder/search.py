@@ -56,23 +56,64 @@ def _candidate_from_score(s: dict) -> Candidate:
                      loop_free=s["loop_free"])
 
 
+#: Per-process memos. A size's frontier does not depend on the target, and one search — or a
+#: worker serving many sweep cells — meets the same sizes and bases again and again.
+_SCORES: dict[tuple[str, str], dict | None] = {}
+_FRONTIERS: dict[tuple[int, int], tuple[float, list[Candidate]]] = {}
+
+
+def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
+    """Score every (expression, source) not scored yet in this process, in parallel."""
+    todo = [p for p in dict.fromkeys(pairs) if p not in _SCORES]
+    if todo:
+        results = run_parallel(cached(score_base, use_cache), todo, jobs=jobs,
+                               progress=progress, label="scoring bases")
+        _SCORES.update(zip(todo, results))
+
+
+def _scored(pairs) -> list[Candidate]:
+    return [_candidate_from_score(_SCORES[p]) for p in pairs if _SCORES[p] is not None]
+
+
+def _state_frontier(state: tuple[int, int], use_cache: bool,
+                    limit: float = float("inf")) -> list[Candidate]:
+    """The Pareto frontier of one size (n, k), exact for every candidate with T_L < ``limit``
+    (only candidates with no more steps can dominate those): its own bases, plus expansions of
+    smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
+    limit it was computed for; a request with a higher limit recomputes."""
+    known = _FRONTIERS.get(state)
+    if known is not None and known[0] >= limit:
+        return known[1]
+    pairs = base_expressions(*state)
+    _score_bases(pairs, 1, use_cache, None)
+    own = _scored(pairs)
+    # the size's own BW-optimal point dominates everything with as many steps: a tighter limit
+    # for the expansions, and the frontier stays exact below the requested limit
+    effective = min(limit, finder.bandwidth_cutoff(own, state[0]))
+    ops = finder.useful_ops(*state, effective)
+    frontiers = {}
+    for op in ops:
+        for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
+            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit)
+    frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
+    _FRONTIERS[state] = (limit, frontier)
+    return frontier
+
+
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
                        use_cache: bool = True, progress: Callable | None = None
                        ) -> list[Candidate]:
-    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end)."""
-    states = finder.reachable_states(n, d)
-    jobs_list = [(expr, source) for (m, k) in states
-                 for expr, source in base_expressions(m, k, at_target=(m, k) == (n, d))]
-    scores = run_parallel(cached(score_base, use_cache), jobs_list, jobs=jobs,
-                          progress=progress, label="scoring bases")
-    by_state: dict[tuple[int, int], list[Candidate]] = {}
-    for s in scores:
-        if s is not None:
-            by_state.setdefault((s["N"], s["d"]), []).append(_candidate_from_score(s))
-    frontiers: dict[tuple[int, int], list[Candidate]] = {}
-    for state in states:
-        frontiers[state] = finder.pareto(by_state.get(state, []) + finder.grow(frontiers, *state))
-    final = frontiers[(n, d)]
+    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
+    more than one job the bases of every reachable size are scored in parallel up front;
+    otherwise sizes are visited lazily and only where they can matter."""
+    own = base_expressions(n, d)
+    extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
+    if jobs != 1:
+        states = [s for s in finder.reachable_states(n, d) if s not in _FRONTIERS]
+        _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
+                     use_cache, progress)
+    _score_bases(extra, 1, use_cache, None)
+    final = _state_frontier((n, d), use_cache) + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
     return finder.pareto(final, with_flags=False)

@@ -31,6 +31,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from topofinder import finder
+from topofinder.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.parallel import run_parallel
 from topofinder.workload import Workload
@@ -107,17 +108,18 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def compute_cell(n: int, k: int, bidirectional: bool, verify: bool, use_cache: bool) -> dict:
+def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     """The frontier of one (N, d): predicted (exact for scored bases, theorem values for
-    expansions), or fully verified with ``verify``."""
+    expansions), or fully verified with ``verify``. Base scores are memoised in the worker
+    process; the disk cache holds whole cells (see `_run_cell`)."""
     from topofinder.search import predicted_frontier, search
 
     if verify:
-        result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=use_cache)
+        result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
         points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau_exact"],
                    "schedule": p["schedule"], "verified": True} for p in result["frontier"]]
     else:
-        frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=use_cache)
+        frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
         points = [{"expr": c.expr, "T_L": c.t_l, "tau": str(c.tau),
                    "schedule": c.recipe.method, "verified": False, "exact": c.exact}
                   for c in frontier]
@@ -125,7 +127,7 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool, use_cache: b
 
 
 def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
-    doc = compute_cell(n, k, bidirectional, verify, use_cache)
+    doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
     atomic_write(cell_path(out, n, k), json.dumps(doc, indent=1) + "\n")
     return doc
 
