@@ -216,3 +216,38 @@ case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32-orbit LP, certified gap <= 
      group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
 case("all-to-all f Pi(4,1024) (N=1024, d=4; 51-orbit LP, certified gap <= 1e-4)", 60.0,
      group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
+
+
+def _search_cli(cache_dir_fn):
+    """`topofinder search --n 1024 --d 4` as a user runs it: a fresh process, its own cache."""
+    def run(_):
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, TOPOFINDER_CACHE=cache_dir_fn())
+        subprocess.run([sys.executable, "-m", "topofinder.cli", "search", "--n", "1024",
+                        "--d", "4", "--json"], env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return run
+
+
+def _fresh_cache_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="topofinder-bench-cold-")
+
+
+def _warm_cache_dir() -> str:
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / "topofinder-bench-warm"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
+     group="search", repeat=3)(_search_cli(_fresh_cache_dir))
+case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
+     setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
