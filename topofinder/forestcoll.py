@@ -81,6 +81,18 @@ class _RootedOracle:
         return all(self.violated_cut(v) is None for v in nodes)
 
 
+def _bisect(lo: Fraction, hi: Fraction, feasible, resolution: Fraction):
+    """Shrink [lo, hi] (lo infeasible, hi feasible) by halving until it is narrower than
+    ``resolution`` (the bisection of paper 002 Algorithms 1 and 5)."""
+    while hi - lo >= resolution:
+        mid = (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo, hi
+
+
 def _probe_nodes(topo: Topology) -> range:
     """Sinks whose max-flows decide Theorem 1: one node suffices when every node looks the
     same (for any S, an automorphism moves a node outside S onto node 0)."""
@@ -168,12 +180,7 @@ def ratio_by_networkx_bisection(topo: Topology) -> Fraction:
             g.add_edge("s", u, capacity=r.denominator)
         return all(nx.maximum_flow_value(g, "s", v) >= n * r.denominator for v in range(n))
 
-    while hi - lo >= Fraction(1, x_max * x_max):
-        mid = (lo + hi) / 2
-        if feasible(mid):
-            hi = mid
-        else:
-            lo = mid
+    lo, hi = _bisect(lo, hi, feasible, Fraction(1, x_max * x_max))
     return ((lo + hi) / 2).limit_denominator(x_max)
 
 
@@ -234,12 +241,7 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     min_in = int(np.bincount(dst, cap, minlength=n).min())
     lo = Fraction((n - 1) * k, min_in) - Fraction(1, 2 * x_max * x_max)   # below U*: infeasible
     hi = Fraction((n - 1) * k)                                          # always feasible
-    while hi - lo >= Fraction(1, x_max * x_max):
-        mid = (lo + hi) / 2
-        if feasible(mid):
-            hi = mid
-        else:
-            lo = mid
+    lo, hi = _bisect(lo, hi, feasible, Fraction(1, x_max * x_max))
     U = max(Fraction((hi.numerator * int(c)) // hi.denominator, int(c)) for c in np.unique(cap))
     scale = Fraction(topo.degree, n)
     return FixedK(k, U, scale * U / k, scale * (opt.ratio + Fraction(1, k * int(cap.min()))))

@@ -44,6 +44,15 @@ from topofinder.errors import TopofinderError
 from topofinder.topology import Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
+
+
+def _to_path(out, write) -> bool:
+    """When ``out`` is a path, open it and call ``write`` on the file; True if it did."""
+    if not isinstance(out, (str, Path)):
+        return False
+    with open(out, "w", newline="") as f:
+        write(f)
+    return True
 KINDS = ("simplex", "duplex", "loopback")
 SIMPLEX, DUPLEX, LOOPBACK = 0, 1, 2
 DEFAULT_PANEL_SIZE = 1008    # ports of the paper's optical patch panel (paper 001 §2.1)
@@ -94,9 +103,7 @@ class PatchPlan:
 
     def write_csv(self, out) -> None:
         """Write the CSV (header :data:`HEADER`) to a path or a text file object."""
-        if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
-                self.write_csv(f)
+        if _to_path(out, self.write_csv):
             return
         w = csv.writer(out, lineterminator="\n")
         w.writerow(HEADER)
@@ -397,9 +404,7 @@ class PlanDiff:
 
     def write_csv(self, out) -> None:
         """CSV ``action,`` + :data:`HEADER` with one row per unplug (remove) or plug (add)."""
-        if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
-                self.write_csv(f)
+        if _to_path(out, self.write_csv):
             return
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["action"] + HEADER)
