@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from topofinder.errors import TopofinderError
 from topofinder.topology import Topology
 
 
 def moore_bound_steps(n: int, d: int) -> int:
     """T_L*(N, d) in steps: min{k : Σ_{i=0..k} d^i ≥ N} (the Moore bound, DESIGN §1)."""
     if d < 1:
-        raise ValueError("degree must be >= 1")
+        raise TopofinderError(f"the Moore bound needs degree d >= 1, got {d}")
     if d == 1:
         return n - 1
     k, reach, power = 0, 1, 1

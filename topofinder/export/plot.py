@@ -10,22 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from topofinder.errors import TopofinderError
+from topofinder.summary import moore_bound_steps
 
 FORMATS = ("png", "svg")
-
-
-def moore_T_L(n: int, d: int) -> int:
-    """Moore bound on T_L in steps: the least k with 1 + d + … + d^k ≥ N."""
-    if d < 1:
-        raise TopofinderError(f"the Moore bound needs degree d >= 1, got {d}")
-    if d == 1:
-        return n - 1
-    k, reach, layer = 0, 1, 1
-    while reach < n:
-        layer *= d
-        reach += layer
-        k += 1
-    return k
 
 
 def _points(result: dict) -> tuple[int, int, list[dict], int | None]:
@@ -61,7 +48,7 @@ def plot_frontier(search_result: dict, path: str) -> None:
     fig = Figure(figsize=(8, 5.5), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    moore, tau_opt = moore_T_L(n, d), (n - 1) / n
+    moore, tau_opt = moore_bound_steps(n, d), (n - 1) / n
     ax.axvline(moore, color="tab:gray", ls="--", lw=1, label=f"Moore bound T_L* = {moore}")
     ax.axhline(tau_opt, color="tab:green", ls=":", lw=1.2,
                label=f"BW optimum (N−1)/N = {tau_opt:.5f}")
