@@ -99,3 +99,20 @@ def test_bad_search_input_is_one_line_exit_2(capsys, argv):
     assert main(["search", *argv]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def _killed_by_the_os(_):
+    """What the kernel's out-of-memory killer does to a worker."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_worker_is_one_clear_error():
+    """A worker killed by the OS surfaces as a user-facing error, not an executor traceback."""
+    from topofinder.errors import TopofinderError
+    from topofinder.parallel import run_parallel
+
+    with pytest.raises(TopofinderError, match="ran out of memory or was killed"):
+        run_parallel(_killed_by_the_os, [1, 2], jobs=2)

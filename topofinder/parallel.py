@@ -10,7 +10,10 @@ import sys
 from typing import Callable, Iterable
 
 import joblib
+from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
+
+from topofinder.errors import TopofinderError
 
 _BACKEND = {"name": "loky", "client": None}
 
@@ -18,8 +21,6 @@ _BACKEND = {"name": "loky", "client": None}
 def use_dask(address: str | None) -> None:
     """Run later parallel work on the Dask scheduler at ``address`` (a LocalCluster when None).
     Needs the optional extra: pip install 'topofinder[dask]'."""
-    from topofinder.errors import TopofinderError
-
     try:
         from dask.distributed import Client
     except ImportError:
@@ -61,5 +62,8 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out.append(result)
                 bar.update()
             return out
+    except (MemoryError, TerminatedWorkerError):
+        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
+                              f"fewer parallel jobs (--jobs 1) or on a larger machine") from None
     finally:
         bar.close()

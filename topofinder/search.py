@@ -56,6 +56,11 @@ def _candidate_from_score(s: dict) -> Candidate:
                      loop_free=s["loop_free"])
 
 
+#: Frontier points are verified in parallel while N²·d stays below this. A schedule's memory
+#: grows with N² (every node receives every shard) times the pieces shards are split into; two
+#: N = 4096, d = 16 verifications at once exceeded 24 GiB, one N = 4096, d = 4 pair used 8 GB.
+PARALLEL_VERIFY_LIMIT = 4096 * 4096 * 4
+
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
 _SCORES: dict[tuple[str, str], dict | None] = {}
@@ -124,6 +129,8 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
     predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
+    if n * n * d > PARALLEL_VERIFY_LIMIT:
+        jobs = 1                          # one multi-gigabyte schedule in memory at a time
     verified = run_parallel(cached(verify_candidate, use_cache),
                             [(c, full_alltoall) for c in predicted], jobs=jobs,
                             progress=progress, label="verifying frontier")
