@@ -285,6 +285,9 @@ def format_frontier(result: dict) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     best = result["frontier"][result["recommended"]]
     lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    if not all(p["verified"] for p in result["frontier"]):
+        lines.append("note: schedules too large to replay in memory were not built; their T_L "
+                     "and tau are the exact BFB scores / theorem values (verified: false)")
     lines.append(f"recommended (*): {best['expr']} — allreduce "
                  f"{best['allreduce_time_s'] * 1e6:.1f} us for the workload")
     return "\n".join(lines)

@@ -23,7 +23,8 @@ from topofinder.workload import Workload
 
 @dataclass(frozen=True)
 class FrontierPoint:
-    """One verified point of the frontier; times in seconds, τ in M/B."""
+    """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
+    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT)."""
 
     expr: str
     T_L: int
@@ -162,7 +163,8 @@ def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
     return FrontierPoint(
         expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=str(tau),
         tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
-        schedule=v["schedule"], verified=True, predicted_T_L=c.t_l, predicted_tau=float(c.tau),
+        schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
+        predicted_tau=float(c.tau),
         bidirectional=v["bidirectional"], bw_optimal=tau == Fraction(c.n - 1, c.n),
         moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
         alltoall_upper=v["alltoall_upper"], alltoall_bound=v["alltoall_bound"],
