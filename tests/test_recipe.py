@@ -52,3 +52,10 @@ def test_score_reports_the_named_schedule(capsys):
     assert info["tau_bfb_exact"] == "1/1" and not info["bw_optimal"]
     assert info["schedule"] == "catalog" and info["schedule_tau_exact"] == "7/8"
     assert info["schedule_bw_optimal"] and info["schedule_T_L"] == 3
+
+
+@pytest.mark.parametrize("expr", ["L^2(Diamond^2)", "Bi(DBJ(2,3))", "C(8,{1,2})*2",
+                                  "(UniRing(1,4) x UniRing(1,8))^2", "L(DBJMod(2,4)^2)"])
+def test_topology_alone_numbers_nodes_like_the_schedule(expr):
+    recipe = from_expression(expr)
+    assert build_topology(recipe).same_arcs(build_schedule(recipe).topology)

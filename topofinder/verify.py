@@ -13,7 +13,9 @@ from fractions import Fraction
 
 from topofinder import bfb, catalog
 from topofinder import expansion_schedules as xs
-from topofinder.expansions import cartesian_product
+from topofinder.expansions import (
+    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
+)
 from topofinder.expr import parse
 from topofinder.recipe import Recipe
 from topofinder.schedule import StepSchedule, validate
@@ -69,12 +71,23 @@ def score_base(expr: str, source: str) -> dict | None:
 
 
 def build_topology(recipe: Recipe) -> Topology:
+    """The topology the recipe names, by the topology expansions alone (no schedule is built;
+    the same node numbering as `build_schedule`'s topology)."""
     if recipe.op == "base":
         return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
                 else parse(recipe.base_expr))
+    children = [build_topology(c) for c in recipe.children]
     if recipe.op == "product":
-        return cartesian_product(*[build_topology(c) for c in recipe.children])
-    return build_schedule(recipe).topology
+        return cartesian_product(*children)
+    if recipe.op == "line":
+        return line_graph(children[0])
+    if recipe.op == "degree":
+        return degree_expansion(children[0], recipe.k)
+    if recipe.op == "power":
+        return cartesian_power(children[0], recipe.k)
+    if recipe.op == "bi":
+        return bidirectional(children[0])
+    raise ValueError(f"unknown recipe op {recipe.op!r}")
 
 
 def build_schedule(recipe: Recipe) -> StepSchedule:
