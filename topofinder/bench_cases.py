@@ -128,25 +128,18 @@ def _fresh(build):
                             reverse_isomorphism=g.reverse_isomorphism)
 
 
-@case("BFB scorer L^3(C(16,{3,4})) (N=1024, d=4)", 0.1, group="bfb", repeat=7,
-      setup=lambda: _fresh(lambda: line_graph(circulant(16, [3, 4]), 3)))
-def _bfb_score_l3(make):
+def _bfb_score(make):
     from topofinder.bfb import bfb_score
     bfb_score(make())
 
 
-@case("BFB scorer Pi(8,2000)", 0.3, group="bfb", repeat=5,
-      setup=lambda: _fresh(lambda: generalized_kautz(8, 2000)))
-def _bfb_score_pi8(make):
-    from topofinder.bfb import bfb_score
-    bfb_score(make())
-
-
-@case("BFB scorer Pi(16,2000)", 0.5, group="bfb", repeat=5,
-      setup=lambda: _fresh(lambda: generalized_kautz(16, 2000)))
-def _bfb_score_pi16(make):
-    from topofinder.bfb import bfb_score
-    bfb_score(make())
+for _name, _target, _repeat, _build in [
+        ("BFB scorer L^3(C(16,{3,4})) (N=1024, d=4)", 0.1, 7,
+         lambda: line_graph(circulant(16, [3, 4]), 3)),
+        ("BFB scorer Pi(8,2000)", 0.3, 5, lambda: generalized_kautz(8, 2000)),
+        ("BFB scorer Pi(16,2000)", 0.5, 5, lambda: generalized_kautz(16, 2000))]:
+    case(_name, _target, group="bfb", repeat=_repeat,
+         setup=lambda build=_build: _fresh(build))(_bfb_score)
 
 
 @case("best_circulant(2000,16)", 0.05, group="bfb", repeat=7)
