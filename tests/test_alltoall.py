@@ -9,20 +9,20 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.alltoall import (
+from topofinder.score.alltoall import (
     alltoall_summary, alltoall_time, concurrent_flow, concurrent_flow_exact,
     concurrent_flow_pdlp, concurrent_flow_symmetric, dual_bound, find_automorphisms,
     moore_bound, moore_distance_sum,
 )
 from topofinder.errors import TopofinderError
-from topofinder.expansions import (
+from topofinder.model.operations import (
     bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
 )
-from topofinder.generators import (
+from topofinder.families import (
     bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
     generalized_kautz, hamming, hypercube, kautz, torus, uni_ring,
 )
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 
 def close(value, ref, rel=0.005):
@@ -48,7 +48,7 @@ def test_table7_n128_line_graph_squared_of_k44():
 
 
 def test_table7_n32_distance_regular():
-    dr = pytest.importorskip("topofinder.generators.distance_regular")
+    dr = pytest.importorskip("topofinder.families.distance_regular")
     g = dr.distance_regular_by_size(4, 32)
     r = concurrent_flow(g)
     assert close(r.f, 5.26e-2)
@@ -68,7 +68,7 @@ def test_table7_line_graphs_and_de_bruijn_by_symmetry(make, ref):
 
 @pytest.mark.parametrize("power, ref", [(1, 9.26e-3), (2, 1.78e-3)])   # N = 128, 512
 def test_table7_line_graphs_of_distance_regular(power, ref):
-    dr = pytest.importorskip("topofinder.generators.distance_regular")
+    dr = pytest.importorskip("topofinder.families.distance_regular")
     r = concurrent_flow(line_graph(dr.distance_regular_by_size(4, 32), power))
     assert r.exact and close(r.f, ref)
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from topofinder.bfb import bfb_schedule, bfb_score, distances_to
-from topofinder.expansions import line_graph
-from topofinder.generators import (CATALOG_NAMES, bi_ring, circulant, complete,
+from topofinder.score.bfb import bfb_schedule, bfb_score, distances_to
+from topofinder.model.operations import line_graph
+from topofinder.families import (CATALOG_NAMES, bi_ring, circulant, complete,
                                    complete_bipartite, de_bruijn, directed_circulant,
                                    distance_regular, generalized_kautz, hamming, hypercube,
                                    torus,
                                    uni_ring)
-from topofinder.schedule import reduce_scatter, validate
-from topofinder.topology import Topology
+from topofinder.model.schedule import reduce_scatter, validate
+from topofinder.model.topology import Topology
 
 
 def opt(n):

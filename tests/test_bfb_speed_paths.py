@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from topofinder import bfb
-from topofinder.expansions import cartesian_product, line_graph
-from topofinder.generators import (circulant, de_bruijn, directed_circulant, generalized_kautz,
+from topofinder.score import bfb
+from topofinder.model.operations import cartesian_product, line_graph
+from topofinder.families import (circulant, de_bruijn, directed_circulant, generalized_kautz,
                                    hamming, kautz, torus)
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 
 def zeta_step_loads(g):
@@ -200,8 +200,8 @@ def test_exact_max_by_step_uses_fractions_when_floats_tie():
 from itertools import combinations_with_replacement  # noqa: E402
 from math import gcd  # noqa: E402
 
-from topofinder.generators import best_circulant  # noqa: E402
-from topofinder.generators.circulant_opt import (  # noqa: E402
+from topofinder.families import best_circulant  # noqa: E402
+from topofinder.families.circulant_opt import (  # noqa: E402
     _diameter_and_total, _lattice_bound, _theorem22_generators, best_generators,
     theorem22_step)
 

@@ -10,13 +10,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder import catalog as cat
-from topofinder.cli import main
+from topofinder.expand import analytic
+from topofinder.families import catalog as cat
+from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
-from topofinder.generators import de_bruijn, directed_circulant
-from topofinder.schedule import ScheduleError, StepSchedule, validate
-from topofinder.summary import moore_bound_steps
-from topofinder.topology import Topology
+from topofinder.families import de_bruijn, directed_circulant
+from topofinder.model.schedule import ScheduleError, StepSchedule, validate
+from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.topology import Topology
 
 # (builder, args) → T_L from Table 9 / the family's diameter: K(m) 1, K(d,d) 2, H(n,q) n,
 # DC(d+2,{1..d}) 2, BiRing(d,m) ⌊m/2⌋, UniRing(d,m) m−1.
@@ -25,8 +26,8 @@ TABLE9_T_L = {"complete_schedule": lambda m: 1, "bipartite_schedule": lambda d: 
               "bi_ring_schedule": lambda d, m: m // 2, "uni_ring_schedule": lambda d, m: m - 1}
 
 
-@pytest.mark.parametrize("build,args", cat.STATIC_BASES,
-                         ids=[f"{b.__name__}{a}" for b, a in cat.STATIC_BASES])
+@pytest.mark.parametrize("build,args", analytic.STATIC_BASES,
+                         ids=[f"{b.__name__}{a}" for b, a in analytic.STATIC_BASES])
 def test_static_schedules_are_bw_optimal_with_table9_latency(build, args):
     s = build(*args)
     validate(s)
@@ -36,8 +37,8 @@ def test_static_schedules_are_bw_optimal_with_table9_latency(build, args):
 
 
 def test_bfb_agrees_with_the_analytical_schedules():
-    bfb = pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available yet")
-    for build, args in cat.STATIC_BASES[:12]:
+    bfb = pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available yet")
+    for build, args in analytic.STATIC_BASES[:12]:
         s = build(*args)
         score = bfb.bfb_schedule(s.topology)
         assert (score.num_steps, score.tau) == (s.num_steps, s.tau), s.topology.expr
@@ -52,7 +53,7 @@ def test_entry_path_naming():
 
 
 def test_write_and_read_back(tmp_path):
-    s = cat.circulant_schedule(4)
+    s = analytic.circulant_schedule(4)
     path = cat.write_entry(s.topology, s, {"command": "test", "method": "analytical",
                                            "source": "test", "seconds": 0.0}, tmp_path)
     assert path == tmp_path / "DC_6_1_2_3_4.json"
@@ -69,7 +70,7 @@ def test_write_and_read_back(tmp_path):
 
 
 def test_write_refuses_an_invalid_schedule(tmp_path):
-    s = cat.complete_schedule(4)
+    s = analytic.complete_schedule(4)
     broken = StepSchedule(s.topology, 1, s.sends[1:])          # one shard never sent
     with pytest.raises(ScheduleError):
         cat.write_entry(s.topology, broken, {}, tmp_path)
@@ -77,7 +78,7 @@ def test_write_refuses_an_invalid_schedule(tmp_path):
 
 
 def test_missing_entry_names_the_known_ones(tmp_path):
-    s = cat.complete_schedule(3)
+    s = analytic.complete_schedule(3)
     cat.write_entry(s.topology, s, {}, tmp_path)
     with pytest.raises(TopofinderError, match=r"K\(3\)"):
         cat.load_entry("Diamond", tmp_path)
@@ -118,7 +119,7 @@ def test_every_stored_schedule_validates(entry):
 
 def test_static_entries_are_in_the_catalog():
     stored = {e["expr"] for e in STORED}
-    assert {b(*a).topology.expr for b, a in cat.STATIC_BASES} <= stored
+    assert {b(*a).topology.expr for b, a in analytic.STATIC_BASES} <= stored
 
 
 def test_catalog_list_json(capsys):

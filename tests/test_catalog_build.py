@@ -12,14 +12,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topofinder import catalog_build as cb
-from topofinder.bfb import bfb_tau
-from topofinder.catalog import catalog_schedule, catalog_topology, find_reverse_isomorphism
-from topofinder.cli import main
+from topofinder.find import catalog_build as cb
+from topofinder.score.bfb import bfb_tau
+from topofinder.families.catalog import catalog_schedule, catalog_topology, find_reverse_isomorphism
+from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
-from topofinder.generators import bi_ring, complete, complete_bipartite, de_bruijn, hypercube
-from topofinder.generators import uni_ring
-from topofinder.schedule import validate
+from topofinder.families import bi_ring, complete, complete_bipartite, de_bruijn, hypercube
+from topofinder.families import uni_ring
+from topofinder.model.schedule import validate
 
 SEARCHED = {  # expr: (N, d, T_L, tau) of paper 001 Table 9 / Table 7
     "Diamond": (8, 2, 3, Fraction(7, 8)),
@@ -256,7 +256,7 @@ def test_searched_entries_validate(expr):
 
 
 def cb_entries():
-    from topofinder.catalog import entries
+    from topofinder.families.catalog import entries
     return entries()
 
 

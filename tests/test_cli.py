@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from topofinder.cli import main
-from topofinder.expr import load_topology, parse
+from topofinder.cli.main import main
+from topofinder.families.build import load_topology, parse
 
 SCORE_FIELDS = {"expr", "N", "d", "diameter", "bidirectional", "regular", "self_loops",
                 "moore_T_L", "tau_opt"}

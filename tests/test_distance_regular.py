@@ -11,18 +11,18 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topofinder.bfb import bfb_score
+from topofinder.score.bfb import bfb_score
 from topofinder.errors import TopofinderError
-from topofinder.generators import (
+from topofinder.families import (
     circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, hamming, hypercube,
     torus, bi_ring,
 )
-from topofinder.generators.distance_regular import (
+from topofinder.families.distance_regular import (
     CATALOG_NAMES, CATALOG_PATH, _field, ag2_minus_parallel_class, catalog_entries, catalog_sizes,
     distance_regular, distance_regular_by_size, doubled_odd_graph, gh_incidence, gq_incidence,
     intersection_array, johnson, odd_graph, paley, pg2_incidence, undirected_line_graph,
 )
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 # Paper 001 Table 8: name, N, BFB T_L (= diameter for a distance-regular graph).
 TABLE8 = [

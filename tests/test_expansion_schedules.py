@@ -5,7 +5,7 @@ App. A.6); paper 001 Table 7 expansion points.
 
 Base schedules here are built by hand from the definitions (one-step K(m), the two-step BFB of
 K(d,d), ring schedules, the BFB of DC(d+2,{1..d}), the BFB of BiRing(2,m)), independently of
-topofinder.bfb; BFB-generated bases are added where topofinder.bfb is available.
+topofinder.score.bfb; BFB-generated bases are added where topofinder.score.bfb is available.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder import expansions as ex
-from topofinder import expansion_schedules as es
+from topofinder.expand import predict
+from topofinder.model import operations as ex
+from topofinder.expand import schedules as es
+from topofinder.score.bfb import product_schedule
 from topofinder.errors import TopofinderError
-from topofinder.generators import (bi_ring, complete, complete_bipartite, directed_circulant,
+from topofinder.families import (bi_ring, complete, complete_bipartite, directed_circulant,
                                    generalized_kautz, uni_ring)
-from topofinder.schedule import StepSchedule, reduce_scatter, validate
+from topofinder.model.schedule import StepSchedule, reduce_scatter, validate
 
 
 # ---- hand-made base schedules ------------------------------------------------------------------
@@ -133,7 +135,7 @@ def test_line_graph_schedule_matches_prediction(name, times):
     b = es.line_graph_schedule(a, times)
     validate(b)
     assert b.topology.same_arcs(ex.line_graph(a.topology, times))
-    n, d, t_l, tau = ex.predict_line_graph(*facts(a), times=times)
+    n, d, t_l, tau = predict.predict_line_graph(*facts(a), times=times)
     assert (b.topology.n, b.topology.degree) == (n, d)
     if lg_exact(a):
         assert (b.num_steps, b.tau) == (t_l, tau)
@@ -151,7 +153,7 @@ def test_line_graph_of_a_single_ring_is_strictly_below_the_bound():
     # UniRing(1,m): L(G) is the ring again and Def 1 only re-sends what the ring schedule did
     a = base("UniRing(1,5)")
     b = es.line_graph_schedule(a)
-    assert b.tau == a.tau < ex.predict_line_graph(*facts(a))[3]
+    assert b.tau == a.tau < predict.predict_line_graph(*facts(a))[3]
 
 
 def test_line_graph_splits_multi_arc_sends_evenly():
@@ -179,7 +181,7 @@ def test_degree_schedule_matches_prediction(name, factor):
     b = es.degree_schedule(a, factor)
     validate(b)
     assert b.topology.same_arcs(ex.degree_expansion(a.topology, factor))
-    n, d, t_l, tau = ex.predict_degree_expansion(*facts(a), factor)
+    n, d, t_l, tau = predict.predict_degree_expansion(*facts(a), factor)
     assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == (n, d, t_l, tau)
     assert b.tau == Fraction(n - 1, n)           # Cor 11.1: BW optimality is preserved
 
@@ -199,7 +201,7 @@ def test_power_schedule_matches_prediction(name):
     b = es.power_schedule(a, 2)
     validate(b)
     assert b.topology.same_arcs(ex.cartesian_power(a.topology, 2))
-    n, d, t_l, tau = ex.predict_cartesian_power(*facts(a), 2)
+    n, d, t_l, tau = predict.predict_cartesian_power(*facts(a), 2)
     assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == (n, d, t_l, tau)
 
 
@@ -208,7 +210,7 @@ def test_cube_schedule_matches_prediction(name):
     a = base(name)
     b = es.power_schedule(a, 3)
     validate(b)
-    n, d, t_l, tau = ex.predict_cartesian_power(*facts(a), 3)
+    n, d, t_l, tau = predict.predict_cartesian_power(*facts(a), 3)
     assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == (n, d, t_l, tau)
 
 
@@ -230,7 +232,7 @@ def test_bidirectional_schedule_matches_prediction(name):
     b = es.bidirectional_schedule(a)
     validate(b)
     assert b.topology.same_arcs(ex.bidirectional(a.topology)) and b.topology.bidirectional
-    n, d, t_l, tau = ex.predict_bidirectional(*facts(a))
+    n, d, t_l, tau = predict.predict_bidirectional(*facts(a))
     assert (b.topology.n, b.topology.degree, b.num_steps) == (n, d, t_l)
     if _two_cycles(a.topology) and not a.topology.bidirectional:
         assert b.tau <= tau
@@ -258,12 +260,12 @@ def test_iterated_line_graph_prediction_is_the_one_step_prediction_iterated():
     # Cor 10.1 is Thm 10 applied n times
     state = (16, 4, 3, Fraction(15, 16))
     for times in range(1, 5):
-        state = ex.predict_line_graph(*state)
-        assert state == ex.predict_line_graph(16, 4, 3, Fraction(15, 16), times)
+        state = predict.predict_line_graph(*state)
+        assert state == predict.predict_line_graph(16, 4, 3, Fraction(15, 16), times)
 
 
 def test_product_prediction_thm13():
-    assert ex.predict_product([(4, 1, 3), (8, 1, 7)]) == (32, 2, 10, Fraction(31, 32))
+    assert predict.predict_product([(4, 1, 3), (8, 1, 7)]) == (32, 2, 10, Fraction(31, 32))
 
 
 # ---- paper 001 Table 7 expansion points --------------------------------------------------------
@@ -280,15 +282,15 @@ def test_table7_line_graphs_of_k44(times, t_l, tau, paper):
     assert float(b.tau) == pytest.approx(paper, abs=5e-4)
 
 
-# ---- BFB-generated bases (topofinder.bfb) ------------------------------------------------------
+# ---- BFB-generated bases (topofinder.score.bfb) ------------------------------------------------------
 BFB_BASES = ["K(4)", "K(3,3)", "H(2,3)", "DC(6,{1,2,3,4})", "BiRing(2,7)", "C(8,{1,2})",
              "Torus(3,3)", "Kautz(2,1)", "Pi(2,7)", "Pi(3,10)", "DistReg(Petersen)", "DBJ(2,3)",
              "Hypercube(3)", "UniRing(2,5)", "BiRing(4,5)"]
 
 
 def bfb_base(expr: str) -> StepSchedule:
-    bfb = pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
-    from topofinder.expr import parse
+    bfb = pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available")
+    from topofinder.families.build import parse
 
     a = bfb.bfb_schedule(parse(expr))
     validate(a)
@@ -300,7 +302,7 @@ def test_line_graph_of_bfb_bases(expr):
     a = bfb_base(expr)
     b = es.line_graph_schedule(a)
     validate(b)
-    n, d, t_l, tau = ex.predict_line_graph(*facts(a))
+    n, d, t_l, tau = predict.predict_line_graph(*facts(a))
     if lg_exact(a):                               # Thm 10: equality
         assert (b.num_steps, b.tau) == (t_l, tau)
     else:                                         # Thm 7: upper bound
@@ -310,8 +312,8 @@ def test_line_graph_of_bfb_bases(expr):
 @pytest.mark.parametrize("expr", [e for e in BFB_BASES if not e.startswith(("Pi", "DBJ"))])
 def test_degree_and_power_of_bfb_bases(expr):
     a = bfb_base(expr)
-    for b, pred in ((es.degree_schedule(a, 2), ex.predict_degree_expansion(*facts(a), 2)),
-                    (es.power_schedule(a, 2), ex.predict_cartesian_power(*facts(a), 2))):
+    for b, pred in ((es.degree_schedule(a, 2), predict.predict_degree_expansion(*facts(a), 2)),
+                    (es.power_schedule(a, 2), predict.predict_cartesian_power(*facts(a), 2))):
         validate(b)
         assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == pred
 
@@ -322,14 +324,14 @@ def test_bidirectional_of_bfb_bases(expr):
     a = bfb_base(expr)
     b = es.bidirectional_schedule(a)
     validate(b)
-    pred = ex.predict_bidirectional(*facts(a))
+    pred = predict.predict_bidirectional(*facts(a))
     assert (b.topology.n, b.topology.degree, b.num_steps) == pred[:3]
     assert b.tau == pred[3] if not _two_cycles(a.topology) else b.tau <= pred[3]
 
 
 # ---- products scheduled by BFB (Thm 13) ------------------------------------------------------
 def _factor(expr: str):
-    from topofinder.expr import parse
+    from topofinder.families.build import parse
 
     return parse(expr)
 
@@ -343,22 +345,22 @@ PRODUCTS = [("UniRing(1,4)", "UniRing(1,8)"), ("UniRing(1,3)", "UniRing(1,5)"),
 
 @pytest.mark.parametrize("factors", PRODUCTS, ids=[" x ".join(p) for p in PRODUCTS])
 def test_product_schedule_matches_thm13(factors):
-    bfb = pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
+    bfb = pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available")
     gs = [_factor(e) for e in factors]
     for g in gs:                                  # Thm 13's conditions, checked independently
         assert g.self_loops == 0 and g.link_matrix.max() == 1
         assert bfb.bfb_score(g).bw_optimal
-    s = es.product_schedule(*gs)
+    s = product_schedule(*gs)
     validate(s)
     assert s.topology.same_arcs(ex.cartesian_product(*gs))
-    pred = ex.predict_product([(g.n, g.degree, g.diameter) for g in gs])
+    pred = predict.predict_product([(g.n, g.degree, g.diameter) for g in gs])
     assert (s.topology.n, s.topology.degree, s.num_steps, s.tau) == pred
 
 
 def test_table7_biring_times_uniring_squared():
     # DESIGN §9 reference row N = 128: BiRing(2,8) x UniRing(1,4)^2 (10, 0.992)
-    pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
-    s = es.product_schedule(*[_factor(e) for e in PRODUCTS[-1]])
+    pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available")
+    s = product_schedule(*[_factor(e) for e in PRODUCTS[-1]])
     assert (s.topology.n, s.num_steps, s.tau) == (128, 10, Fraction(127, 128))
     assert round(float(s.tau), 3) == 0.992
 
@@ -367,8 +369,8 @@ def test_table7_biring_times_uniring_squared():
 def test_table7_uniring_product_squared():
     # (UniRing(1,4) x UniRing(1,8))^2: BFB product (Thm 13) then Cartesian square (Thm 12);
     # N = 1024, 2.3 M sends
-    pytest.importorskip("topofinder.bfb", reason="topofinder.bfb not available")
-    base = es.product_schedule(_factor("UniRing(1,4)"), _factor("UniRing(1,8)"))
+    pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available")
+    base = product_schedule(_factor("UniRing(1,4)"), _factor("UniRing(1,8)"))
     s = es.power_schedule(base, 2)
     validate(s)
     assert (s.topology.n, s.topology.degree) == (1024, 4)
@@ -388,7 +390,7 @@ def test_table7_line_graph_of_distreg_4_32():
 
 # ---- Table 7 points built on the search-found catalog bases ------------------------------------
 def catalog_base(expr: str) -> StepSchedule:
-    from topofinder import catalog
+    from topofinder.families import catalog
 
     try:
         entry = catalog.load_entry(expr)

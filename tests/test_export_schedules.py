@@ -14,10 +14,10 @@ from topofinder.export.npz import load_npz, save_npz
 from topofinder.export.schedule_xml import (
     parse_msccl_xml, schedule_from_xml, to_msccl_xml, trees_as_steps,
 )
-from topofinder.generators import bi_ring, complete, hypercube, uni_ring
-from topofinder.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.tree_schedule import Tree, TreeSchedule
-from topofinder.tree_schedule import validate as validate_trees
+from topofinder.families import bi_ring, complete, hypercube, uni_ring
+from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
+from topofinder.score.trees import Tree, TreeSchedule
+from topofinder.score.trees import validate as validate_trees
 
 
 def ring_allgather(n):
@@ -186,8 +186,8 @@ def test_xml_program_computes_the_collective(name, coll):
 def test_bfb_schedules_export_to_valid_xml(expr):
     """Optimal BFB schedules (chunk splits, self-loops, unidirectional): XML sends equal the
     JSON's and the interpreted program computes every collective."""
-    from topofinder.bfb import bfb_schedule
-    from topofinder.expr import parse
+    from topofinder.score.bfb import bfb_schedule
+    from topofinder.families.build import parse
     g = parse(expr)
     everyone = Counter(range(g.n))
     for coll in ("allgather", "reduce-scatter", "allreduce"):
@@ -283,7 +283,7 @@ def test_npz_bad_file(tmp_path):
 
 def test_cli_tree_schedule_formats(tmp_path, capsys):
     """`export --what schedule --kind trees --format xml|npz` re-imports and replays valid."""
-    from topofinder.cli import main
+    from topofinder.cli.main import main
     assert main(["export", "K(4)", "--what", "schedule", "--kind", "trees", "--format", "xml",
                  "--channels", "2", "--protocol", "LL128"]) == 0
     xml = capsys.readouterr().out

@@ -9,17 +9,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topofinder import generators
+from topofinder import families as generators
 from topofinder.errors import TopofinderError
-from topofinder.expansions import (
+from topofinder.model.operations import (
     bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
 )
-from topofinder.export.topology import read_topology, write_topology
-from topofinder.expr import canonical, load_topology, parse, predicted_size
-from topofinder.generators import (
+from topofinder.model.files import read_topology, write_topology
+from topofinder.families.build import load_topology, parse, predicted_size
+from topofinder.model.syntax import canonical
+from topofinder.families import (
     circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, torus, uni_ring,
 )
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 DESIGN_EXAMPLES = ["K(5)", "K(4,4)", "H(2,3)", "Kautz(4,2)", "Pi(4,1024)", "C(16,{3,4})",
                    "DC(6,{1,2,3,4})", "BiRing(2,8)", "UniRing(1,4)", "Torus(4,8,8)",
@@ -97,7 +98,7 @@ def test_distance_regular_names_route_to_the_catalog():
 
 
 def test_search_found_bases_route_to_the_catalog():
-    # Diamond (N=8, d=2, Fig. 19) and DBJMod come from topofinder.catalog when it has them
+    # Diamond (N=8, d=2, Fig. 19) and DBJMod come from topofinder.families.catalog when it has them
     for expr, n, d in [("Diamond", 8, 2), ("DBJMod(2,4)", 16, 2)]:
         try:
             g = parse(expr)

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.expr import parse
-from topofinder.generators import (
+from topofinder.families.build import parse
+from topofinder.families import (
     best_circulant, bi_ring, circulant, complete, complete_bipartite, de_bruijn,
     directed_circulant, generalized_kautz, hamming, hypercube, kautz, optimal_circulant, torus,
     twisted_torus, uni_ring,
 )
-from topofinder.generators.circulant_opt import (
+from topofinder.families.circulant_opt import (
     circulant_distances, circulant_distances_batch, theorem22_step,
 )
-from topofinder.summary import moore_bound_steps
+from topofinder.model.bounds import moore_bound_steps
 
 # (expression, N from the family's definition, degree from the definition)
 FAMILY_SIZES = [

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.expansions import bidirectional, degree_expansion, line_graph
+from topofinder.model.operations import bidirectional, degree_expansion, line_graph
 from topofinder.export.patch_panel import (
     DUPLEX, HEADER, LOOPBACK, SIMPLEX, diff_plans, parse_plan, plan_patch_panel, read_plan,
 )
-from topofinder.generators import (
+from topofinder.families import (
     bi_ring, circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, hypercube,
     torus, uni_ring,
 )
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 TOPOLOGIES = {
     "C(16,{3,4})": lambda: circulant(16, [3, 4]),
@@ -184,7 +184,7 @@ def test_diff_between_different_duplex_topologies():
 
 
 def test_cli_patch_panel_and_diff(tmp_path, capsys):
-    from topofinder.cli import main
+    from topofinder.cli.main import main
     old = tmp_path / "old.csv"
     assert main(["export", "C(16,{3,4})", "--what", "patch-panel", "--panel-size", "16",
                  "-o", str(old)]) == 0

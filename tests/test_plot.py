@@ -5,7 +5,7 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
-from topofinder.summary import moore_bound_steps as moore_T_L
+from topofinder.model.bounds import moore_bound_steps as moore_T_L
 
 RESULT = {   # paper 001 Table 7, N = 1024, d = 4 (τ in M/B)
     "N": 1024, "d": 4, "workload": {"alpha": "10us", "bandwidth": "100Gbps", "size": "1MB"},

@@ -5,11 +5,11 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.cli import main
-from topofinder.expr import parse
-from topofinder.recipe import from_expression
-from topofinder.schedule import validate
-from topofinder.verify import build_schedule, build_topology, collective_schedule
+from topofinder.cli.main import main
+from topofinder.families.build import parse
+from topofinder.find.recipe import from_expression
+from topofinder.model.schedule import validate
+from topofinder.find.verify import build_schedule, build_topology, collective_schedule
 
 
 @pytest.mark.parametrize("expr,method", [

@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.generators import bi_ring, uni_ring
-from topofinder.schedule import (ScheduleError, StepSchedule, allreduce, reduce_scatter, refine,
+from topofinder.families import bi_ring, uni_ring
+from topofinder.model.schedule import (ScheduleError, StepSchedule, allreduce, reduce_scatter, refine,
                                  reverse, validate)
 
 

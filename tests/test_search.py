@@ -5,9 +5,10 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.cli import main
-from topofinder.search import predicted_frontier, search
-from topofinder.summary import moore_bound_steps
+from topofinder.cli.main import main
+from topofinder.find.frontier import predicted_frontier
+from topofinder.workload.rank import search
+from topofinder.model.bounds import moore_bound_steps
 
 # paper 001 Table 7 (d = 4): (T_L in steps, τ in M/B) of every Pareto point it lists
 TABLE7 = {
@@ -112,7 +113,7 @@ def _killed_by_the_os(_):
 def test_a_killed_worker_is_one_clear_error():
     """A worker killed by the OS surfaces as a user-facing error, not an executor traceback."""
     from topofinder.errors import TopofinderError
-    from topofinder.parallel import run_parallel
+    from topofinder.compute.parallel import run_parallel
 
     with pytest.raises(TopofinderError, match="ran out of memory or was killed"):
         run_parallel(_killed_by_the_os, [1, 2], jobs=2)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from topofinder import parallel, sweep
-from topofinder.cli import main
+from topofinder.compute import parallel
+from topofinder.batch import sweep
+from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 
 SPEC = """
@@ -65,7 +66,7 @@ def test_sweep_writes_frontiers_best_and_plots(spec_file, tmp_path, reference):
 def test_killed_sweep_resumes_to_identical_files(spec_file, tmp_path, reference):
     out = tmp_path / "killed"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    cmd = [sys.executable, "-m", "topofinder.cli", "sweep", str(spec_file), "--out", str(out),
+    cmd = [sys.executable, "-m", "topofinder.cli.main", "sweep", str(spec_file), "--out", str(out),
            "--jobs", "1", "--no-cache"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cells = out / "tiny" / "cells"

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.expansions import (
+from topofinder.model.operations import (
     bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
 )
-from topofinder.generators import (
+from topofinder.families import (
     circulant, complete, complete_bipartite, de_bruijn, directed_circulant, generalized_kautz,
     hypercube, kautz, torus, uni_ring,
 )
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 
 def test_arcs_degrees_and_self_loops():

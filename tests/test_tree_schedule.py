@@ -5,9 +5,9 @@ from fractions import Fraction
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.generators import bi_ring, complete, uni_ring
-from topofinder.topology import Topology
-from topofinder.tree_schedule import Tree, TreeSchedule, problems, validate
+from topofinder.families import bi_ring, complete, uni_ring
+from topofinder.model.topology import Topology
+from topofinder.score.trees import Tree, TreeSchedule, problems, validate
 
 
 def ring_paths(n: int) -> TreeSchedule:

@@ -3,7 +3,7 @@
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.workload import Workload, parse_bandwidth, parse_size, parse_time
+from topofinder.workload.cost import Workload, parse_bandwidth, parse_size, parse_time
 
 
 def test_paper_table4_allreduce_time():

@@ -1,1 +1,1 @@
-"""Writers for topologies, schedules and patch-panel plans (DESIGN §10)."""
+"""Writers: schedules (JSON, MSCCL XML, .npz), patch-panel plans and plots (docs/formats.md)."""

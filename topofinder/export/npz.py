@@ -17,9 +17,9 @@ from fractions import Fraction
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.schedule import StepSchedule
-from topofinder.topology import Topology
-from topofinder.tree_schedule import Tree, TreeSchedule
+from topofinder.model.schedule import StepSchedule
+from topofinder.model.topology import Topology
+from topofinder.score.trees import Tree, TreeSchedule
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:

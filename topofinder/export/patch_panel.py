@@ -41,7 +41,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
 from topofinder.errors import TopofinderError
-from topofinder.topology import Topology
+from topofinder.model.topology import Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from topofinder.errors import TopofinderError
-from topofinder.summary import moore_bound_steps
+from topofinder.model.bounds import moore_bound_steps
 
 FORMATS = ("png", "svg")
 

@@ -2,7 +2,7 @@
 
 The compilers of both papers lower a mathematical schedule to per-GPU *threadblocks*, each an
 ordered list of send / receive / reduce / copy instructions, in the XML the MSCCL interpreter
-runs. This writer does the same for a :class:`~topofinder.schedule.StepSchedule`:
+runs. This writer does the same for a :class:`~topofinder.model.schedule.StepSchedule`:
 
 - Buffer layout. With P chunks per shard and k channels, every shard is cut into k·P pieces:
   piece j·P + c of shard v is sub-chunk j of chunk c, and sits at offset v·k·P + j·P + c of
@@ -39,8 +39,8 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.schedule import ScheduleError, StepSchedule
-from topofinder.topology import Topology
+from topofinder.model.schedule import ScheduleError, StepSchedule
+from topofinder.model.topology import Topology
 
 PROTOCOLS = ("Simple", "LL", "LL128")
 SEND_TYPES = ("s", "rcs", "rrs", "rrcs")

@@ -1,0 +1,58 @@
+"""`topofinder bench`: timings against the targets of DESIGN §13.
+
+Each case is registered with :func:`case`: a name, a target in seconds and a zero-argument
+function doing the work once (set-up that is not part of the measured work belongs in a
+``setup`` function whose result is passed in). Figures are medians of several runs, printed
+with the machine's core count and written to results/bench.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from topofinder.batch.bench_cases import CASES
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench.json"
+
+
+def run(selected: list[str] | None = None, repeat: int | None = None,
+        progress: Callable[[str], None] | None = None) -> dict:
+    """Run the registered cases (all, or those whose name contains a selected word)."""
+    rows = []
+    for c in CASES:
+        if selected and not any(s.lower() in c.name.lower() for s in selected):
+            continue
+        if progress:
+            progress(c.name)
+        arg = c.setup() if c.setup else None
+        times = []
+        for _ in range(repeat or c.repeat):
+            t0 = time.perf_counter()
+            c.run(arg)
+            times.append(time.perf_counter() - t0)
+        median = statistics.median(times)
+        rows.append({"name": c.name, "group": c.group, "median_s": median,
+                     "runs_s": times, "target_s": c.target_s,
+                     "meets_target": None if c.target_s is None else median <= c.target_s})
+    return {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
+                        "platform": platform.platform()},
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cases": rows}
+
+
+def write(report: dict, path: Path = RESULTS) -> None:
+    """Merge ``report`` into results/bench.json (cases replaced by name), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else {"cases": []}
+    fresh = {r["name"] for r in report["cases"]}
+    merged = dict(report)
+    merged["cases"] = [r for r in old.get("cases", []) if r["name"] not in fresh] + report["cases"]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,260 @@
+"""The bench cases: a registry (:func:`case`) and the timed work with its targets (the
+performance table in docs/performance.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+from topofinder.expand.schedules import line_graph_schedule
+from topofinder.expand.schedules import power_schedule
+from topofinder.score.bfb import product_schedule
+from topofinder.export.patch_panel import plan_patch_panel
+from topofinder.families import circulant, generalized_kautz
+from topofinder.families import hypercube, torus
+from topofinder.families import uni_ring
+from topofinder.families.build import parse
+from topofinder.families.circulant_opt import best_circulant, best_generators
+from topofinder.families.distance_regular import CATALOG_NAMES, distance_regular, intersection_array
+from topofinder.families.distance_regular import gh_incidence
+from topofinder.find.catalog_build import run
+from topofinder.model.operations import line_graph
+from topofinder.model.topology import Topology
+from topofinder.score.alltoall import concurrent_flow
+from topofinder.score.bfb import bfb_schedule
+from topofinder.score.bfb import bfb_score
+from topofinder.score.forestcoll import optimal_trees
+from topofinder.score.forestcoll import ratio_by_networkx_bisection
+from topofinder.score.forestcoll import throughput_optimum
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    target_s: float | None
+    run: Callable[[Any], Any]
+    setup: Callable[[], Any] | None = None
+    repeat: int = 3
+    group: str = "misc"
+
+
+CASES: list[Case] = []
+
+
+def case(name: str, target_s: float | None, *, setup=None, repeat: int = 3, group="misc"):
+    """Decorator registering a bench case (``target_s`` None: reported, no target)."""
+    def register(fn):
+        CASES.append(Case(name, target_s, fn, setup, repeat, group))
+        return fn
+    return register
+
+
+@case("build L^3(C(16,{3,4})) (N=1024)", 0.2, group="foundation", repeat=5)
+def _build_line_graph(_):
+    line_graph(circulant(16, [3, 4]), 3)
+
+
+@case("build Pi(4,2000)", 0.2, group="foundation", repeat=5)
+def _build_pi(_):
+    generalized_kautz(4, 2000)
+
+
+@case("parse L^3(C(16,{3,4})) (N=1024)", 0.2, group="foundation", repeat=5)
+def _parse_line_graph(_):
+    parse("L^3(C(16,{3,4}))")
+
+
+@case("parse Pi(4,2000)", 0.2, group="foundation", repeat=5)
+def _parse_pi(_):
+    parse("Pi(4,2000)")
+
+
+def _lg_base():
+    return bfb_schedule(circulant(16, [3, 4]))
+
+
+@case("schedule L^3(C(16,{3,4})) by line-graph expansion (N=1024)", None,
+      setup=_lg_base, group="expansions")
+def _schedule_line_graph(base):
+    line_graph_schedule(base, 3)
+
+
+def _ring_product():
+    return product_schedule(uni_ring(1, 4), uni_ring(1, 8))
+
+
+@case("schedule (UniRing(1,4) x UniRing(1,8))^2 by Cartesian power (N=1024)", None,
+      setup=_ring_product, group="expansions")
+def _schedule_power(base):
+    power_schedule(base, 2)
+
+
+# ---- ForestColl (issue 4): T_B^FC, its networkx baseline, tree packing ----------------------
+def _fresh(topo):
+    """The same arcs in a new Topology, so cached derived data is rebuilt inside the timing."""
+    return lambda: topo.renamed(topo.expr)
+
+
+@case("T_B^FC Pi(4,256)", 0.1, setup=_fresh(generalized_kautz(4, 256)), repeat=5,
+      group="forestcoll")
+def _fc_pi256(topo):
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("T_B^FC Pi(4,256) networkx bisection baseline (same oracle)", None,
+      setup=_fresh(generalized_kautz(4, 256)), repeat=1, group="forestcoll")
+def _fc_pi256_networkx(topo):
+    ratio_by_networkx_bisection(topo.renamed(topo.expr))
+
+
+@case("T_B^FC Pi(4,1024)", 1.0, setup=_fresh(generalized_kautz(4, 1024)), repeat=5,
+      group="forestcoll")
+def _fc_pi1024(topo):
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("T_B^FC L^3(C(16,{3,4})) (N=1024)", 1.0,
+      setup=_fresh(line_graph(circulant(16, [3, 4]), 3)), repeat=5, group="forestcoll")
+def _fc_l3(topo):
+    throughput_optimum(topo.renamed(topo.expr))
+
+
+@case("tree packing L^2(C(16,{3,4})) (N=256, d=4)", 300.0,
+      setup=_fresh(line_graph(circulant(16, [3, 4]), 2)), repeat=1, group="forestcoll")
+def _fc_pack256(topo):
+    optimal_trees(topo.renamed(topo.expr))
+
+
+@case("patch-panel plan L^3(C(16,{3,4})) simplex (N=1024, d=4)", 5.0, group="export",
+      setup=lambda: line_graph(circulant(16, [3, 4]), 3))
+def _patch_line_graph(topo):
+    plan_patch_panel(topo)
+
+
+@case("patch-panel plan C(1024,{15,16}) duplex, non-bipartite (N=1024, d=4)", 5.0,
+      group="export", setup=lambda: circulant(1024, [15, 16]))
+def _patch_circulant(topo):
+    plan_patch_panel(topo)
+
+
+@case("patch-panel plan Pi(4,1024) simplex with self-loops (N=1024, d=4)", 5.0,
+      group="export", setup=lambda: generalized_kautz(4, 1024))
+def _patch_pi(topo):
+    plan_patch_panel(topo)
+
+
+def _fresh(build):
+    """Setup for scorer/generator cases: the arcs once; each run scores a fresh Topology
+    object, so no cached link matrix or distances carry over between runs."""
+    g = build()
+    return lambda: Topology(g.n, g.src, g.dst, expr=g.expr, capacity=g.capacity,
+                            bidirectional=g.bidirectional,
+                            vertex_transitive=g.vertex_transitive,
+                            reverse_isomorphism=g.reverse_isomorphism)
+
+
+def _bfb_score(make):
+    bfb_score(make())
+
+
+for _name, _target, _repeat, _build in [
+        ("BFB scorer L^3(C(16,{3,4})) (N=1024, d=4)", 0.1, 7,
+         lambda: line_graph(circulant(16, [3, 4]), 3)),
+        ("BFB scorer Pi(8,2000)", 0.3, 5, lambda: generalized_kautz(8, 2000)),
+        ("BFB scorer Pi(16,2000)", 0.5, 5, lambda: generalized_kautz(16, 2000))]:
+    case(_name, _target, group="bfb", repeat=_repeat,
+         setup=lambda build=_build: _fresh(build))(_bfb_score)
+
+
+@case("best_circulant(2000,16)", 0.05, group="bfb", repeat=7)
+def _best_circulant_2000_16(_):
+    best_generators.cache_clear()          # time the search, not the per-process memo
+    best_circulant(2000, 16)
+
+
+@case("BFB full schedule Hypercube(10)", 2.0, group="bfb", repeat=3,
+      setup=lambda: _fresh(lambda: hypercube(10)))
+def _bfb_schedule_hypercube(make):
+    bfb_schedule(make())
+
+
+@case("BFB full schedule Torus(50,50)", 2.0, group="bfb", repeat=3,
+      setup=lambda: _fresh(lambda: torus(50, 50)))
+def _bfb_schedule_torus(make):
+    bfb_schedule(make())
+
+
+@case("catalog build Diamond (all 2-regular N=8 digraphs + CP-SAT)", 600.0, group="catalog",
+      repeat=3)
+def _catalog_build_diamond(_):
+    run("Diamond", write=False)
+
+
+@case("catalog build DBJMod(2,4) (DBJ(2,4) rewirings + CP-SAT)", 600.0, group="catalog",
+      repeat=3)
+def _catalog_build_dbjmod24(_):
+    run("DBJMod(2,4)", write=False)
+
+
+# ---- distance-regular graphs (issue 2/5): construction and the intersection-array check -------
+@case("build DistReg(IncGH3) (split Cayley hexagon, N=728)", None, group="distance-regular")
+def _build_gh3(_):
+    gh_incidence(3)
+
+
+@case("DistReg catalog: build all graphs + distances + intersection arrays", None,
+      group="distance-regular")
+def _drg_catalog(_):
+    for name in CATALOG_NAMES:
+        intersection_array(distance_regular.__wrapped__(name))      # uncached build
+
+
+def _alltoall(topo_fn, max_gap):
+    """All-to-all f by concurrent_flow, failing the case unless the certified gap holds."""
+    def run(_):
+        r = concurrent_flow(topo_fn())
+        if r.gap > max_gap:
+            raise AssertionError(f"all-to-all certified gap {r.gap:.2e} > {max_gap:g}")
+    return run
+
+
+case("all-to-all f C(1024,{23,24}) (N=1024, d=4; symmetry, certified gap <= 1e-6)", 60.0,
+     group="alltoall", repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
+case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32-orbit LP, certified gap <= 1e-4)", 60.0,
+     group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
+case("all-to-all f Pi(4,1024) (N=1024, d=4; 51-orbit LP, certified gap <= 1e-4)", 60.0,
+     group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
+
+
+def _search_cli(cache_dir_fn):
+    """`topofinder search --n 1024 --d 4` as a user runs it: a fresh process, its own cache."""
+    def run(_):
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, TOPOFINDER_CACHE=cache_dir_fn())
+        subprocess.run([sys.executable, "-m", "topofinder.cli.main", "search", "--n", "1024",
+                        "--d", "4", "--json"], env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return run
+
+
+def _fresh_cache_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="topofinder-bench-cold-")
+
+
+def _warm_cache_dir() -> str:
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / "topofinder-bench-warm"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
+     group="search", repeat=3)(_search_cli(_fresh_cache_dir))
+case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
+     setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))

@@ -1,0 +1,192 @@
+"""`topofinder sweep SPEC.toml`: frontiers for many (N, d) (DESIGN §11, paper 001 App. A.3).
+
+A spec names node counts, degrees and workloads:
+
+    name = "paper"                 # results go to results/<name>/
+    degrees = [2, 4, 8, 16]
+    n_min = 4                      # or: n = [32, 64, 128]
+    n_max = 2000
+    bidirectional = false
+    verify = false                 # true: build and replay every frontier point (slow)
+    [workload]
+    alpha = "10us"
+    bandwidth = "100Gbps"
+    sizes = ["1MB", "100MB"]       # one "best topology per N" ranking per size
+
+Every (N, d) cell is written to results/<name>/cells/N<N>_d<d>.json atomically as soon as it
+is done, so an interrupted sweep resumes where it stopped (done cells are skipped) and produces
+the same files as an uninterrupted one. The summary files (frontier.csv, frontier.json,
+best.csv, plots) are rebuilt from the cells at the end, also atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from topofinder.find import growth as finder
+from topofinder.compute.cache import cached
+from topofinder.errors import TopofinderError
+from topofinder.compute.parallel import run_parallel
+from topofinder.workload.cost import Workload
+from topofinder.find.frontier import predicted_frontier
+from topofinder.workload.rank import search
+from topofinder.export.sweep_plot import plot_best_per_n
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    cells: tuple[tuple[int, int], ...]
+    bidirectional: bool
+    verify: bool
+    workloads: tuple[Workload, ...]
+    labels: tuple[str, ...]
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and check a sweep spec (TOML); TopofinderError naming the problem otherwise."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise TopofinderError(f"sweep: no spec file {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TopofinderError(f"sweep: {path} is not valid TOML: {exc}") from None
+    known = {"name", "degrees", "n", "n_min", "n_max", "bidirectional", "verify", "workload"}
+    unknown = set(doc) - known
+    if unknown:
+        raise TopofinderError(f"sweep: unknown key(s) {sorted(unknown)} in {path}; "
+                              f"accepted: {sorted(known)}")
+    name = str(doc.get("name", path.stem))
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise TopofinderError(f"sweep: name {name!r} must be a plain folder name")
+    degrees = doc.get("degrees")
+    if not isinstance(degrees, list) or not degrees or not all(
+            isinstance(k, int) and k >= 1 for k in degrees):
+        raise TopofinderError("sweep: 'degrees' must be a non-empty list of integers >= 1")
+    if "n" in doc:
+        ns = doc["n"]
+        if not isinstance(ns, list) or not all(isinstance(x, int) for x in ns):
+            raise TopofinderError("sweep: 'n' must be a list of integers")
+    else:
+        lo, hi = doc.get("n_min"), doc.get("n_max")
+        if not isinstance(lo, int) or not isinstance(hi, int) or lo < 2 or hi < lo:
+            raise TopofinderError("sweep: give 'n' (a list) or integers 2 <= n_min <= n_max")
+        ns = list(range(lo, hi + 1))
+    bidirectional = bool(doc.get("bidirectional", False))
+    cells = []
+    for k in sorted(set(degrees)):
+        for n in sorted(set(ns)):
+            if k < n and not (bidirectional and ((n * k) % 2 or k == 1)):
+                cells.append((n, k))
+    w = doc.get("workload", {})
+    sizes = w.get("sizes", ["1MB"])
+    if not isinstance(sizes, list) or not sizes:
+        raise TopofinderError("sweep: workload.sizes must be a non-empty list such as ['1MB']")
+    workloads = tuple(Workload.from_strings(w.get("alpha", "10us"), w.get("bandwidth", "100Gbps"),
+                                            str(s), w.get("alltoall_share", 0.0))
+                      for s in sizes)
+    return Spec(name, tuple(cells), bidirectional, bool(doc.get("verify", False)), workloads,
+                tuple(str(s) for s in sizes))
+
+
+def cell_path(out: Path, n: int, k: int) -> Path:
+    return out / "cells" / f"N{n}_d{k}.json"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
+    """The frontier of one (N, d): predicted (exact for scored bases, theorem values for
+    expansions), or fully verified with ``verify``. Base scores are memoised in the worker
+    process; the disk cache holds whole cells (see `_run_cell`)."""
+    if verify:
+        result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
+        points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau_exact"],
+                   "schedule": p["schedule"], "verified": True} for p in result["frontier"]]
+    else:
+        frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
+        points = [{"expr": c.expr, "T_L": c.t_l, "tau": str(c.tau),
+                   "schedule": c.recipe.method, "verified": False, "exact": c.exact}
+                  for c in frontier]
+    return {"N": n, "d": k, "frontier": points}
+
+
+def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
+    doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
+    atomic_write(cell_path(out, n, k), json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
+              use_cache: bool = True, progress: bool = True) -> Path:
+    """Compute the missing cells (in parallel), then rebuild the summary files."""
+    out = out_root / spec.name
+    todo = [(n, k) for n, k in spec.cells if not _cell_done(cell_path(out, n, k))]
+    run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
+                             for n, k in todo], jobs=jobs, progress=progress,
+                 label=f"sweep {spec.name}")
+    cells = [json.loads(cell_path(out, n, k).read_text()) for n, k in spec.cells]
+    write_summaries(spec, cells, out)
+    return out
+
+
+def _cell_done(path: Path) -> bool:
+    """A cell file that exists and parses (a corrupt one is recomputed)."""
+    try:
+        json.loads(path.read_text())
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
+    """frontier.csv / frontier.json (every point), best.csv (best per N, d and size), plots."""
+    rows = []
+    for cell in cells:
+        for p in cell["frontier"]:
+            rows.append({"N": cell["N"], "d": cell["d"], "expr": p["expr"], "T_L": p["T_L"],
+                         "tau": float(Fraction(p["tau"])), "tau_exact": p["tau"],
+                         "schedule": p["schedule"], "verified": p["verified"]})
+    atomic_write(out / "frontier.csv", _csv(rows))
+    atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
+                                                   indent=1) + "\n")
+    best = []
+    for cell in cells:
+        for label, w in zip(spec.labels, spec.workloads):
+            pts = cell["frontier"]
+            times = [w.allreduce_time(p["T_L"], float(Fraction(p["tau"]))) for p in pts]
+            i = min(range(len(pts)), key=lambda j: (times[j], pts[j]["T_L"]))
+            best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
+                         "T_L": pts[i]["T_L"], "tau": float(Fraction(pts[i]["tau"])),
+                         "allreduce_time_s": times[i]})
+    atomic_write(out / "best.csv", _csv(best))
+
+    for k in sorted({c["d"] for c in cells}):
+        for label in spec.labels:
+            plot_best_per_n([b for b in best if b["d"] == k and b["size"] == label],
+                            out / f"best_d{k}_{label}.png", degree=k, size_label=label)
+
+
+def _csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""The command line: `topofinder search | score | export | sweep | catalog | bench`."""

@@ -1,0 +1,1 @@
+"""Compute back-ends: parallel map (joblib/loky or Dask) and the on-disk result cache."""

@@ -1,0 +1,71 @@
+"""On-disk cache of scores and verifications (DESIGN §11), keyed by the call's arguments and
+the code version, so that a repeated search is instant and a code change never serves stale
+results. Location: $TOPOFINDER_CACHE, else ~/.cache/topofinder. joblib.Memory writes entries
+atomically and recomputes an entry it cannot read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Callable
+
+import joblib
+
+PACKAGE = Path(__file__).resolve().parents[1]
+CATALOG = Path(str(files("topofinder.catalog_data")))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TOPOFINDER_CACHE") or Path.home() / ".cache" / "topofinder")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the package's source and the catalog data: part of every cache key."""
+    h = hashlib.sha256()
+    files = sorted(PACKAGE.rglob("*.py")) + sorted(CATALOG.glob("*.json"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _call(fn: Callable, version: str, args: tuple, options: dict):
+    return fn(*args, **options)
+
+
+@lru_cache(maxsize=4)
+def _memory_at(location: str) -> joblib.Memory:
+    return joblib.Memory(location, verbose=0)
+
+
+def _memory() -> joblib.Memory:
+    """The cache at the current location (it follows $TOPOFINDER_CACHE)."""
+    return _memory_at(str(cache_dir()))
+
+
+class Cached:
+    """``fn`` with its results cached on disk under (fn, positional arguments, code version);
+    keyword arguments are passed through but are not part of the key (use them for options
+    that do not change the result, such as the number of workers)."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self._memorized = _memory().cache(_call, ignore=["options"])
+
+    def __call__(self, *args, **options):
+        return self._memorized(self.fn, code_version(), args, options)
+
+
+def cached(fn: Callable, use_cache: bool = True) -> Callable:
+    """``fn`` itself when caching is off, else its disk-cached version."""
+    return Cached(fn) if use_cache else fn
+
+
+def clear() -> None:
+    """Remove every cached entry."""
+    _memory().clear(warn=False)

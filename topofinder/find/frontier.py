@@ -1,0 +1,108 @@
+"""`topofinder search`: the whole pipeline for one (N, d) — DESIGN §9 steps 1–6.
+
+generate (bases at every reachable size) → expand (predicted, Pareto-pruned per size) →
+verify (build, replay, T_B^FC, all-to-all; in parallel) → frontier → rank for a workload.
+Scores and verifications are cached on disk (topofinder.compute.cache), so a repeated search is fast.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable
+
+from topofinder.find import growth as finder
+from topofinder.find.bases import base_expressions
+from topofinder.compute.cache import cached
+from topofinder.find.growth import Candidate
+from topofinder.compute.parallel import run_parallel
+from topofinder.find.recipe import base as base_recipe
+from topofinder.find.verify import score_base, verify_candidate
+
+
+def _candidate_from_score(s: dict) -> Candidate:
+    return Candidate(base_recipe(s["expr"], s["source"]), s["N"], s["d"], s["T_L"],
+                     Fraction(s["tau"]), exact=True, bidirectional=s["bidirectional"],
+                     reverse_symmetric=s["reverse_symmetric"],
+                     bfb_bw_optimal=s["bfb_bw_optimal"], lg_exact=s["lg_exact"],
+                     loop_free=s["loop_free"])
+
+
+#: Frontier points are verified in parallel while N²·d stays below this. A schedule's memory
+#: grows with N² (every node receives every shard) times the pieces shards are split into; two
+#: N = 4096, d = 16 verifications at once exceeded 24 GiB, one N = 4096, d = 4 pair used 8 GB.
+PARALLEL_VERIFY_LIMIT = 4096 * 4096 * 4
+
+#: Per-process memos. A size's frontier does not depend on the target, and one search — or a
+#: worker serving many sweep cells — meets the same sizes and bases again and again.
+_SCORES: dict[tuple[str, str], dict | None] = {}
+_FRONTIERS: dict[tuple[int, int], tuple[float, list[Candidate]]] = {}
+
+
+def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
+    """Score every (expression, source) not scored yet in this process, in parallel."""
+    todo = [p for p in dict.fromkeys(pairs) if p not in _SCORES]
+    if todo:
+        results = run_parallel(cached(score_base, use_cache), todo, jobs=jobs,
+                               progress=progress, label="scoring bases")
+        _SCORES.update(zip(todo, results))
+
+
+def _scored(pairs) -> list[Candidate]:
+    return [_candidate_from_score(_SCORES[p]) for p in pairs if _SCORES[p] is not None]
+
+
+def _state_frontier(state: tuple[int, int], use_cache: bool,
+                    limit: float = float("inf")) -> list[Candidate]:
+    """The Pareto frontier of one size (n, k), exact for every candidate with T_L < ``limit``
+    (only candidates with no more steps can dominate those): its own bases, plus expansions of
+    smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
+    limit it was computed for; a request with a higher limit recomputes."""
+    known = _FRONTIERS.get(state)
+    if known is not None and known[0] >= limit:
+        return known[1]
+    pairs = base_expressions(*state)
+    _score_bases(pairs, 1, use_cache, None)
+    own = _scored(pairs)
+    # the size's own BW-optimal point dominates everything with as many steps: a tighter limit
+    # for the expansions, and the frontier stays exact below the requested limit
+    effective = min(limit, finder.bandwidth_cutoff(own, state[0]))
+    ops = finder.useful_ops(*state, effective)
+    frontiers = {}
+    for op in ops:
+        for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
+            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit)
+    frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
+    _FRONTIERS[state] = (limit, frontier)
+    return frontier
+
+
+def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
+                       use_cache: bool = True, progress: Callable | None = None
+                       ) -> list[Candidate]:
+    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
+    more than one job the bases of every reachable size are scored in parallel up front;
+    otherwise sizes are visited lazily and only where they can matter."""
+    own = base_expressions(n, d)
+    extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
+    if jobs != 1:
+        states = [s for s in finder.reachable_states(n, d) if s not in _FRONTIERS]
+        _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
+                     use_cache, progress)
+    _score_bases(extra, 1, use_cache, None)
+    final = _state_frontier((n, d), use_cache) + _scored(extra)
+    if bidirectional:
+        final = [c for c in final if c.bidirectional]
+    return finder.pareto(final, with_flags=False)
+
+
+def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
+                      jobs: int | None = None, use_cache: bool = True,
+                      progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
+    """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
+    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
+    if n * n * d > PARALLEL_VERIFY_LIMIT:
+        jobs = 1                          # one multi-gigabyte schedule in memory at a time
+    verified = run_parallel(cached(verify_candidate, use_cache),
+                            [(c, full_alltoall) for c in predicted], jobs=jobs,
+                            progress=progress, label="verifying frontier")
+    return list(zip(predicted, verified))

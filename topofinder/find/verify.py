@@ -1,0 +1,157 @@
+"""Scoring bases and verifying frontier points (DESIGN §9 steps 2 and 5).
+
+``score_base`` scores one base topology exactly (BFB scorer, or a catalog entry's stored
+schedule). ``build_schedule`` follows a recipe to the real topology and allgather schedule;
+``verify_candidate`` builds it, replays it with the independent validator, and adds diameter,
+ForestColl's T_B^FC and the all-to-all throughput. Numbers reported by `search` come from here,
+never from the predictions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from topofinder.score import bfb
+from topofinder.families import catalog
+from topofinder.expand import schedules as xs
+from topofinder.model.operations import (
+    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
+)
+from topofinder.families.build import parse
+from topofinder.find.recipe import Recipe
+from topofinder.model.schedule import StepSchedule, validate
+from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.topology import Topology
+from topofinder.score.alltoall import alltoall_summary, concurrent_flow
+from topofinder.score.forestcoll import throughput_optimum
+from topofinder.model.schedule import allreduce, reduce_scatter
+
+#: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
+#: many variables, else only the certified hop-count upper bound (f reported as None); when the
+#: workload ranks by all-to-all, the full LP (3) within ALLTOALL_TOLERANCE, certified
+ALLTOALL_MAX_VARIABLES = 10_000
+
+#: Largest N²·d whose schedule is built and replayed: a replayed allgather has up to ~N²·d
+#: sends (48 bytes each, several times that while replaying), so N = 4096, d = 16 (2.7e8)
+#: does not fit in 24 GiB; N = 4096, d = 4 (6.7e7) does. Beyond it a frontier point keeps its
+#: exact scored or theorem value and is marked unverified.
+REPLAY_LIMIT = 4096 * 4096 * 8
+ALLTOALL_TOLERANCE = 0.02
+
+
+def _simple(topo: Topology) -> bool:
+    """No self-loops and no parallel arcs."""
+    return topo.self_loops == 0 and topo.link_matrix.nnz == topo.num_arcs
+
+
+def _reverse_symmetric(topo: Topology) -> bool:
+    """Reverse symmetry when it is known or cheap to decide (small graphs); else False."""
+    if topo.bidirectional or topo.reverse_isomorphism is not None:
+        return topo.bidirectional or topo.is_reverse_symmetric()
+    return topo.n <= 32 and topo.is_reverse_symmetric()
+
+
+def score_base(expr: str, source: str) -> dict | None:
+    """Exact (T_L, τ) and expansion flags of one base; None when it is not usable (not
+    strongly connected, not regular)."""
+    if source == "catalog":
+        entry = catalog.load_entry(expr)
+        topo = catalog.catalog_topology(expr)
+        t_l, tau, lg_exact = entry["T_L"], Fraction(entry["tau"]), False
+    else:
+        topo = parse(expr)
+        if not topo.is_regular or not topo.strongly_connected:
+            return None
+        score = bfb.bfb_score(topo)
+        t_l, tau = score.T_L, score.tau
+        out_neighbours = topo.link_matrix.getnnz(axis=1)
+        lg_exact = bool(out_neighbours.min() > 1)
+    simple = _simple(topo)
+    return {"expr": expr, "source": source, "N": topo.n, "d": topo.degree, "T_L": int(t_l),
+            "tau": str(tau), "bidirectional": bool(topo.bidirectional),
+            "reverse_symmetric": _reverse_symmetric(topo),
+            "bfb_bw_optimal": source == "bfb" and simple and tau == Fraction(topo.n - 1, topo.n),
+            "lg_exact": lg_exact, "loop_free": topo.self_loops == 0}
+
+
+def build_topology(recipe: Recipe) -> Topology:
+    """The topology the recipe names, by the topology expansions alone (no schedule is built;
+    the same node numbering as `build_schedule`'s topology)."""
+    if recipe.op == "base":
+        return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
+                else parse(recipe.base_expr))
+    children = [build_topology(c) for c in recipe.children]
+    if recipe.op == "product":
+        return cartesian_product(*children)
+    if recipe.op == "line":
+        return line_graph(children[0])
+    if recipe.op == "degree":
+        return degree_expansion(children[0], recipe.k)
+    if recipe.op == "power":
+        return cartesian_power(children[0], recipe.k)
+    if recipe.op == "bi":
+        return bidirectional(children[0])
+    raise ValueError(f"unknown recipe op {recipe.op!r}")
+
+
+def build_schedule(recipe: Recipe) -> StepSchedule:
+    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6)."""
+    op = recipe.op
+    if op == "base":
+        if recipe.source == "catalog":
+            return catalog.catalog_schedule(recipe.base_expr)
+        return bfb.bfb_schedule(parse(recipe.base_expr))
+    if op == "product":
+        return bfb.bfb_schedule(build_topology(recipe))
+    child = build_schedule(recipe.children[0])
+    if op == "line":
+        return xs.line_graph_schedule(child)
+    if op == "degree":
+        return xs.degree_schedule(child, recipe.k)
+    if op == "power":
+        return xs.power_schedule(child, recipe.k)
+    if op == "bi":
+        return xs.bidirectional_schedule(child)
+    raise ValueError(f"unknown recipe op {op!r}")
+
+
+def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
+    """Build, replay and score one candidate: the verified numbers of a frontier point (above
+    REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
+    All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
+    bound only) unless ``full_alltoall``."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
+        topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
+                                    candidate.tau, False)
+    else:
+        schedule = build_schedule(candidate.recipe)
+        validate(schedule)
+        topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
+    fc = throughput_optimum(topo)
+    a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
+    if full_alltoall and a2a["alltoall_f"] is None:
+        result = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
+        a2a.update(alltoall_f=result.f, alltoall_f_upper=result.upper_bound,
+                   alltoall_method=result.method)
+    return {"expr": candidate.expr, "T_L": t_l, "tau": str(tau), "verified": verified,
+            "schedule": candidate.recipe.method, "diameter": topo.diameter,
+            "bidirectional": bool(topo.bidirectional),
+            "moore_T_L": moore_bound_steps(topo.n, topo.degree),
+            "tau_fc": float(fc.tau), "tau_fc_exact": str(fc.tau),
+            "alltoall_f": a2a["alltoall_f"], "alltoall_upper": a2a["alltoall_f_upper"],
+            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"]}
+
+
+def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
+    """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter by
+    Thm 2 (reverse-symmetric G with a known isomorphism) or else by BFB on G^T reversed
+    (Thm 1); the allreduce as reduce-scatter then allgather (Appendix B)."""
+    allgather = build_schedule(recipe)
+    if collective == "allgather":
+        return allgather
+    g = allgather.topology
+    if g.bidirectional or g.reverse_isomorphism is not None:
+        rs = reduce_scatter(allgather)
+    else:
+        rs = bfb.bfb_schedule(g, collective="reduce-scatter")
+    return rs if collective == "reduce-scatter" else allreduce(rs, allgather)

@@ -1,0 +1,423 @@
+"""Step schedules: data model, T_L and T_B from the sends, independent replay validation,
+reverse / reduce-scatter / allreduce, chunk refinement and JSON (DESIGN §1, §10; paper 001 §3,
+Appendix B, E.2).
+
+A send ``(t, v, lo, hi, u, w)`` means: at comm step t (1-based) node u sends chunks [lo, hi) of
+v's shard to its out-neighbour w; every shard is cut into ``shard_chunks`` = P equal chunks.
+
+Semantics checked by :func:`validate` (written independently of every generator):
+
+- allgather: u may send only chunks it held before step t (its own shard, or chunks received at
+  steps < t); at the end every node holds every chunk of every shard.
+- reduce-scatter: every node starts with its own contribution to every chunk of every shard. A
+  send moves u's partial sum of those chunks (everything u holds for them) to w, which adds it to
+  its own; u then holds nothing for them until it receives again. u may send only chunks it holds
+  a non-empty partial for, and a chunk at most once per step. At the end node v holds, for every
+  chunk of its shard v, the reduction of all N contributions, each exactly once (partials are
+  moved, never copied, so reaching N contributions means each counted once).
+- allreduce: steps 1..reduce_steps are a reduce-scatter, the remaining steps an allgather.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from math import lcm
+
+import numpy as np
+
+from topofinder.errors import TopofinderError
+from topofinder.model.topology import Topology
+
+COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
+_MAX_REPLAY_CELLS = 400_000_000   # node × chunk-segment states a replay may hold in memory
+
+
+class ScheduleError(TopofinderError):
+    """A schedule that is malformed or does not perform its collective."""
+
+
+@dataclass(frozen=True, eq=False)
+class StepSchedule:
+    """A step schedule on ``topology``.
+
+    ``sends``: int64 array (S, 6), rows (t, v, lo, hi, u, w). ``shard_chunks``: P.
+    ``collective``: "allgather", "reduce-scatter" or "allreduce" (then ``reduce_steps`` leading
+    steps are the reduce-scatter phase). ``method``: how it was built ("bfb", "line-graph", ...).
+    """
+
+    topology: Topology
+    shard_chunks: int
+    sends: np.ndarray
+    collective: str = "allgather"
+    method: str = ""
+    reduce_steps: int = 0
+
+    def __post_init__(self):
+        sends = np.asarray(self.sends, dtype=np.int64)   # taken over (made read-only)
+        if sends.size == 0:
+            sends = sends.reshape(0, 6)
+        if sends is self.sends and sends.flags.writeable and sends.base is not None:
+            sends = sends.copy()                     # a view: do not freeze its owner
+        if sends.ndim != 2 or sends.shape[1] != 6:
+            raise ScheduleError(f"sends must be an (S, 6) array of (t, v, lo, hi, u, w) rows, "
+                                f"got shape {sends.shape}")
+        sends.setflags(write=False)
+        object.__setattr__(self, "sends", sends)
+        if int(self.shard_chunks) != self.shard_chunks or self.shard_chunks < 1:
+            raise ScheduleError(f"shard_chunks must be a positive integer, got {self.shard_chunks}")
+        object.__setattr__(self, "shard_chunks", int(self.shard_chunks))
+        if self.collective not in COLLECTIVES:
+            raise ScheduleError(f"collective {self.collective!r} is not one of "
+                                f"{', '.join(COLLECTIVES)}")
+        if self.collective != "allreduce" and self.reduce_steps:
+            raise ScheduleError("reduce_steps applies to allreduce schedules only")
+
+    # ---- cost --------------------------------------------------------------------------
+    @property
+    def num_sends(self) -> int:
+        return int(self.sends.shape[0])
+
+    @property
+    def num_steps(self) -> int:
+        """T_L in steps: the largest step index (0 for an empty schedule)."""
+        return int(self.sends[:, 0].max()) if self.num_sends else 0
+
+    @cached_property
+    def step_loads(self) -> tuple[Fraction, ...]:
+        """For t = 1..num_steps: max over links (u, w) of load_t(u, w) / cap(u, w), in chunks
+        per unit of link capacity (a k-fold multi-arc has capacity k)."""
+        s = self.sends
+        steps = self.num_steps
+        if not steps:
+            return ()
+        n = self.topology.n
+        t, lo, hi, u, w = s[:, 0], s[:, 2], s[:, 3], s[:, 4], s[:, 5]
+        if t.min() < 1 or u.min() < 0 or w.min() < 0 or max(u.max(), w.max()) >= n:
+            raise ScheduleError("sends name a step < 1 or a node outside the topology; "
+                                "run validate() for details")
+        key = (t * n + u) * n + w                        # sorted keys are sorted by step
+        uniq, inv = np.unique(key, return_inverse=True)
+        # integer chunk counts: float sums of integers are exact below 2^53
+        load = np.rint(np.bincount(inv.reshape(-1), weights=(hi - lo).astype(np.float64)))
+        load = load.astype(np.int64)
+        lt, lu, lw = uniq // (n * n), (uniq // n) % n, uniq % n
+        cap = link_capacity(self.topology, lu, lw)
+        if np.any(cap == 0):
+            raise ScheduleError("a send uses a missing arc; run validate() for details")
+        # exact max of load/cap per step: scale every ratio to the common denominator lcm(cap)
+        common = int(np.lcm.reduce(np.unique(cap)))
+        scaled = load * (common // cap)
+        starts = np.searchsorted(lt, np.arange(1, steps + 2))
+        out = []
+        for step in range(steps):
+            a, b = starts[step], starts[step + 1]
+            out.append(Fraction(int(scaled[a:b].max()), common) if b > a else Fraction(0))
+        return tuple(out)
+
+    @property
+    def tau(self) -> Fraction:
+        """T_B in units of M/B: Σ_t max_link load_t/cap · d/(N·P) (DESIGN §1); the
+        BW-optimal allgather has τ = (N−1)/N."""
+        d, n = self.topology.degree, self.topology.n
+        return sum(self.step_loads, Fraction(0)) * Fraction(d, n * self.shard_chunks)
+
+    # ---- serialisation (DESIGN §10) ----------------------------------------------------
+    def to_dict(self) -> dict:
+        doc = {"collective": self.collective, "topology": self.topology.expr,
+               "num_nodes": self.topology.n, "shard_chunks": self.shard_chunks,
+               "method": self.method, "num_steps": self.num_steps,
+               "tau_exact": _frac_str(self.tau)}
+        if self.collective == "allreduce":
+            doc["reduce_scatter_steps"] = self.reduce_steps
+        doc["sends"] = self.sends.tolist()
+        return doc
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, doc, topology: Topology) -> "StepSchedule":
+        """From a JSON string or dict of :meth:`to_dict` shape, on ``topology`` (the document's
+        ``topology`` field names it; :func:`topofinder.load_schedule` builds it from there)."""
+        if isinstance(doc, (str, bytes)):
+            try:
+                doc = json.loads(doc)
+            except json.JSONDecodeError as exc:
+                raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ScheduleError("a schedule JSON document must be an object")
+        missing = [k for k in ("collective", "shard_chunks", "sends") if k not in doc]
+        if missing:
+            raise ScheduleError(f"schedule JSON lacks {', '.join(missing)}")
+        if "num_nodes" in doc and int(doc["num_nodes"]) != topology.n:
+            raise ScheduleError(f"schedule is for {doc['num_nodes']} nodes, the topology has "
+                                f"{topology.n}")
+        return cls(topology, int(doc["shard_chunks"]), np.array(doc["sends"], dtype=np.int64),
+                   collective=doc["collective"], method=doc.get("method", ""),
+                   reduce_steps=int(doc.get("reduce_scatter_steps", 0)))
+
+
+def _frac_str(x: Fraction) -> str:
+    return f"{x.numerator}/{x.denominator}"
+
+
+def link_capacity(topo: Topology, u, w) -> np.ndarray:
+    """Summed capacity of the arcs u→w for arrays u, w (0 where there is none; self-loops
+    carry nothing)."""
+    lm = topo.link_matrix.tocoo()
+    keys = lm.row.astype(np.int64) * topo.n + lm.col
+    order = np.argsort(keys)
+    keys, caps = keys[order], lm.data[order].astype(np.int64)
+    q = np.asarray(u, np.int64) * topo.n + np.asarray(w, np.int64)
+    if keys.size == 0:
+        return np.zeros(q.shape, np.int64)
+    idx = np.minimum(np.searchsorted(keys, q), keys.size - 1)
+    return np.where(keys[idx] == q, caps[idx], 0)
+
+
+# ---- validation ------------------------------------------------------------------------
+def validate(schedule: StepSchedule) -> None:
+    """Replay ``schedule`` and raise ScheduleError naming the first violation (DESIGN §1,
+    Appendix B): malformed rows, out-of-range chunks, missing arcs, sends of unheld chunks,
+    incomplete collectives."""
+    s, topo, p = schedule.sends, schedule.topology, schedule.shard_chunks
+    _check_rows(s, topo, p)
+    if schedule.collective == "allgather":
+        _replay_allgather(s, topo.n, p)
+    elif schedule.collective == "reduce-scatter":
+        _replay_reduce_scatter(s, topo.n, p)
+    else:
+        r = schedule.reduce_steps
+        first = s[:, 0] <= r
+        try:
+            _replay_reduce_scatter(s[first], topo.n, p)
+        except ScheduleError as exc:
+            raise ScheduleError(f"allreduce, reduce-scatter phase: {exc}") from None
+        second = s[~first].copy()
+        second[:, 0] -= r
+        try:
+            _replay_allgather(second, topo.n, p)
+        except ScheduleError as exc:
+            raise ScheduleError(f"allreduce, allgather phase (steps shifted by {r}): "
+                                f"{exc}") from None
+
+
+def _describe(row) -> str:
+    t, v, lo, hi, u, w = (int(x) for x in row)
+    return f"step {t}: node {u} sends chunks [{lo},{hi}) of node {v}'s shard to node {w}"
+
+
+def _check_rows(s: np.ndarray, topo: Topology, p: int) -> None:
+    n = topo.n
+    if s.shape[0] == 0:
+        return
+    t, v, lo, hi, u, w = s.T
+    checks = [
+        (t < 1, "steps are numbered from 1"),
+        ((v < 0) | (v >= n) | (u < 0) | (u >= n) | (w < 0) | (w >= n),
+         f"a node outside 0..{n - 1}"),
+        ((lo < 0) | (hi > p), f"chunk range outside [0, {p})"),
+        (lo >= hi, "an empty chunk range (need lo < hi)"),
+    ]
+    bad_any = np.zeros(s.shape[0], bool)
+    for mask, _ in checks:
+        bad_any |= mask
+    ok = ~bad_any
+    cap = np.zeros(s.shape[0], np.int64)
+    cap[ok] = link_capacity(topo, u[ok], w[ok])
+    checks.append((ok & (cap == 0), f"no arc u→w in {topo.expr}"))
+    bad_any |= checks[-1][0]
+    if bad_any.any():
+        cand = np.flatnonzero(bad_any)
+        i = cand[np.lexsort((cand, t[cand]))[0]]
+        reason = next(msg for mask, msg in checks if mask[i])
+        raise ScheduleError(f"{_describe(s[i])}: {reason}")
+
+
+class _Segments:
+    """Chunk ranges refined per shard: every lo/hi of a shard's sends is a breakpoint, so each
+    send covers whole segments and all nodes share the segmentation of a shard."""
+
+    def __init__(self, s: np.ndarray, n: int, p: int):
+        self.n, self.p = n, p
+        base = np.arange(n, dtype=np.int64) * (p + 1)
+        v, lo, hi = s[:, 1], s[:, 2], s[:, 3]
+        codes = np.unique(np.concatenate([base, base + p, v * (p + 1) + lo, v * (p + 1) + hi]))
+        self.codes = codes
+        self.shard = codes // (p + 1)
+        self.pos = codes % (p + 1)
+        self.real = self.pos < p          # the point at position P starts no segment
+        self.g = codes.size
+        if n * self.g > _MAX_REPLAY_CELLS:
+            raise TopofinderError(f"schedule too large to replay: {n} nodes × {self.g} chunk "
+                                  f"segments exceeds {_MAX_REPLAY_CELLS} states")
+
+    def ranges(self, s: np.ndarray):
+        """Segment index ranges [a, b) covered by each send's chunk range."""
+        v = s[:, 1] * (self.p + 1)
+        return (np.searchsorted(self.codes, v + s[:, 2]),
+                np.searchsorted(self.codes, v + s[:, 3]))
+
+    @staticmethod
+    def expand(a: np.ndarray, b: np.ndarray):
+        """Concatenated aranges a[i]..b[i]-1 and the owning row of each element."""
+        lens = b - a
+        owner = np.repeat(np.arange(a.size), lens)
+        starts = np.cumsum(lens) - lens
+        idx = np.arange(owner.size) - np.repeat(starts - a, lens)
+        return idx, owner, starts
+
+
+def _replay_allgather(s: np.ndarray, n: int, p: int) -> None:
+    seg = _Segments(s, n, p)
+    never = np.iinfo(np.int64).max
+    arrival = np.full((n, seg.g), never, np.int64)   # first step after which a node holds it
+    arrival[seg.shard, np.arange(seg.g)] = 0
+    if s.shape[0]:
+        a, b = seg.ranges(s)
+        idx, owner, starts = seg.expand(a, b)
+        t, u, w = s[:, 0], s[:, 4], s[:, 5]
+        flat = arrival.reshape(-1)
+        np.minimum.at(flat, w[owner] * seg.g + idx, t[owner])
+        held_at = flat[u[owner] * seg.g + idx]
+        latest = np.maximum.reduceat(held_at, starts)
+        bad = np.flatnonzero(latest >= t)
+        if bad.size:
+            i = bad[np.lexsort((bad, t[bad]))[0]]
+            own = np.flatnonzero(owner == i)
+            k = idx[own[np.argmax(held_at[own] >= t[i])]]
+            raise ScheduleError(f"{_describe(s[i])}, but node {int(u[i])} does not hold chunk "
+                                f"{int(seg.pos[k])} of that shard before step {int(t[i])}")
+    missing = (arrival == never) & seg.real[None, :]
+    if missing.any():
+        x, k = np.argwhere(missing)[0]
+        raise ScheduleError(f"incomplete allgather: node {int(x)} never receives chunk "
+                            f"{int(seg.pos[k])} of node {int(seg.shard[k])}'s shard")
+
+
+def _replay_reduce_scatter(s: np.ndarray, n: int, p: int) -> None:
+    seg = _Segments(s, n, p)
+    count = np.ones((n, seg.g), np.int64)     # contributions in each node's partial sum
+    flat = count.reshape(-1)
+    if s.shape[0]:
+        s = s[np.argsort(s[:, 0], kind="stable")]
+        a, b = seg.ranges(s)
+        steps, first = np.unique(s[:, 0], return_index=True)
+        bounds = np.append(first, s.shape[0])
+        for j in range(steps.size):
+            rows = np.arange(bounds[j], bounds[j + 1])
+            sub = s[rows]
+            idx, owner, _ = seg.expand(a[rows], b[rows])
+            src = sub[owner, 4] * seg.g + idx
+            dst = sub[owner, 5] * seg.g + idx
+            vals = flat[src]
+            empty = np.flatnonzero(vals == 0)
+            if empty.size:
+                e = empty[0]
+                raise ScheduleError(
+                    f"{_describe(sub[owner[e]])}, but node {int(sub[owner[e], 4])} holds no "
+                    f"partial sum of chunk {int(seg.pos[idx[e]])} then (already sent on)")
+            uniq, first_i, times = np.unique(src, return_index=True, return_counts=True)
+            if np.any(times > 1):
+                e = first_i[np.argmax(times > 1)]
+                raise ScheduleError(
+                    f"{_describe(sub[owner[e]])}, but it sends chunk {int(seg.pos[idx[e]])} "
+                    f"of that shard more than once in step {int(sub[0, 0])} (its "
+                    f"contributions would be counted twice)")
+            flat[src] = 0
+            np.add.at(flat, dst, vals)
+    own = count[seg.shard, np.arange(seg.g)]
+    short = np.flatnonzero(seg.real & (own != n))
+    if short.size:
+        k = short[0]
+        raise ScheduleError(f"incomplete reduce-scatter: node {int(seg.shard[k])} ends with "
+                            f"{int(own[k])} of {n} contributions to chunk {int(seg.pos[k])} "
+                            f"of its shard")
+
+
+# ---- transformations ---------------------------------------------------------------------
+def reverse(schedule: StepSchedule, topology: Topology | None = None) -> StepSchedule:
+    """The reverse schedule A^T on G^T (Def 5, Thm 1 of paper 001): ((v,C),(u,w),T−t+1) for
+    every ((v,C),(w,u),t); an allgather becomes a reduce-scatter and vice versa.
+    ``topology``: a name for G^T (must have the arcs of the transpose); default transpose()."""
+    if schedule.collective == "allreduce":
+        raise ScheduleError("reverse applies to allgather and reduce-scatter schedules")
+    gt = schedule.topology.transpose()
+    if topology is not None:
+        if not topology.same_arcs(gt):
+            raise ScheduleError(f"{topology.expr} is not the transpose of "
+                                f"{schedule.topology.expr}")
+        gt = topology
+    s = schedule.sends
+    out = np.stack([schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
+                    s[:, 4]], axis=1)
+    other = "reduce-scatter" if schedule.collective == "allgather" else "allgather"
+    return StepSchedule(gt, schedule.shard_chunks, out, collective=other,
+                        method=schedule.method)
+
+
+def relabel(schedule: StepSchedule, perm, topology: Topology) -> StepSchedule:
+    """Schedule isomorphism f(A) (Def 7): node x becomes perm[x]; ``topology`` is f(G)."""
+    perm = np.asarray(perm, np.int64)
+    src = Topology(topology.n, perm[schedule.topology.src], perm[schedule.topology.dst],
+                   capacity=schedule.topology.capacity, bidirectional=False)
+    if not topology.same_arcs(src):
+        raise ScheduleError(f"the permutation does not map {schedule.topology.expr} onto "
+                            f"{topology.expr}")
+    s = schedule.sends
+    out = np.stack([s[:, 0], perm[s[:, 1]], s[:, 2], s[:, 3], perm[s[:, 4]], perm[s[:, 5]]],
+                   axis=1)
+    return StepSchedule(topology, schedule.shard_chunks, out, collective=schedule.collective,
+                        method=schedule.method, reduce_steps=schedule.reduce_steps)
+
+
+def reduce_scatter(allgather: StepSchedule, topology: Topology | None = None) -> StepSchedule:
+    """A reduce-scatter with the same T_L and T_B as ``allgather`` (Appendix B).
+
+    With ``topology`` = G: ``allgather`` must run on G^T and is reversed (Thm 1). Without it,
+    the reduce-scatter runs on G = allgather.topology, which must be reverse-symmetric with a
+    known isomorphism (bidirectional: the identity; else ``reverse_isomorphism`` p, an
+    isomorphism G^T → G), and is f(A^T) (Thm 2)."""
+    if allgather.collective != "allgather":
+        raise ScheduleError(f"reduce_scatter needs an allgather schedule, got "
+                            f"{allgather.collective}")
+    if topology is not None:
+        return reverse(allgather, topology)
+    g = allgather.topology
+    if g.bidirectional:
+        return reverse(allgather, g)
+    if g.reverse_isomorphism is None:
+        raise ScheduleError(f"{g.expr} has no known reverse isomorphism: build the allgather "
+                            f"on its transpose and pass topology=G (Thm 1)")
+    return relabel(reverse(allgather), g.reverse_isomorphism, g)
+
+
+def refine(schedule: StepSchedule, factor: int) -> StepSchedule:
+    """The same schedule with every chunk cut into ``factor`` equal chunks (P → factor·P)."""
+    s = schedule.sends.copy()
+    s[:, 2:4] *= int(factor)
+    return StepSchedule(schedule.topology, schedule.shard_chunks * int(factor), s,
+                        collective=schedule.collective, method=schedule.method,
+                        reduce_steps=schedule.reduce_steps)
+
+
+def allreduce(reduce_scatter_schedule: StepSchedule,
+              allgather: StepSchedule) -> StepSchedule:
+    """Allreduce = reduce-scatter then allgather on the same topology (paper 001 §3): steps of
+    the allgather follow the reduce-scatter's; P = lcm of both chunk counts; T_L and τ add."""
+    rs, ag = reduce_scatter_schedule, allgather
+    if rs.collective != "reduce-scatter" or ag.collective != "allgather":
+        raise ScheduleError("allreduce needs a reduce-scatter and an allgather schedule")
+    if not rs.topology.same_arcs(ag.topology):
+        raise ScheduleError(f"allreduce phases run on different topologies "
+                            f"({rs.topology.expr}, {ag.topology.expr})")
+    p = lcm(rs.shard_chunks, ag.shard_chunks)
+    rs, ag = refine(rs, p // rs.shard_chunks), refine(ag, p // ag.shard_chunks)
+    second = ag.sends.copy()
+    second[:, 0] += rs.num_steps
+    method = rs.method if rs.method == ag.method else f"{rs.method}+{ag.method}"
+    return StepSchedule(ag.topology, p, np.concatenate([rs.sends, second]),
+                        collective="allreduce", method=method, reduce_steps=rs.num_steps)

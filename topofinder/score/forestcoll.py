@@ -1,0 +1,493 @@
+"""ForestColl (paper 002 §4–5, Appendix E; DESIGN §7): the exact allgather throughput optimum
+of a direct-connect topology, its bottleneck cut, and spanning out-tree schedules reaching it.
+
+Units: link capacities C(u,w) in units of b (multi-arcs summed, self-loops carry nothing);
+B = d·b with d = topology.degree. With ratio* = max_{∅≠S⊊V} |S| / C⁺(S) (optimality (⋆)),
+
+    T_B^FC = (M/N)·ratio*/b = (d/N)·ratio*   [M/B].
+
+Every node is a compute node (direct-connect: no switches, so no edge splitting, §5.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import gcd
+
+import numpy as np
+from ortools.graph.python import max_flow
+from scipy.sparse.csgraph import connected_components
+
+from topofinder.errors import TopofinderError
+from topofinder.model.topology import Topology
+from topofinder.score.trees import Tree, TreeSchedule
+
+
+# ---- links and the max-flow oracle --------------------------------------------------------
+def _links(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merged links (src, dst, capacity in b) with self-loops dropped; strongly connected
+    or TopofinderError (some cut would have no exiting capacity: allgather impossible)."""
+    m = topo.link_matrix
+    ncomp, _ = connected_components(m, directed=True, connection="strong")
+    if ncomp != 1:
+        raise TopofinderError(f"{topo.expr} is not strongly connected: some nodes can never "
+                              "receive every shard, so no allgather throughput exists")
+    coo = m.tocoo()
+    return (coo.row.astype(np.int32), coo.col.astype(np.int32), coo.data.astype(np.int64))
+
+
+def _cut_capacity(members: np.ndarray, src, dst, cap) -> int:
+    """C⁺(S) for a boolean membership vector."""
+    return int(cap[members[src] & ~members[dst]].sum())
+
+
+class _RootedOracle:
+    """The auxiliary network G_x of 002 App. E.1: super-source s = N with an arc s→u of
+    capacity x to every node. Theorem 1: min_v F(s, v) ≥ N·x iff x·|S| ≤ C⁺(S) for all S.
+    Capacities are kept integral by scaling (arcs ``link_scale``·C, source arcs ``x_num``)."""
+
+    def __init__(self, n: int, src, dst, cap):
+        self.n, self.cap = n, cap
+        self.mf = max_flow.SimpleMaxFlow()
+        self.mf.add_arcs_with_capacity(src, dst, cap)
+        self.mf.add_arcs_with_capacity(np.full(n, n, np.int32), np.arange(n, dtype=np.int32),
+                                       np.zeros(n, np.int64))
+        self._link_arcs = np.arange(cap.size, dtype=np.int32)
+        self._source_arcs = np.arange(cap.size, cap.size + n, dtype=np.int32)
+        self.solves = 0
+        self.need = 0
+
+    def set_capacities(self, link_caps: np.ndarray, source_cap: int) -> None:
+        self.mf.set_arcs_capacity(self._link_arcs, np.asarray(link_caps, np.int64))
+        self.mf.set_arcs_capacity(self._source_arcs, np.full(self.n, source_cap, np.int64))
+        self.need = self.n * source_cap
+
+    def violated_cut(self, v: int) -> np.ndarray | None:
+        """None if F(s, v) ≥ N·x, else the source side S ∌ v of a minimum s–v cut (it
+        maximises x·|S| − C⁺(S) over S ∌ v), as a boolean membership vector."""
+        status = self.mf.solve(self.n, v)
+        self.solves += 1
+        if status != self.mf.OPTIMAL:
+            raise RuntimeError(f"max-flow failed with status {status}")
+        if self.mf.optimal_flow() >= self.need:
+            return None
+        side = np.asarray(self.mf.get_source_side_min_cut(), np.int64)
+        members = np.zeros(self.n, bool)
+        members[side[side < self.n]] = True
+        return members
+
+    def feasible(self, nodes) -> bool:
+        return all(self.violated_cut(v) is None for v in nodes)
+
+
+def _bisect(lo: Fraction, hi: Fraction, feasible, resolution: Fraction):
+    """Shrink [lo, hi] (lo infeasible, hi feasible) by halving until it is narrower than
+    ``resolution`` (the bisection of paper 002 Algorithms 1 and 5)."""
+    while hi - lo >= resolution:
+        mid = (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo, hi
+
+
+def _probe_nodes(topo: Topology) -> range:
+    """Sinks whose max-flows decide Theorem 1: one node suffices when every node looks the
+    same (for any S, an automorphism moves a node outside S onto node 0)."""
+    return range(1) if topo.vertex_transitive else range(topo.n)
+
+
+# ---- the optimum ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Optimum:
+    """``ratio`` = max |S|/C⁺(S) = 1/x* (002 optimality (⋆), capacities in b); ``tau`` =
+    T_B^FC in M/B; ``cut`` a bottleneck cut S (sorted nodes) with ``cut_capacity`` = C⁺(S);
+    ``maxflows``: max-flow solves used."""
+
+    ratio: Fraction
+    tau: Fraction
+    cut: tuple[int, ...]
+    cut_capacity: int
+    maxflows: int
+
+    @property
+    def cut_size(self) -> int:
+        return len(self.cut)
+
+
+def throughput_optimum(topo: Topology) -> Optimum:
+    """Exact T_B^FC and a bottleneck cut by a Dinkelbach (Newton) iteration on Theorem 1.
+
+    Start from the best of the cuts V−{v} and {u}. For each sink v: solve F(s, v) at the
+    current ratio λ = p/q (x = q/p; arcs scaled by p); a deficit gives the cut S ∌ v that
+    maximises x|S| − C⁺(S), whose ratio |S|/C⁺(S) > λ becomes the new λ; repeat at v until
+    it passes. A sink that passes at λ passes at every larger λ, so each sink is settled
+    once and the final λ is exact.
+    """
+    src, dst, cap = _links(topo)
+    n = topo.n
+    in_cap = np.bincount(dst, cap, minlength=n).astype(np.int64)
+    out_cap = np.bincount(src, cap, minlength=n).astype(np.int64)
+    v_in, u_out = int(np.argmin(in_cap)), int(np.argmin(out_cap))
+    best = Fraction(n - 1, int(in_cap[v_in]))
+    cut = np.ones(n, bool)
+    cut[v_in] = False
+    if Fraction(1, int(out_cap[u_out])) > best:
+        best = Fraction(1, int(out_cap[u_out]))
+        cut = np.zeros(n, bool)
+        cut[u_out] = True
+    oracle = _RootedOracle(n, src, dst, cap)
+    current = None
+    for v in _probe_nodes(topo):
+        while True:
+            if current != best:
+                oracle.set_capacities(cap * best.numerator, best.denominator)
+                current = best
+            members = oracle.violated_cut(v)
+            if members is None:
+                break
+            ratio = Fraction(int(members.sum()), _cut_capacity(members, src, dst, cap))
+            if ratio <= best:
+                raise RuntimeError("max-flow deficit without a better cut")
+            best, cut = ratio, members
+    return Optimum(best, Fraction(topo.degree, n) * best, tuple(np.flatnonzero(cut).tolist()),
+                   _cut_capacity(cut, src, dst, cap), oracle.solves)
+
+
+def tau_fc(topo: Topology) -> Fraction:
+    """T_B^FC in M/B (exact)."""
+    return throughput_optimum(topo).tau
+
+
+def ratio_by_networkx_bisection(topo: Topology) -> Fraction:
+    """Baseline for the bench: Algorithm 1 of 002 as written — bisection on 1/x with one
+    networkx max-flow per sink (stopping at the first deficit), then the unique fraction with
+    denominator ≤ X = min_v B⁻(v) nearest the midpoint (App. E.1). Returns ratio*."""
+    import networkx as nx
+
+    src, dst, cap = _links(topo)
+    n = topo.n
+    x_max = int(np.bincount(dst, cap, minlength=n).min())
+    lo, hi = Fraction(n - 1, x_max), Fraction(n - 1)
+
+    def feasible(r: Fraction) -> bool:          # x = 1/r, everything scaled by r.numerator
+        g = nx.DiGraph()
+        for u, w, c in zip(src.tolist(), dst.tolist(), cap.tolist()):
+            g.add_edge(u, w, capacity=c * r.numerator)
+        for u in range(n):
+            g.add_edge("s", u, capacity=r.denominator)
+        return all(nx.maximum_flow_value(g, "s", v) >= n * r.denominator for v in range(n))
+
+    lo, hi = _bisect(lo, hi, feasible, Fraction(1, x_max * x_max))
+    return ((lo + hi) / 2).limit_denominator(x_max)
+
+
+# ---- trees per root and bandwidth per tree (App. E.1) ---------------------------------------
+@dataclass(frozen=True)
+class TreeParameters:
+    """k trees per root, each of bandwidth y (units of b), using U·C(e) trees on link e:
+    U/k = ratio*, U = p / gcd(q, {C(e)}) for ratio* = p/q (002 App. E.1)."""
+
+    U: Fraction
+    k: int
+    y: Fraction
+
+
+def tree_parameters(topo: Topology, optimum: Optimum | None = None) -> TreeParameters:
+    opt = optimum or throughput_optimum(topo)
+    _, _, cap = _links(topo)
+    p, q = opt.ratio.numerator, opt.ratio.denominator
+    g = gcd(q, *map(int, np.unique(cap)))
+    return TreeParameters(Fraction(p, g), q // g, Fraction(g, p))
+
+
+# ---- fixed k (App. E.4) ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FixedK:
+    """Best schedule with exactly k trees per root: link e carries ⌊U·C(e)⌋ trees; time
+    ``tau`` = (d/N)·U/k M/B; ``bound`` = Thm 13's (d/N)·(ratio* + 1/(k·min C)) ≥ tau."""
+
+    k: int
+    U: Fraction
+    tau: Fraction
+    bound: Fraction
+
+
+def _floor_caps(U: Fraction, cap: np.ndarray) -> np.ndarray:
+    return (cap * U.numerator) // U.denominator
+
+
+def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> FixedK:
+    """Algorithm 5 of 002: bisection on U in [(N−1)k / min B⁻, (N−1)k] with the oracle of
+    Theorem 3/12 (source arcs k, link e capacity ⌊U·C(e)⌋, need F(s,v) ≥ N·k), until the
+    range is below 1/X² (X = max C); then U* is the largest breakpoint j/C(e) ≤ the feasible
+    end (distinct breakpoints differ by ≥ 1/X², and feasibility only changes at them)."""
+    if not isinstance(k, int) or k < 1:
+        raise TopofinderError(f"fixed-k needs a positive integer number of trees per root, "
+                              f"got {k!r}")
+    src, dst, cap = _links(topo)
+    n = topo.n
+    opt = optimum or throughput_optimum(topo)
+    x_max = int(cap.max())
+    oracle = _RootedOracle(n, src, dst, cap)
+    nodes = _probe_nodes(topo)
+
+    def feasible(U: Fraction) -> bool:
+        oracle.set_capacities(_floor_caps(U, cap), k)
+        return oracle.feasible(nodes)
+
+    min_in = int(np.bincount(dst, cap, minlength=n).min())
+    lo = Fraction((n - 1) * k, min_in) - Fraction(1, 2 * x_max * x_max)   # below U*: infeasible
+    hi = Fraction((n - 1) * k)                                          # always feasible
+    lo, hi = _bisect(lo, hi, feasible, Fraction(1, x_max * x_max))
+    U = max(Fraction((hi.numerator * int(c)) // hi.denominator, int(c)) for c in np.unique(cap))
+    scale = Fraction(topo.degree, n)
+    return FixedK(k, U, scale * U / k, scale * (opt.ratio + Fraction(1, k * int(cap.min()))))
+
+
+# ---- spanning out-tree packing (App. E.3, Algorithm 4) ----------------------------------------
+class _Batch:
+    """m identical partial out-trees rooted at ``root``: vertex set ``members`` (R_i), tree
+    edges, hop depth of each member (−1 outside)."""
+
+    __slots__ = ("root", "m", "members", "size", "edges", "depth")
+
+    def __init__(self, root: int, m: int, n: int):
+        self.root, self.m, self.size, self.edges = root, m, 1, []
+        self.members = np.zeros(n, bool)
+        self.members[root] = True
+        self.depth = np.full(n, -1, np.int64)
+        self.depth[root] = 0
+
+    def copy(self, m: int) -> "_Batch":
+        c = _Batch.__new__(_Batch)
+        c.root, c.m, c.size, c.edges = self.root, m, self.size, list(self.edges)
+        c.members, c.depth = self.members.copy(), self.depth.copy()
+        return c
+
+
+class _Packer:
+    """Bérczi–Frank packing with batched trees: grow each batch R_1 by an arc (x, y),
+    x ∈ R_1, y ∉ R_1, on μ of its m copies, where (Thm 10 of 002)
+
+        μ = min{ g(x,y), m(R_1), F(x, y; D̄) − Σ_{i≠1} m(R_i) }
+
+    and D̄ is the remaining-capacity graph plus, for every other open batch R_i, a node s_i
+    with an arc x→s_i of capacity m(R_i) and arcs s_i→R_i of infinite capacity. Batches that
+    contain y (all completed ones among them) add exactly m(R_i) to F and are left out;
+    a singleton R_i = {r} needs no s_i (arc x→r). If μ < m the batch splits (μ copies take
+    the arc). Optional orbit budgets restrict the arc choice for the symmetric mode."""
+
+    def __init__(self, n, src, dst, g, prefer_low: bool, orbit=None, budget=None):
+        self.n, self.src, self.dst = n, src, dst
+        self.g = np.array(g, np.int64)
+        self.prefer_low = prefer_low
+        self.orbit, self.budget = orbit, budget
+        self.single = np.zeros(n, np.int64)      # Σ m of open singleton batches per root
+        self.multi: list[_Batch] = []            # open batches with > 1 member
+        self.maxflows = 0
+
+    def _open(self, b: _Batch) -> None:
+        if b.size == 1:
+            self.single[b.root] += b.m
+        else:
+            self.multi.append(b)
+
+    def _close(self, b: _Batch) -> None:
+        if b.size == 1:
+            self.single[b.root] -= b.m
+        else:
+            self.multi.remove(b)
+
+    def _mu(self, b: _Batch, e: int) -> int:
+        n, x, y = self.n, int(self.src[e]), int(self.dst[e])
+        live = self.g > 0
+        tails, heads, caps = [self.src[live]], [self.dst[live]], [self.g[live]]
+        single = self.single.copy()
+        single[y] = 0
+        minus = int(single.sum())
+        single[x] = 0
+        roots = np.flatnonzero(single).astype(np.int32)
+        tails.append(np.full(roots.size, x, np.int32)); heads.append(roots)
+        caps.append(single[roots])
+        others = [c for c in self.multi if not c.members[y]]
+        inf = int(self.g.sum()) + minus + sum(c.m for c in others) + 1
+        for i, c in enumerate(others):
+            aux = n + i
+            minus += c.m
+            mem = np.flatnonzero(c.members).astype(np.int32)
+            tails += [np.array([x], np.int32), np.full(mem.size, aux, np.int32)]
+            heads += [np.array([aux], np.int32), mem]
+            caps += [np.array([c.m], np.int64), np.full(mem.size, inf, np.int64)]
+        mf = max_flow.SimpleMaxFlow()
+        mf.add_arcs_with_capacity(np.concatenate(tails).astype(np.int32),
+                                  np.concatenate(heads).astype(np.int32),
+                                  np.concatenate(caps).astype(np.int64))
+        if mf.solve(x, y) != mf.OPTIMAL:
+            raise RuntimeError("max-flow failed while packing trees")
+        self.maxflows += 1
+        mu = min(int(self.g[e]), b.m, mf.optimal_flow() - minus)
+        if self.budget is not None:
+            mu = min(mu, int(self.budget[self.orbit[e]]))
+        return max(mu, 0)
+
+    def _choose(self, b: _Batch, failed: np.ndarray) -> int:
+        src, dst, g = self.src, self.dst, self.g
+        cand = b.members[src] & ~b.members[dst] & (g > 0) & ~failed
+        if self.budget is not None:
+            cand &= self.budget[self.orbit] > 0
+        idx = np.flatnonzero(cand)
+        if idx.size == 0:
+            return -1
+        depth, cap = b.depth[src[idx]], g[idx]
+        keys = [-cap, depth] if self.prefer_low else [depth, -cap]   # last key is primary
+        if self.budget is not None:
+            keys.append(-self.budget[self.orbit[idx]])
+        return int(idx[np.lexsort(keys)[0]])
+
+    def pack(self, roots, k: int) -> list[_Batch] | None:
+        """k trees per root (batched); None if the orbit budgets leave no usable arc."""
+        stack = [_Batch(int(r), k, self.n) for r in reversed(list(roots))]
+        for b in stack:
+            self._open(b)
+        done = []
+        while stack:
+            b = stack.pop()
+            self._close(b)
+            failed = np.zeros(self.src.size, bool)
+            while b.size < self.n:
+                e = self._choose(b, failed)
+                if e < 0:
+                    if self.budget is not None:
+                        return None
+                    raise RuntimeError("tree packing found no admissible arc "
+                                       "(the capacities do not admit k trees per root)")
+                mu = self._mu(b, e)
+                if mu == 0:
+                    failed[e] = True          # a tight cut stays tight while R_1 grows
+                    continue
+                if mu < b.m:
+                    rest = b.copy(b.m - mu)
+                    self._open(rest)
+                    stack.append(rest)
+                    b.m = mu
+                x, y = int(self.src[e]), int(self.dst[e])
+                b.edges.append((x, y))
+                b.members[y] = True
+                b.depth[y] = b.depth[x] + 1
+                b.size += 1
+                self.g[e] -= mu
+                if self.budget is not None:
+                    self.budget[self.orbit[e]] -= mu
+            done.append(b)
+        return done
+
+
+# ---- symmetry ------------------------------------------------------------------------------
+MAX_AUTO_TRANSLATION_NODES = 4096   # "auto" builds an N×N table of shifts; beyond, skip
+
+
+def cyclic_translations(n: int) -> np.ndarray:
+    """perms[c] = (i ↦ i + c mod n): the translations of a circulant's node numbering."""
+    return (np.arange(n)[None, :] + np.arange(n)[:, None]) % n
+
+
+def mixed_radix_translations(dims) -> np.ndarray:
+    """perms[c] = coordinate-wise addition of c's digits (row-major, last digit fastest):
+    the translations of Torus(dims...) and of Hypercube(n) (dims all 2)."""
+    dims = np.asarray(dims, np.int64)
+    n = int(np.prod(dims))
+    coords = np.stack(np.unravel_index(np.arange(n), dims), axis=1)
+    summed = (coords[:, None, :] + coords[None, :, :]) % dims
+    return np.ravel_multi_index(tuple(summed.reshape(-1, dims.size).T), dims).reshape(n, n)
+
+
+def _translation_orbits(n, src, dst, cap, perms) -> np.ndarray | None:
+    """If every perms[c] is an automorphism (capacities kept) with perms[c][0] = c, the orbit
+    of each link under the group: the link 0→t that perms[src] maps onto it. Else None."""
+    perms = np.asarray(perms, np.int64)
+    if perms.shape != (n, n) or not np.array_equal(perms[:, 0], np.arange(n)):
+        return None
+    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(n), (n, n))):
+        return None
+    key = src.astype(np.int64) * n + dst
+    order = np.argsort(key)
+    ref_key, ref_cap = key[order], cap[order]
+    for c in range(n):
+        mapped = perms[c, src] * n + perms[c, dst]
+        o = np.argsort(mapped)
+        if not (np.array_equal(mapped[o], ref_key) and np.array_equal(cap[o], ref_cap)):
+            return None
+    inverse = np.argsort(perms, axis=1)
+    return inverse[src, dst]
+
+
+def _symmetric_pack(n, src, dst, g, k, prefer_low, perms):
+    """Root-0 trees whose translates by ``perms`` stay within capacity: every link of an
+    orbit then carries what root 0's trees put on the whole orbit, so root 0 packs k trees
+    with a budget of g(orbit) per orbit (heuristic: None when the budgets get stuck)."""
+    orbit = _translation_orbits(n, src, dst, g, perms)
+    if orbit is None:
+        return None
+    budget = np.zeros(n, np.int64)
+    budget[orbit] = g
+    batches = _Packer(n, src, dst, g, prefer_low, orbit, budget).pack([0], k)
+    if batches is None:
+        return None
+    perms = np.asarray(perms, np.int64)
+    out = []
+    for b in batches:
+        e = np.asarray(b.edges, np.int64)
+        for c in range(n):
+            mapped = perms[c][e]
+            out.append((c, b.m, list(map(tuple, mapped.tolist()))))
+    return out
+
+
+def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
+              translations) -> TreeSchedule:
+    src, dst, _ = _links(topo)
+    n = topo.n
+    if isinstance(translations, str):
+        if translations != "auto":
+            raise TopofinderError(f"translations must be 'auto', None or an N×N array, "
+                                  f"got {translations!r}")
+        auto = topo.vertex_transitive and n <= MAX_AUTO_TRANSLATION_NODES
+        translations = cyclic_translations(n) if auto else None
+    trees, method = None, "berczi-frank"
+    if translations is not None:
+        trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
+        method = "translated"
+    if trees is None:
+        batches = _Packer(n, src, dst, g, prefer_low_trees).pack(range(n), k)
+        trees, method = [(b.root, b.m, b.edges) for b in batches], "berczi-frank"
+    return TreeSchedule(topo, [Tree(r, Fraction(m, k), edges) for r, m, edges in trees],
+                        method=method)
+
+
+def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
+                  translations="auto", optimum: Optimum | None = None) -> TreeSchedule:
+    """A tree schedule reaching T_B^FC exactly: k trees per root of weight m/k on the links'
+    U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
+
+    ``prefer_low_trees``: grow trees from their shallowest members first (a heuristic; the
+    minimum-height packing is NP-hard). ``translations``: "auto" (cyclic shifts for
+    vertex-transitive topologies), None, or an N×N array of automorphisms with
+    perms[c][0] = c; root 0's trees are then translated to every root when orbit budgets
+    allow it, otherwise all roots are packed."""
+    opt = optimum or throughput_optimum(topo)
+    params = tree_parameters(topo, opt)
+    _, _, cap = _links(topo)
+    g = cap * params.U.numerator // params.U.denominator
+    return _schedule(topo, g, params.k, prefer_low_trees, translations)
+
+
+def fixed_k_trees(topo: Topology, k: int, *, prefer_low_trees: bool = False,
+                  translations="auto") -> TreeSchedule:
+    """The best schedule with k trees per root (weights 1/k batched): packing on the link
+    capacities ⌊U*·C(e)⌋ of :func:`fixed_k_optimum` (Thm 11–12 of 002)."""
+    best = fixed_k_optimum(topo, k)
+    _, _, cap = _links(topo)
+    return _schedule(topo, _floor_caps(best.U, cap), k, prefer_low_trees, translations)

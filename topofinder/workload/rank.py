@@ -1,0 +1,89 @@
+"""Rank a verified frontier for a workload: each point's allreduce and all-to-all times, the
+Pareto points, the recommendation — the `topofinder search` document (docs/formats.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import Callable
+
+from topofinder.compute.cache import cached
+from topofinder.find import growth as finder
+from topofinder.find.frontier import verified_frontier
+from topofinder.find.growth import Candidate
+from topofinder.workload.cost import Workload
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
+    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT)."""
+
+    expr: str
+    T_L: int
+    tau: float
+    tau_exact: str
+    tau_fc: float | None
+    tau_fc_exact: str | None
+    diameter: int
+    schedule: str
+    verified: bool
+    predicted_T_L: int
+    predicted_tau: float
+    bidirectional: bool
+    bw_optimal: bool
+    moore_optimal: bool
+    alltoall_f: float | None
+    alltoall_upper: float | None
+    alltoall_bound: float | None
+    alltoall_method: str
+    allreduce_time_s: float
+    alltoall_time_s: float | None
+    objective_s: float
+
+
+def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
+           jobs: int | None = None, use_cache: bool = True,
+           progress: Callable | None = None) -> dict:
+    """The `search --json` document of DESIGN §12 for target (n, d). The verified frontier does
+    not depend on the workload, so it is cached whole: a repeated search only re-ranks."""
+    n, d = finder.validate_target(n, d, bidirectional)
+    workload = workload or Workload()
+    full_alltoall = workload.alltoall_share > 0
+    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall,
+                                                    jobs=jobs, use_cache=use_cache,
+                                                    progress=progress)
+    points = _pareto_points([_point(c, v, workload) for c, v in frontier])
+    best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
+    return {"N": n, "d": d, "bidirectional_only": bidirectional,
+            "workload": workload.describe(),
+            "frontier": [asdict(p) for p in points], "recommended": best}
+
+
+def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
+    tau = Fraction(v["tau"])
+    allreduce = workload.allreduce_time(v["T_L"], float(tau))
+    alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
+    return FrontierPoint(
+        expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=str(tau),
+        tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
+        schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
+        predicted_tau=float(c.tau),
+        bidirectional=v["bidirectional"], bw_optimal=tau == Fraction(c.n - 1, c.n),
+        moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
+        alltoall_upper=v["alltoall_upper"], alltoall_bound=v["alltoall_bound"],
+        alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
+        alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall))
+
+
+def _pareto_points(points: list[FrontierPoint]) -> list[FrontierPoint]:
+    """Pareto in verified (T_L, τ); among equal pairs keep the shorter expression."""
+    key = {id(p): (p.T_L, Fraction(p.tau_exact), len(p.expr), p.expr) for p in points}
+    pool = sorted(points, key=lambda p: key[id(p)])
+    keep = []
+    for p in pool:
+        if not any(q.T_L <= p.T_L and Fraction(q.tau_exact) <= Fraction(p.tau_exact)
+                   for q in keep):
+            keep.append(p)
+    return keep
