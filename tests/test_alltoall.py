@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.score.alltoall import (
+from topofinder.scoring.alltoall import (
     alltoall_summary, alltoall_time, concurrent_flow, concurrent_flow_exact,
     concurrent_flow_pdlp, concurrent_flow_symmetric, dual_bound, find_automorphisms,
     moore_bound, moore_distance_sum,
@@ -115,7 +115,7 @@ def test_summary_fields_and_time_in_m_over_b():
     assert close(info["alltoall_f"], 5.71e-2) and close(info["alltoall_bound"], 5.80e-2)
     assert info["alltoall_f"] <= info["alltoall_f_upper"] * (1 + 1e-9)
     # (M/N)/(f·b) with b = B/d, in units of M/B: d/(N·f) = 4/(32·(2/35)) = 35/16
-    assert abs(info["alltoall_time"] - 35 / 16) < 1e-6
+    assert abs(info["alltoall_tau"] - 35 / 16) < 1e-6
 
 
 # ---- closed forms and second methods -----------------------------------------------------

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.expand import analytic
+from topofinder.expansions import analytic
 from topofinder.families import catalog as cat
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
@@ -37,7 +37,7 @@ def test_static_schedules_are_bw_optimal_with_table9_latency(build, args):
 
 
 def test_bfb_agrees_with_the_analytical_schedules():
-    bfb = pytest.importorskip("topofinder.score.bfb", reason="topofinder.score.bfb not available yet")
+    bfb = pytest.importorskip("topofinder.scoring.bfb", reason="topofinder.scoring.bfb not available yet")
     for build, args in analytic.STATIC_BASES[:12]:
         s = build(*args)
         score = bfb.bfb_schedule(s.topology)

@@ -16,8 +16,8 @@ from topofinder.export.schedule_xml import (
 )
 from topofinder.families import bi_ring, complete, hypercube, uni_ring
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.score.trees import Tree, TreeSchedule
-from topofinder.score.trees import validate as validate_trees
+from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.scoring.trees import validate as validate_trees
 
 
 def ring_allgather(n):
@@ -186,7 +186,7 @@ def test_xml_program_computes_the_collective(name, coll):
 def test_bfb_schedules_export_to_valid_xml(expr):
     """Optimal BFB schedules (chunk splits, self-loops, unidirectional): XML sends equal the
     JSON's and the interpreted program computes every collective."""
-    from topofinder.score.bfb import bfb_schedule
+    from topofinder.scoring.bfb import bfb_schedule
     from topofinder.families.build import parse
     g = parse(expr)
     everyone = Counter(range(g.n))

@@ -5,10 +5,10 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.find import growth as finder
+from topofinder.finder import growth as finder
 from topofinder.errors import TopofinderError
-from topofinder.find.growth import Candidate, pareto
-from topofinder.find.recipe import base, degree, line, power, product
+from topofinder.finder.growth import Candidate, pareto
+from topofinder.finder.recipe import base, degree, line, power, product
 
 
 def _forward_sizes(n, k, op, arg=None):
@@ -84,9 +84,9 @@ def test_bad_targets(n, d, bi):
 
 def _unpruned_frontier(n, d):
     """Every reachable size, every expansion, no limits: the search space by brute force."""
-    from topofinder.find.bases import base_expressions
-    from topofinder.find.frontier import _candidate_from_score
-    from topofinder.find.verify import score_base
+    from topofinder.finder.bases import base_expressions
+    from topofinder.finder.frontier import _candidate_from_score
+    from topofinder.finder.verify import score_base
 
     frontiers = {}
     for state in finder.reachable_states(n, d):
@@ -99,7 +99,7 @@ def _unpruned_frontier(n, d):
 @pytest.mark.parametrize("n,d", [(64, 4), (256, 4), (96, 6), (60, 8), (128, 2), (81, 4),
                                  (200, 16)])
 def test_limit_pruning_keeps_the_exact_frontier(n, d):
-    from topofinder.find.frontier import predicted_frontier
+    from topofinder.finder.frontier import predicted_frontier
 
     pruned = predicted_frontier(n, d, jobs=1, use_cache=False)
     full = _unpruned_frontier(n, d)

@@ -7,9 +7,9 @@ import pytest
 
 from topofinder.cli.main import main
 from topofinder.families.build import parse
-from topofinder.find.recipe import from_expression
+from topofinder.finder.recipe import from_expression
 from topofinder.model.schedule import validate
-from topofinder.find.verify import build_schedule, build_topology, collective_schedule
+from topofinder.finder.verify import build_schedule, build_topology, collective_schedule
 
 
 @pytest.mark.parametrize("expr,method", [

@@ -1,4 +1,4 @@
-"""`topofinder bench`: timings against the targets of DESIGN §13.
+"""`topofinder bench`: timings against the targets of docs/performance.md.
 
 Each case is registered with :func:`case`: a name, a target in seconds and a zero-argument
 function doing the work once (set-up that is not part of the measured work belongs in a
@@ -18,7 +18,8 @@ from typing import Callable
 
 from topofinder.batch.bench_cases import CASES
 
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench.json"
+#: Where `bench` merges its report, relative to the working directory.
+RESULTS = Path("results") / "bench.json"
 
 
 def run(selected: list[str] | None = None, repeat: int | None = None,

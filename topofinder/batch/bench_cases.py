@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
-from topofinder.expand.schedules import line_graph_schedule
-from topofinder.expand.schedules import power_schedule
-from topofinder.score.bfb import product_schedule
+from topofinder.expansions.schedules import line_graph_schedule
+from topofinder.expansions.schedules import power_schedule
+from topofinder.scoring.bfb import product_schedule
 from topofinder.export.patch_panel import plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
@@ -16,15 +16,15 @@ from topofinder.families.build import parse
 from topofinder.families.circulant_opt import best_circulant, best_generators
 from topofinder.families.distance_regular import CATALOG_NAMES, distance_regular, intersection_array
 from topofinder.families.distance_regular import gh_incidence
-from topofinder.find.catalog_build import run
+from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
 from topofinder.model.topology import Topology
-from topofinder.score.alltoall import concurrent_flow
-from topofinder.score.bfb import bfb_schedule
-from topofinder.score.bfb import bfb_score
-from topofinder.score.forestcoll import optimal_trees
-from topofinder.score.forestcoll import ratio_by_networkx_bisection
-from topofinder.score.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall import concurrent_flow
+from topofinder.scoring.bfb import bfb_schedule
+from topofinder.scoring.bfb import bfb_score
+from topofinder.scoring.forestcoll import optimal_trees
+from topofinder.scoring.forestcoll import ratio_by_networkx_bisection
+from topofinder.scoring.forestcoll import throughput_optimum
 
 
 @dataclass(frozen=True)

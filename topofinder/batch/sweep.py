@@ -1,8 +1,8 @@
-"""`topofinder sweep SPEC.toml`: frontiers for many (N, d) (DESIGN §11, paper 001 App. A.3).
+"""`topofinder sweep SPEC.toml`: frontiers for many (N, d) (paper 001 App. A.3; docs/cli.md).
 
 A spec names node counts, degrees and workloads:
 
-    name = "paper"                 # results go to results/<name>/
+    name = "paper"                 # results go to <out>/<name>/ (default ./results/<name>/)
     degrees = [2, 4, 8, 16]
     n_min = 4                      # or: n = [32, 64, 128]
     n_max = 2000
@@ -27,19 +27,19 @@ import json
 import os
 import tomllib
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
-from topofinder.find import growth as finder
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
 from topofinder.workload.cost import Workload
-from topofinder.find.frontier import predicted_frontier
+from topofinder.finder.frontier import predicted_frontier
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
+from topofinder.model.units import exact
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+#: Default output folder, relative to the working directory (`sweep --out` overrides it).
+RESULTS = Path("results")
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,12 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     process; the disk cache holds whole cells (see `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau_exact"],
-                   "schedule": p["schedule"], "verified": True} for p in result["frontier"]]
+        points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau"],
+                   "tau_exact": p["tau_exact"], "schedule": p["schedule"], "verified": True}
+                  for p in result["frontier"]]
     else:
         frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": c.expr, "T_L": c.t_l, "tau": str(c.tau),
+        points = [{"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau), "tau_exact": exact(c.tau),
                    "schedule": c.recipe.method, "verified": False, "exact": c.exact}
                   for c in frontier]
     return {"N": n, "d": k, "frontier": points}
@@ -161,7 +162,7 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     for cell in cells:
         for p in cell["frontier"]:
             rows.append({"N": cell["N"], "d": cell["d"], "expr": p["expr"], "T_L": p["T_L"],
-                         "tau": float(Fraction(p["tau"])), "tau_exact": p["tau"],
+                         "tau": p["tau"], "tau_exact": p["tau_exact"],
                          "schedule": p["schedule"], "verified": p["verified"]})
     atomic_write(out / "frontier.csv", _csv(rows))
     atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
@@ -170,10 +171,10 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     for cell in cells:
         for label, w in zip(spec.labels, spec.workloads):
             pts = cell["frontier"]
-            times = [w.allreduce_time(p["T_L"], float(Fraction(p["tau"]))) for p in pts]
+            times = [w.allreduce_time(p["T_L"], p["tau"]) for p in pts]
             i = min(range(len(pts)), key=lambda j: (times[j], pts[j]["T_L"]))
             best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
-                         "T_L": pts[i]["T_L"], "tau": float(Fraction(pts[i]["tau"])),
+                         "T_L": pts[i]["T_L"], "tau": pts[i]["tau"],
                          "allreduce_time_s": times[i]})
     atomic_write(out / "best.csv", _csv(best))
 

@@ -1,4 +1,4 @@
-"""The ``topofinder`` command (DESIGN §12). Parses arguments and prints; the work is elsewhere.
+"""The ``topofinder`` command (docs/cli.md). Parses arguments and prints; the work is elsewhere.
 
 Bad input: one line on stderr saying what was wrong and what is accepted, exit status 2.
 """
@@ -9,29 +9,22 @@ import argparse
 import json
 import os
 import sys
+from fractions import Fraction
+from pathlib import Path
 
-from topofinder.errors import TopofinderError
-from topofinder.families.build import load_topology
-from topofinder.find.recipe import from_expression
-from topofinder.find.describe import describe
-from topofinder.model.files import write_topology
-from topofinder.score.bfb import bfb_schedule
-from topofinder.model.schedule import validate
-from topofinder.find.verify import collective_schedule
-from topofinder.score.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum
-from topofinder.score.trees import validate
-from topofinder.model.schedule import StepSchedule
-from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
-from topofinder.workload.rank import search
-from topofinder.workload.cost import Workload
-from topofinder.batch import bench
-from topofinder.families.catalog import listing
-from topofinder.find import catalog_build
+from topofinder import api
+from topofinder.batch import bench, sweep
 from topofinder.compute import parallel
-from topofinder.batch import sweep
+from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
+from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
 from topofinder.export.plot import plot_frontier
-from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
+from topofinder.families.build import load_topology
+from topofinder.families.catalog import listing
+from topofinder.finder import catalog_build
+from topofinder.model.files import write_topology
+from topofinder.workload.cost import Workload
+from topofinder.workload.rank import search
 
 EXIT_BAD_INPUT = 2
 
@@ -44,19 +37,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_score(sub) -> None:
-    p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, τ, T_B^FC, ...",
+    p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, tau, tau_fc, ...",
                        description="Score one topology given as an expression (e.g. "
                                    "'L^3(C(16,{3,4}))', 'Pi(4,1024)', 'Torus(8,8)') or a "
-                                   "topology file (edge list, node-link JSON, GraphML).")
+                                   "topology file (edge list, node-link JSON, GraphML): N, "
+                                   "degree d, diameter; the optimal breadth-first-broadcast "
+                                   "(BFB) allgather schedule's steps T_L and bandwidth time "
+                                   "tau in units of M/B (exact fractions in *_exact); the "
+                                   "bounds (Moore bound on steps, (N-1)/N on tau); tau_fc, "
+                                   "the best tau any tree schedule reaches (ForestColl); the "
+                                   "all-to-all concurrent flow f per unit link capacity with "
+                                   "its certified upper bound; and, when the expression names "
+                                   "a construction other than BFB (line graph, catalog "
+                                   "schedule, ...), that schedule's own T_L and tau.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
 
 def _run_score(args) -> int:
-    topo = load_topology(args.expr)
-    recipe = None if _is_file(args.expr) else from_expression(args.expr)
-    info = describe(topo, recipe)
+    info = api.score(args.expr)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -80,8 +80,9 @@ def _add_export(sub) -> None:
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
     p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce"],
-                   default="allgather", help="schedule steps: which collective (default "
-                                             "allgather; the optimal BFB schedule, Appendix B)")
+                   default="allgather",
+                   help="schedule: which collective (default allgather; reduce-scatter is an "
+                        "allgather run backwards, allreduce is reduce-scatter then allgather)")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -105,12 +106,6 @@ def _add_export(sub) -> None:
     p.set_defaults(run=_run_export)
 
 
-def _is_file(text: str) -> bool:
-    import os
-
-    return os.path.isfile(text)
-
-
 def _picked_expression(path: str, pick: int) -> str:
     """The expression of frontier point ``pick`` of a `search --json` result file."""
     try:
@@ -126,65 +121,39 @@ def _picked_expression(path: str, pick: int) -> str:
 
 
 def _run_export(args) -> int:
-
     if args.pick is not None:
         args.expr = _picked_expression(args.expr, args.pick)
 
     if args.what == "patch-panel":
         return _export_patch_panel(args)
-    if args.what == "schedule" and args.kind == "trees":
-        return _export_trees(args)
     if args.what == "schedule":
-        return _export_steps(args)
+        return _export_schedule(args)
     topo = load_topology(args.expr)
     write_topology(topo, args.format or "edgelist", args.output)
     return 0
 
 
-def _export_steps(args) -> int:
-    """The step schedule the expression names (expansions keep their constructions, other
-    topologies and topology files get the optimal BFB schedule), replay-validated first."""
-    if _is_file(args.expr):
-        schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
-    else:
-        schedule = collective_schedule(from_expression(args.expr), args.collective)
-    validate(schedule)
-    _write_schedule(schedule, args)
-    return 0
-
-
-def _export_trees(args) -> int:
-    """ForestColl tree schedule as DESIGN §10 JSON, validated before it is written."""
-    topo = load_topology(args.expr)
-    if args.trees_per_root is None:
-        opt = throughput_optimum(topo)
-        schedule = optimal_trees(topo, prefer_low_trees=args.low_trees, optimum=opt)
-        validate(schedule, opt.tau)
-    else:
-        if args.trees_per_root < 1:
-            raise TopofinderError("export: --trees-per-root must be a positive integer")
-        best = fixed_k_optimum(topo, args.trees_per_root)
-        schedule = fixed_k_trees(topo, args.trees_per_root, prefer_low_trees=args.low_trees)
-        validate(schedule, best.tau)
+def _export_schedule(args) -> int:
+    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`)."""
+    schedule = api.schedule(args.expr, args.collective, args.kind, low_trees=args.low_trees,
+                            trees_per_root=args.trees_per_root)
     _write_schedule(schedule, args)
     return 0
 
 
 def _write_schedule(schedule, args) -> None:
-    """Write a step or tree schedule as json, xml (MSCCL-style) or npz (DESIGN §10)."""
+    """Write a step or tree schedule as json, xml (MSCCL-style) or npz (docs/formats.md)."""
     fmt = args.format or "json"
     if fmt == "npz":
-
         if not args.output:
             raise TopofinderError("export: --format npz is binary; give an output file with -o")
         save_npz(schedule, args.output)
         return
     if fmt == "json":
-        text = schedule.to_json() + "\n"
+        text = api.export_schedule(schedule, "json")
     elif fmt == "xml":
-
-        steps = schedule if isinstance(schedule, StepSchedule) else trees_as_steps(schedule)
-        text = to_msccl_xml(steps, channels=args.channels, protocol=args.protocol)
+        text = api.export_schedule(schedule, "xml", channels=args.channels,
+                                   protocol=args.protocol)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     if args.output:
@@ -216,10 +185,20 @@ def _add_search(sub) -> None:
     p = sub.add_parser(
         "search", help="find the Pareto-efficient topologies for N nodes of degree d and "
                        "recommend one for a workload",
-        description="Bottom-up search over expansions of small optimal bases and generative "
-                    "families (paper 001 §5.4). Every frontier point is built, its schedule "
-                    "replayed and scored (T_L in steps of α, τ in M/B, T_B^FC, all-to-all), "
-                    "then ranked by allreduce time 2(T_L·α + τ·M/B) for the workload.")
+        description="Generate topologies with N nodes of d ports each (line-graph, degree and "
+                    "Cartesian expansions of small bases with known optimal schedules; "
+                    "generalized Kautz, circulant, torus, hypercube, distance-regular and "
+                    "other families), keep those Pareto-efficient in (T_L, tau), build each "
+                    "one's allgather schedule, replay it to verify it, and score it. T_L: "
+                    "communication steps, each costing the per-hop latency alpha. tau: "
+                    "bandwidth time in units of M/B (M the allgather size, B the node "
+                    "bandwidth); (N-1)/N is the optimum. tau_fc: the best tau any tree "
+                    "schedule can reach on that topology (ForestColl). The frontier is ranked "
+                    "by allreduce time 2(T_L*alpha + tau*M/B), optionally mixed with "
+                    "all-to-all time, and the best point is recommended. Example: "
+                    "topofinder search --n 1024 --d 4 --size 64MB --plot frontier.png",
+        epilog="Export a recommended point with: topofinder export RESULT.json --pick I "
+               "--what schedule (see 'topofinder export --help').")
     p.add_argument("--n", required=True, metavar="N", help="number of nodes (>= 2)")
     p.add_argument("--d", required=True, metavar="D", help="ports per node (1 <= d < N)")
     p.add_argument("--alpha", default="10us", help="per-step latency α (default 10us)")
@@ -250,7 +229,6 @@ def _run_search(args) -> int:
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True)
     if args.plot:
-
         plot_frontier(result, args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -286,9 +264,12 @@ def format_frontier(result: dict) -> str:
 
 
 def _add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="time the work of DESIGN §13 against its targets",
-                       description="Median timings of the benchmark cases, printed with the "
-                                   "machine's core count and merged into results/bench.json.")
+    p = sub.add_parser("bench", help="time the benchmark cases against their targets",
+                       description="Median timings of the benchmark cases (building, BFB "
+                                   "scoring, expansion schedules, ForestColl, all-to-all, "
+                                   "search cold and warm, patch panels, catalog searches), "
+                                   "each against its target, printed with the machine's core "
+                                   "count and merged into results/bench.json.")
     p.add_argument("cases", nargs="*", metavar="WORD",
                    help="run only cases whose name contains one of these words")
     p.add_argument("--repeat", type=int, default=None, help="runs per case (default: per case)")
@@ -317,8 +298,10 @@ def _run_bench(args) -> int:
 
 def _add_catalog(sub) -> None:
     p = sub.add_parser("catalog", help="list (or build) the base-topology catalog",
-                       description="The catalog of small base topologies with stored "
-                                   "schedules and provenance (catalog/*.json).")
+                       description="The catalog of small base topologies (complete, "
+                                   "bipartite, Hamming, rings, search-found bases such as "
+                                   "Diamond and DBJMod) with their stored allgather schedules "
+                                   "and how each was found; the finder expands them.")
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.required = True
     lst = actions.add_parser("list", help="N, d, T_L, tau, BW-/Moore-optimal flags, provenance")
@@ -373,9 +356,6 @@ def _run_catalog_list(args) -> int:
 
 
 def _run_catalog_build(args) -> int:
-    from fractions import Fraction
-
-
     names = list(catalog_build.PRESETS) if args.names == ["all"] else args.names or [args.name]
     if args.name and args.names:
         raise TopofinderError("catalog build: give preset NAMEs or --name, not both")
@@ -413,11 +393,16 @@ def _run_catalog_build(args) -> int:
 
 
 def _add_sweep(sub) -> None:
-    p = sub.add_parser("sweep", help="frontiers for many (N, d) from a spec file, to results/",
-                       description="Run the finder for every (N, d) of a TOML spec (see "
-                                   "search/*.toml) and write results/<name>/: one file per "
-                                   "cell (resumable), frontier.csv/.json, best.csv and the "
-                                   "best-topology-per-N plots.")
+    p = sub.add_parser("sweep", help="frontiers for many (N, d) from a spec file",
+                       description="Run the finder for every (N, d) of a TOML spec and write "
+                                   "OUT/<name>/: one file per cell (resumable), "
+                                   "frontier.csv/.json, best.csv and the best-topology-per-N "
+                                   "plots. A spec has: name = \"paper\"; degrees = [2, 4]; "
+                                   "n = [32, 64] or n_min = 4 and n_max = 2000; bidirectional "
+                                   "= false; verify = false (true: build and replay every "
+                                   "frontier point); and a [workload] table with alpha = "
+                                   "\"10us\", bandwidth = \"100Gbps\", sizes = [\"1MB\", "
+                                   "\"100MB\"] (one best-per-N ranking per size).")
     p.add_argument("spec", metavar="SPEC.toml", help="sweep specification")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
@@ -425,14 +410,12 @@ def _add_sweep(sub) -> None:
                    help="joblib backend: local processes (loky) or a Dask cluster")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (with --backend dask; default: a local cluster)")
-    p.add_argument("--out", default=None, help="results folder (default: results/)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="results folder (default: ./results in the working directory)")
     p.set_defaults(run=_run_sweep)
 
 
 def _run_sweep(args) -> int:
-    from pathlib import Path
-
-
     if args.jobs is not None and args.jobs < 1:
         raise TopofinderError(f"sweep: --jobs must be >= 1, got {args.jobs}")
     if args.scheduler and args.backend != "dask":

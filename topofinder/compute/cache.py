@@ -1,6 +1,6 @@
-"""On-disk cache of scores and verifications (DESIGN §11), keyed by the call's arguments and
+"""On-disk cache of scores and verifications (docs/performance.md), keyed by the call's arguments and
 the code version, so that a repeated search is instant and a code change never serves stale
-results. Location: $TOPOFINDER_CACHE, else ~/.cache/topofinder. joblib.Memory writes entries
+results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory. joblib.Memory writes entries
 atomically and recomputes an entry it cannot read.
 """
 
@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Callable
 
 import joblib
+from platformdirs import user_cache_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]
 CATALOG = Path(str(files("topofinder.catalog_data")))
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TOPOFINDER_CACHE") or Path.home() / ".cache" / "topofinder")
+    """$TOPOFINDER_CACHE, else the user cache directory of the platform (XDG on Linux)."""
+    return Path(os.environ.get("TOPOFINDER_CACHE") or user_cache_dir("topofinder"))
 
 
 @lru_cache(maxsize=1)

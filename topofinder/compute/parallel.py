@@ -1,4 +1,4 @@
-"""Independent work in parallel (DESIGN §11): joblib with loky on all local cores by default,
+"""Independent work in parallel (docs/performance.md): joblib with loky on all local cores by default,
 or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr and only shows
 when the work takes more than a second.
 """

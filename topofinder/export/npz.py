@@ -1,4 +1,4 @@
-"""Compact NumPy .npz export of schedules for large N (DESIGN §10), with exact round trip.
+"""Compact NumPy .npz export of schedules for large N (docs/formats.md), with exact round trip.
 
 A step schedule is stored as its send table, column-major (6 × S: the columns t, v, lo, hi, u,
 w each contiguous, which deflate compresses far better than rows), in the narrowest integer
@@ -19,7 +19,7 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.score.trees import Tree, TreeSchedule
+from topofinder.scoring.trees import Tree, TreeSchedule
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Patch-panel cabling plans (DESIGN §10): node ports, fibres, panels, and plan diffs.
+"""Patch-panel cabling plans (docs/formats.md): node ports, fibres, panels, and plan diffs.
 
 Port model. Node u has d ports 0..d−1; each port is a transceiver with a transmit (TX) and a
 receive (RX) end. Every arc u→w of the topology is carried by the TX end of one port of u and
@@ -37,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
 from topofinder.errors import TopofinderError
@@ -437,6 +436,8 @@ def match_nodes(old: Topology, new: Topology, rounds: int = 8) -> np.ndarray:
         raise TopofinderError(f"the old plan has {old.n} nodes but the topology {new.n}; a diff "
                               "needs at least as many old nodes")
     a_old = _adjacency(old.n, old.src, old.dst)
+    from scipy.optimize import linear_sum_assignment   # heavy; only diffs need it
+
     a_new = _adjacency(new.n, new.src, new.dst)
     best = np.arange(new.n)
     best_kept = _kept_arcs(a_old, a_new, best)

@@ -1,4 +1,4 @@
-"""Base and generative topology families (paper 001 Table 9, Appendix F; DESIGN §4).
+"""Base and generative topology families (paper 001 Table 9, Appendix F; docs/algorithms.md).
 
 Each function returns a Topology whose ``expr`` parses back to the same arcs.
 """

@@ -1,12 +1,12 @@
 """The base catalog (catalog/*.json): small base topologies with their allgather schedules and
-provenance (paper 001 Table 9; DESIGN §4, §9).
+provenance (paper 001 Table 9; docs/algorithms.md).
 
 One JSON file per entry, named after the expression with every run of non-alphanumerics
 replaced by "_" (``DBJMod(2,4)`` → ``catalog/DBJMod_2_4.json``)::
 
     {"expr", "N", "d", "arcs": [[u, w], ...], "bidirectional", "reverse_symmetric",
      "reverse_isomorphism": [p(0), ...] (optional: (u, w) an arc iff (p(w), p(u)) one),
-     "schedule": {step-schedule JSON of DESIGN §10}, "T_L" (steps), "tau" ("p/q", M/B),
+     "schedule": {step-schedule JSON of docs/formats.md}, "T_L" (steps), "tau" ("p/q", M/B),
      "bw_optimal", "moore_optimal", "provenance": {"command", "method", "source", "seconds"}}
 
 The distance-regular graphs are listed in catalog/distance_regular.json (their own format,
@@ -19,7 +19,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from fractions import Fraction
 from functools import lru_cache
 from importlib.resources import files
@@ -33,6 +32,7 @@ from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.schedule import validate
+from topofinder.model.units import exact
 
 
 #: The shipped catalog (package data ``topofinder.catalog_data``, the repository's catalog/).
@@ -200,7 +200,7 @@ def make_entry(topology: Topology, schedule: StepSchedule, provenance: dict) -> 
     if rev is not None:
         entry["reverse_isomorphism"] = [int(x) for x in rev]
     entry.update({"schedule": schedule.to_dict(), "T_L": t_l,
-                  "tau": f"{tau.numerator}/{tau.denominator}",
+                  "tau": exact(tau),
                   "bw_optimal": tau == Fraction(n - 1, n),
                   "moore_optimal": t_l == moore_bound_steps(n, d),
                   "provenance": dict(provenance)})
@@ -233,7 +233,7 @@ def listing(directory: Path | None = None) -> list[dict]:
         n, d, t_l, tau = e["N"], e["d"], e["T_L"], Fraction(e["tau"])
         rows.append({
             "expr": e["expr"], "N": n, "d": d, "T_L": t_l, "tau": float(tau),
-            "tau_exact": f"{tau.numerator}/{tau.denominator}",
+            "tau_exact": exact(tau),
             "bw_optimal": tau == Fraction(n - 1, n),
             "moore_optimal": t_l == moore_bound_steps(n, d),
             "schedule": "stored" if "schedule" in e else "bfb",

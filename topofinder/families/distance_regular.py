@@ -1,4 +1,4 @@
-"""Distance-regular graphs (paper 001 Appendix F.3, Def 17, Table 8; DESIGN §4).
+"""Distance-regular graphs (paper 001 Appendix F.3, Def 17, Table 8; docs/algorithms.md).
 
 A connected graph is distance-regular when, for u, v at distance i, the numbers
 c_i = |{w ~ v : d(u,w) = i−1}| and b_i = |{w ~ v : d(u,w) = i+1}| depend on i only; its

@@ -6,7 +6,7 @@ from topofinder.errors import TopofinderError
 
 
 def moore_bound_steps(n: int, d: int) -> int:
-    """T_L*(N, d) in steps: min{k : Σ_{i=0..k} d^i ≥ N} (the Moore bound, DESIGN §1)."""
+    """T_L*(N, d) in steps: min{k : Σ_{i=0..k} d^i ≥ N} (the Moore bound, docs/model.md)."""
     if d < 1:
         raise TopofinderError(f"the Moore bound needs degree d >= 1, got {d}")
     if d == 1:

@@ -1,7 +1,7 @@
 """The operators of the expression language on topologies (paper 001 §5, Appendix A.6, D): line
 graph, degree expansion, Cartesian product and power, uni→bidirectional conversion. What they
-do to a schedule is :mod:`topofinder.expand.schedules`; the exact (N', d', T_L', τ') they
-predict is :mod:`topofinder.expand.predict`.
+do to a schedule is :mod:`topofinder.expansions.schedules`; the exact (N', d', T_L', τ') they
+predict is :mod:`topofinder.expansions.predict`.
 
 Node numbering (also used by the schedule constructions):
 - L(G): node e is arc e of G (index into G.src/G.dst); e→f iff dst(e) = src(f).

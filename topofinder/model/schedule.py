@@ -1,5 +1,5 @@
 """Step schedules: data model, T_L and T_B from the sends, independent replay validation,
-reverse / reduce-scatter / allreduce, chunk refinement and JSON (DESIGN §1, §10; paper 001 §3,
+reverse / reduce-scatter / allreduce, chunk refinement and JSON (docs/model.md, docs/formats.md; paper 001 §3,
 Appendix B, E.2).
 
 A send ``(t, v, lo, hi, u, w)`` means: at comm step t (1-based) node u sends chunks [lo, hi) of
@@ -30,8 +30,14 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
+from topofinder.model.units import exact
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
+#: The schedule document's identity (docs/formats.md): a reader checks both.
+SCHEDULE_FORMAT = "topofinder-schedule"
+SCHEDULE_VERSION = 1
+#: One send row: at step t (1-based) node u sends chunks [lo, hi) of node v's shard to w.
+SEND_COLUMNS = ("t", "v", "lo", "hi", "u", "w")
 _MAX_REPLAY_CELLS = 400_000_000   # node × chunk-segment states a replay may hold in memory
 
 
@@ -119,19 +125,23 @@ class StepSchedule:
 
     @property
     def tau(self) -> Fraction:
-        """T_B in units of M/B: Σ_t max_link load_t/cap · d/(N·P) (DESIGN §1); the
+        """T_B in units of M/B: Σ_t max_link load_t/cap · d/(N·P) (docs/model.md); the
         BW-optimal allgather has τ = (N−1)/N."""
         d, n = self.topology.degree, self.topology.n
         return sum(self.step_loads, Fraction(0)) * Fraction(d, n * self.shard_chunks)
 
-    # ---- serialisation (DESIGN §10) ----------------------------------------------------
+    # ---- serialisation (docs/formats.md) ----------------------------------------------------
     def to_dict(self) -> dict:
-        doc = {"collective": self.collective, "topology": self.topology.expr,
+        """The step-program document (docs/formats.md; schema ``schedule.schema.json``): at
+        step ``t`` node ``u`` sends chunks [lo, hi) of node ``v``'s shard to ``w``."""
+        doc = {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION, "kind": "steps",
+               "collective": self.collective, "topology": self.topology.expr,
                "num_nodes": self.topology.n, "shard_chunks": self.shard_chunks,
                "method": self.method, "num_steps": self.num_steps,
-               "tau_exact": _frac_str(self.tau)}
+               "tau_exact": exact(self.tau)}
         if self.collective == "allreduce":
             doc["reduce_scatter_steps"] = self.reduce_steps
+        doc["columns"] = list(SEND_COLUMNS)
         doc["sends"] = self.sends.tolist()
         return doc
 
@@ -141,7 +151,8 @@ class StepSchedule:
     @classmethod
     def from_json(cls, doc, topology: Topology) -> "StepSchedule":
         """From a JSON string or dict of :meth:`to_dict` shape, on ``topology`` (the document's
-        ``topology`` field names it; :func:`topofinder.load_schedule` builds it from there)."""
+        ``topology`` field names it; :func:`topofinder.api.load_schedule` builds it from
+        there). Documents without ``version`` (written before it existed) read the same."""
         if isinstance(doc, (str, bytes)):
             try:
                 doc = json.loads(doc)
@@ -152,16 +163,18 @@ class StepSchedule:
         missing = [k for k in ("collective", "shard_chunks", "sends") if k not in doc]
         if missing:
             raise ScheduleError(f"schedule JSON lacks {', '.join(missing)}")
+        if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
+            raise ScheduleError(f"schedule JSON version {doc['version']!r}; this topofinder "
+                                f"reads version {SCHEDULE_VERSION}")
+        if list(doc.get("columns", SEND_COLUMNS)) != list(SEND_COLUMNS):
+            raise ScheduleError(f"schedule JSON columns {doc['columns']!r}; expected "
+                                f"{list(SEND_COLUMNS)}")
         if "num_nodes" in doc and int(doc["num_nodes"]) != topology.n:
             raise ScheduleError(f"schedule is for {doc['num_nodes']} nodes, the topology has "
                                 f"{topology.n}")
         return cls(topology, int(doc["shard_chunks"]), np.array(doc["sends"], dtype=np.int64),
                    collective=doc["collective"], method=doc.get("method", ""),
                    reduce_steps=int(doc.get("reduce_scatter_steps", 0)))
-
-
-def _frac_str(x: Fraction) -> str:
-    return f"{x.numerator}/{x.denominator}"
 
 
 def link_capacity(topo: Topology, u, w) -> np.ndarray:
@@ -180,7 +193,7 @@ def link_capacity(topo: Topology, u, w) -> np.ndarray:
 
 # ---- validation ------------------------------------------------------------------------
 def validate(schedule: StepSchedule) -> None:
-    """Replay ``schedule`` and raise ScheduleError naming the first violation (DESIGN §1,
+    """Replay ``schedule`` and raise ScheduleError naming the first violation (docs/model.md,
     Appendix B): malformed rows, out-of-range chunks, missing arcs, sends of unheld chunks,
     incomplete collectives."""
     s, topo, p = schedule.sends, schedule.topology, schedule.shard_chunks

@@ -1,4 +1,4 @@
-"""Topology expressions (DESIGN §3): parse, print, size prediction, loading.
+"""Topology expressions (docs/expressions.md): parse, print, size prediction, loading.
 
 Grammar (whitespace anywhere; ``□`` or ``×`` may replace ``x``; ``□n`` or ``^□n`` = ``^n``)::
 
@@ -15,12 +15,9 @@ multiplies N by d, G*n multiplies N and d by n, ...) and oversize expressions ar
 
 from __future__ import annotations
 
-import importlib
 
-import os
 import re
 from dataclasses import dataclass
-from math import prod
 
 from topofinder.errors import TopofinderError
 

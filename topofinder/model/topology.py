@@ -1,4 +1,4 @@
-"""The Topology: N nodes 0..N-1 and a multiset of directed arcs (DESIGN §1).
+"""The Topology: N nodes 0..N-1 and a multiset of directed arcs (docs/model.md).
 
 A k-fold multi-arc is k entries in ``src``/``dst`` (k links, k·b bandwidth). Self-loops are kept
 (generalized Kautz graphs have them) and reported, but they carry no traffic. Heterogeneous links
@@ -31,7 +31,7 @@ class Topology:
     """A direct-connect topology.
 
     ``n``: number of nodes. ``src``/``dst``: arc endpoints (int64 arrays of equal length).
-    ``expr``: the expression that names it (DESIGN §3). ``capacity``: per-arc integer link
+    ``expr``: the expression that names it (docs/expressions.md). ``capacity``: per-arc integer link
     capacity in units of b, or None for all ones. ``bidirectional``: every arc has a partner in
     the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
     know it (scorers may then analyse one node). ``reverse_isomorphism``: a known permutation p

@@ -1,4 +1,4 @@
-"""Workload cost model (DESIGN §1, paper 001 §3): α-β times and the choice of a frontier point.
+"""Workload cost model (docs/model.md, paper 001 §3): α-β times and the choice of a frontier point.
 
 Units at the command line: sizes in B/KB/MB/GB (powers of 1024 bytes; KiB/MiB/GiB accepted as
 the same), bandwidth in bps/Kbps/Mbps/Gbps/Tbps (powers of 1000 bits per second; GBps/GB/s are
@@ -6,7 +6,7 @@ bytes), latency in s/ms/us/µs/ns. Internally: seconds, bytes, bytes per second.
 
 Allreduce of M bytes takes 2·(T_L·α + τ·M/B) (reduce-scatter + allgather, Appendix B);
 all-to-all with M bytes per node takes (M/N)/(f·b) with b = B/d the link bandwidth and f the
-maximum concurrent flow at link capacity 1 (DESIGN §8).
+maximum concurrent flow at link capacity 1 (docs/algorithms.md).
 """
 
 from __future__ import annotations

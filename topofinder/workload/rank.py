@@ -9,10 +9,16 @@ from fractions import Fraction
 from typing import Callable
 
 from topofinder.compute.cache import cached
-from topofinder.find import growth as finder
-from topofinder.find.frontier import verified_frontier
-from topofinder.find.growth import Candidate
+from topofinder.finder import growth as finder
+from topofinder.finder.frontier import verified_frontier
+from topofinder.finder.growth import Candidate
 from topofinder.workload.cost import Workload
+from topofinder.model.units import exact
+
+
+#: The search document's identity (docs/formats.md, schema ``search.schema.json``).
+SEARCH_FORMAT = "topofinder-search"
+SEARCH_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class FrontierPoint:
     bw_optimal: bool
     moore_optimal: bool
     alltoall_f: float | None
-    alltoall_upper: float | None
+    alltoall_f_upper: float | None
     alltoall_bound: float | None
     alltoall_method: str
     allreduce_time_s: float
@@ -46,7 +52,7 @@ class FrontierPoint:
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
            progress: Callable | None = None) -> dict:
-    """The `search --json` document of DESIGN §12 for target (n, d). The verified frontier does
+    """The `search --json` document of docs/cli.md for target (n, d). The verified frontier does
     not depend on the workload, so it is cached whole: a repeated search only re-ranks."""
     n, d = finder.validate_target(n, d, bidirectional)
     workload = workload or Workload()
@@ -56,7 +62,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
                                                     progress=progress)
     points = _pareto_points([_point(c, v, workload) for c, v in frontier])
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
-    return {"N": n, "d": d, "bidirectional_only": bidirectional,
+    return {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
+            "N": n, "d": d, "bidirectional_only": bidirectional,
             "workload": workload.describe(),
             "frontier": [asdict(p) for p in points], "recommended": best}
 
@@ -66,13 +73,13 @@ def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
     allreduce = workload.allreduce_time(v["T_L"], float(tau))
     alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
     return FrontierPoint(
-        expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=str(tau),
+        expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=exact(tau),
         tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
         schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
         predicted_tau=float(c.tau),
         bidirectional=v["bidirectional"], bw_optimal=tau == Fraction(c.n - 1, c.n),
         moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
-        alltoall_upper=v["alltoall_upper"], alltoall_bound=v["alltoall_bound"],
+        alltoall_f_upper=v["alltoall_f_upper"], alltoall_bound=v["alltoall_bound"],
         alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall))
 

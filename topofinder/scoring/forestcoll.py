@@ -1,4 +1,4 @@
-"""ForestColl (paper 002 §4–5, Appendix E; DESIGN §7): the exact allgather throughput optimum
+"""ForestColl (paper 002 §4–5, Appendix E; docs/algorithms.md): the exact allgather throughput optimum
 of a direct-connect topology, its bottleneck cut, and spanning out-tree schedules reaching it.
 
 Units: link capacities C(u,w) in units of b (multi-arcs summed, self-loops carry nothing);
@@ -16,12 +16,11 @@ from fractions import Fraction
 from math import gcd
 
 import numpy as np
-from ortools.graph.python import max_flow
 from scipy.sparse.csgraph import connected_components
 
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
-from topofinder.score.trees import Tree, TreeSchedule
+from topofinder.scoring.trees import Tree, TreeSchedule
 
 
 # ---- links and the max-flow oracle --------------------------------------------------------
@@ -48,6 +47,8 @@ class _RootedOracle:
     Capacities are kept integral by scaling (arcs ``link_scale``·C, source arcs ``x_num``)."""
 
     def __init__(self, n: int, src, dst, cap):
+        from ortools.graph.python import max_flow   # heavy; loaded on the first max-flow
+
         self.n, self.cap = n, cap
         self.mf = max_flow.SimpleMaxFlow()
         self.mf.add_arcs_with_capacity(src, dst, cap)
@@ -321,6 +322,8 @@ class _Packer:
             tails += [np.array([x], np.int32), np.full(mem.size, aux, np.int32)]
             heads += [np.array([aux], np.int32), mem]
             caps += [np.array([c.m], np.int64), np.full(mem.size, inf, np.int64)]
+        from ortools.graph.python import max_flow
+
         mf = max_flow.SimpleMaxFlow()
         mf.add_arcs_with_capacity(np.concatenate(tails).astype(np.int32),
                                   np.concatenate(heads).astype(np.int32),

@@ -1,5 +1,5 @@
 """BFB (breadth-first-broadcast) allgather schedules: exact scorer and full generator
-(paper 001 §6, Appendix E; DESIGN §6).
+(paper 001 §6, Appendix E; docs/algorithms.md).
 
 At step t node u receives the shard of every v with dist(v,u) = t from in-neighbours w with
 dist(v,w) = t−1. LP (1) minimises U_{u,t}, the largest load (in shards) on u's in-links per

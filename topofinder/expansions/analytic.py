@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topofinder.expand.schedules import power_schedule
+from topofinder.expansions.schedules import power_schedule
 from topofinder.families import (
     bi_ring, complete, complete_bipartite, directed_circulant, hamming, uni_ring,
 )
@@ -17,7 +17,7 @@ from topofinder.families.catalog import write_entry
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
 
-STATIC_COMMAND = "python3 -c 'from topofinder.expand.analytic import build_static_entries; " \
+STATIC_COMMAND = "python3 -c 'from topofinder.expansions.analytic import build_static_entries; " \
                  "build_static_entries()'"
 
 

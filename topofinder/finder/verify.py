@@ -1,4 +1,4 @@
-"""Scoring bases and verifying frontier points (DESIGN §9 steps 2 and 5).
+"""Scoring bases and verifying frontier points (docs/algorithms.md steps 2 and 5).
 
 ``score_base`` scores one base topology exactly (BFB scorer, or a catalog entry's stored
 schedule). ``build_schedule`` follows a recipe to the real topology and allgather schedule;
@@ -11,20 +11,21 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from topofinder.score import bfb
+from topofinder.scoring import bfb
 from topofinder.families import catalog
-from topofinder.expand import schedules as xs
+from topofinder.expansions import schedules as xs
 from topofinder.model.operations import (
     bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
 )
 from topofinder.families.build import parse
-from topofinder.find.recipe import Recipe
+from topofinder.finder.recipe import Recipe
 from topofinder.model.schedule import StepSchedule, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
-from topofinder.score.alltoall import alltoall_summary, concurrent_flow
-from topofinder.score.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
+from topofinder.scoring.forestcoll import throughput_optimum
 from topofinder.model.schedule import allreduce, reduce_scatter
+from topofinder.model.units import exact
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
 #: many variables, else only the certified hop-count upper bound (f reported as None); when the
@@ -68,7 +69,7 @@ def score_base(expr: str, source: str) -> dict | None:
         lg_exact = bool(out_neighbours.min() > 1)
     simple = _simple(topo)
     return {"expr": expr, "source": source, "N": topo.n, "d": topo.degree, "T_L": int(t_l),
-            "tau": str(tau), "bidirectional": bool(topo.bidirectional),
+            "tau": exact(tau), "bidirectional": bool(topo.bidirectional),
             "reverse_symmetric": _reverse_symmetric(topo),
             "bfb_bw_optimal": source == "bfb" and simple and tau == Fraction(topo.n - 1, topo.n),
             "lg_exact": lg_exact, "loop_free": topo.self_loops == 0}
@@ -133,12 +134,12 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         result = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
         a2a.update(alltoall_f=result.f, alltoall_f_upper=result.upper_bound,
                    alltoall_method=result.method)
-    return {"expr": candidate.expr, "T_L": t_l, "tau": str(tau), "verified": verified,
+    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
             "schedule": candidate.recipe.method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),
             "moore_T_L": moore_bound_steps(topo.n, topo.degree),
-            "tau_fc": float(fc.tau), "tau_fc_exact": str(fc.tau),
-            "alltoall_f": a2a["alltoall_f"], "alltoall_upper": a2a["alltoall_f_upper"],
+            "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
+            "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
             "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"]}
 
 

@@ -1,4 +1,4 @@
-"""Tree-flow allgather schedules (paper 002 §4–5; DESIGN §10): data model, time, JSON, validator.
+"""Tree-flow allgather schedules (paper 002 §4–5; docs/formats.md): data model, time, JSON, validator.
 
 Every node r broadcasts its shard along weighted spanning out-trees rooted at r; a tree of
 weight w carries the fraction w of r's shard (size w·M/N) over each of its edges, all trees
@@ -21,7 +21,9 @@ from fractions import Fraction
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.model.schedule import SCHEDULE_FORMAT, SCHEDULE_VERSION
 from topofinder.model.topology import Topology
+from topofinder.model.units import exact
 
 
 def link_capacities(topo: Topology) -> dict[tuple[int, int], int]:
@@ -93,14 +95,15 @@ class TreeSchedule:
         """Height of every tree, in the order of ``trees``."""
         return [t.height() for t in self.trees]
 
-    # ---- JSON (DESIGN §10) -----------------------------------------------------------
+    # ---- JSON (docs/formats.md) -----------------------------------------------------------
     def to_dict(self) -> dict:
         tau = self.tau()
-        return {"collective": "allgather", "kind": "trees", "topology": self.topology.expr,
+        return {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
+                "collective": "allgather", "kind": "trees", "topology": self.topology.expr,
                 "num_nodes": self.topology.n, "method": self.method, "tau": float(tau),
-                "tau_exact": f"{tau.numerator}/{tau.denominator}",
+                "tau_exact": exact(tau),
                 "trees": [{"root": t.root,
-                           "weight": f"{t.weight.numerator}/{t.weight.denominator}",
+                           "weight": exact(t.weight),
                            "edges": [list(e) for e in t.edges]} for t in self.trees]}
 
     def to_json(self) -> str:
@@ -108,8 +111,11 @@ class TreeSchedule:
 
     @classmethod
     def from_dict(cls, doc: dict, topology: Topology) -> "TreeSchedule":
-        """Read the DESIGN §10 tree-schedule shape (validate separately)."""
+        """Read the docs/formats.md tree-schedule shape (validate separately)."""
         try:
+            if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
+                raise TopofinderError(f"tree schedule JSON version {doc['version']!r}; this "
+                                      f"topofinder reads version {SCHEDULE_VERSION}")
             if doc.get("kind") != "trees":
                 raise TopofinderError("tree schedule JSON needs \"kind\": \"trees\"")
             if int(doc["num_nodes"]) != topology.n:

@@ -1,4 +1,4 @@
-"""Topology finder (paper 001 §5.4, Appendix A.3; DESIGN §9): bottom-up predicted search.
+"""Topology finder (paper 001 §5.4, Appendix A.3; docs/algorithms.md): bottom-up predicted search.
 
 For a target (N, d) the finder
 1. finds every intermediate size/degree (n, k) that can still grow to (N, d) — line graphs
@@ -6,9 +6,9 @@ For a target (N, d) the finder
    multiply n and add degrees, Bi doubles k;
 2. seeds each (n, k) with base topologies (catalog entries and generative families), each scored
    exactly (BFB scorer or the catalog's stored schedule);
-3. applies expansions bottom-up with predicted (T_L, τ) (DESIGN §5), keeping only a Pareto set
+3. applies expansions bottom-up with predicted (T_L, τ) (docs/algorithms.md), keeping only a Pareto set
    at every intermediate (n, k);
-4. returns the Pareto frontier at (N, d), which topofinder.find.verify then builds and replays.
+4. returns the Pareto frontier at (N, d), which topofinder.finder.verify then builds and replays.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from topofinder.expand import predict
-from topofinder.find import recipe as rc
+from topofinder.expansions import predict
+from topofinder.finder import recipe as rc
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
-from topofinder.find.recipe import Recipe
+from topofinder.finder.recipe import Recipe
 
 MAX_TARGET_NODES = 1_000_000
 
@@ -141,7 +141,7 @@ def reachable_states(n: int, d: int) -> list[tuple[int, int]]:
     return sorted(seen)
 
 
-# ---- expansions on candidates (predictions of DESIGN §5) ---------------------------------------
+# ---- expansions on candidates (predictions of docs/algorithms.md) ---------------------------------------
 def expand_line(c: Candidate) -> Candidate:
     n, d, t_l, tau = predict.predict_line_graph(c.n, c.d, c.t_l, c.tau)
     return Candidate(rc.line(c.recipe), n, d, t_l, tau, exact=c.exact and c.lg_exact,

@@ -1,4 +1,4 @@
-"""Which base topologies exist at a given size and degree (paper 001 Table 9, DESIGN §4, §9).
+"""Which base topologies exist at a given size and degree (paper 001 Table 9, docs/algorithms.md).
 
 `base_expressions(n, k)` lists the expressions of every generative family and catalog entry
 with exactly n nodes and out-degree k. The finder scores them and expands them; nothing here

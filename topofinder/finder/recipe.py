@@ -1,15 +1,15 @@
 """Recipes: how a candidate topology is composed from bases by expansions (paper 001 §5.4).
 
 A recipe is a small immutable tree. Its expression is what the CLI prints; ``build_topology``
-and (in topofinder.find.verify) ``build_schedule`` follow the same tree, so a frontier point can be
+and (in topofinder.finder.verify) ``build_schedule`` follow the same tree, so a frontier point can be
 rebuilt exactly from its recipe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from topofinder.find.bases import catalog_bases
-from topofinder.model.syntax import Leaf, Product, Unary, parse_tree, to_text
+from topofinder.finder.bases import catalog_bases
+from topofinder.model.syntax import Leaf, Product, parse_tree, to_text
 
 
 @dataclass(frozen=True)

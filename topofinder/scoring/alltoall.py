@@ -1,4 +1,4 @@
-"""All-to-all throughput: the maximum concurrent flow LP (3) of paper 001 (App. A.5; DESIGN §8).
+"""All-to-all throughput: the maximum concurrent flow LP (3) of paper 001 (App. A.5; docs/algorithms.md).
 
 Uniform all-to-all on a topology G with link capacities c_e (units of the link bandwidth b; a
 k-fold multi-arc is one arc of capacity k; self-loops carry nothing): route f units from every s
@@ -28,7 +28,6 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import OptimizeWarning, linprog
 from scipy.sparse.csgraph import dijkstra
 
 from topofinder.errors import TopofinderError
@@ -347,6 +346,8 @@ def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str, mask: np.ndarray | Non
     variables: beyond, it dominates the run time and is not needed since f is re-verified and
     bounded by :func:`_certify` (gaps ~1e-7 instead of ~1e-12). With ``mask`` the LP is
     restricted to those flow variables (a lower bound; the dual bound stays valid)."""
+    from scipy.optimize import OptimizeWarning, linprog   # heavy; only the LP path needs it
+
     c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red, mask)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
@@ -475,13 +476,13 @@ def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
 
 
 def alltoall_summary(topo: Topology, max_variables: int = 60_000) -> dict:
-    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (DESIGN §8, §12).
+    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (docs/algorithms.md, docs/cli.md).
 
     ``alltoall_f``: f* by :func:`concurrent_flow_symmetric` when the symmetry-reduced LP has at
     most ``max_variables`` variables (vertex-transitive topologies: |E|), else None (call
     :func:`concurrent_flow`). ``alltoall_f_upper``: a certified upper bound (the LP's, or the
     hop-count bound Σc / Σ_{s≠t} dist(s, t)). ``alltoall_bound``: :func:`moore_bound` (None for
-    heterogeneous links). ``alltoall_time``: all-to-all time of a per-node volume M in units
+    heterogeneous links). ``alltoall_tau``: all-to-all time of a per-node volume M in units
     of M/B (B = d·b): (M/N)/(f·b) = d/(N·f).
     """
     arcs = _check(topo)
@@ -498,7 +499,7 @@ def alltoall_summary(topo: Topology, max_variables: int = 60_000) -> dict:
         "alltoall_f": f,
         "alltoall_f_upper": upper,
         "alltoall_bound": None if topo.heterogeneous else moore_bound(n, d),
-        "alltoall_time": None if f is None else d / (n * f),
+        "alltoall_tau": None if f is None else d / (n * f),
         "alltoall_method": method,
     }
 
@@ -530,7 +531,7 @@ def moore_bound(n: int, d: int) -> float:
 
 def alltoall_time(f: float, n: int, volume: float, link_bandwidth: float) -> float:
     """Time (s) of a uniform all-to-all where each node sends ``volume`` bits in total (M/N to
-    each peer) over links of ``link_bandwidth`` bit/s at concurrent flow f (DESIGN §8):
+    each peer) over links of ``link_bandwidth`` bit/s at concurrent flow f (docs/algorithms.md):
     (M/N)/(f·b). E.g. M = 1 MB = 8·2^20 bit, b = 25 Gbit/s, N = 1024, f = 8.12e−4 → 403.5 µs."""
     if f <= 0:
         raise TopofinderError("all-to-all time needs a positive concurrent flow f")

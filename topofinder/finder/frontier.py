@@ -1,8 +1,9 @@
-"""`topofinder search`: the whole pipeline for one (N, d) — DESIGN §9 steps 1–6.
+"""The verified frontier of one (N, d) (paper 001 §5.4; docs/algorithms.md "The finder").
 
 generate (bases at every reachable size) → expand (predicted, Pareto-pruned per size) →
-verify (build, replay, T_B^FC, all-to-all; in parallel) → frontier → rank for a workload.
-Scores and verifications are cached on disk (topofinder.compute.cache), so a repeated search is fast.
+verify (build, replay, T_B^FC, all-to-all; in parallel). It does not depend on the workload:
+:mod:`topofinder.workload.rank` ranks it. Scores and verifications are cached on disk
+(:mod:`topofinder.compute.cache`), so a repeated search is fast.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-from topofinder.find import growth as finder
-from topofinder.find.bases import base_expressions
+from topofinder.finder import growth as finder
+from topofinder.finder.bases import base_expressions
 from topofinder.compute.cache import cached
-from topofinder.find.growth import Candidate
+from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
-from topofinder.find.recipe import base as base_recipe
-from topofinder.find.verify import score_base, verify_candidate
+from topofinder.finder.recipe import base as base_recipe
+from topofinder.finder.verify import score_base, verify_candidate
 
 
 def _candidate_from_score(s: dict) -> Candidate:

@@ -1,22 +1,22 @@
-"""The facts `topofinder score` reports for one topology (DESIGN §12 field names)."""
+"""The facts `topofinder score` reports for one topology (docs/cli.md field names)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import validate
-from topofinder.find.verify import build_schedule
-from topofinder.score.bfb import bfb_score
-from topofinder.score.forestcoll import throughput_optimum
-from topofinder.score.alltoall import alltoall_summary
+from topofinder.finder.verify import build_schedule
+from topofinder.scoring.bfb import bfb_score
+from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall import alltoall_summary
+from topofinder.model.units import exact
 
 
 def describe(topo: Topology, recipe=None) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B. With the
-    ``recipe`` an expression names (topofinder.find.recipe.from_expression), the schedule of that
+    ``recipe`` an expression names (topofinder.finder.recipe.from_expression), the schedule of that
     construction is built, replayed and reported too when it is not plain BFB."""
     n, d = topo.n, topo.degree
     info = {
@@ -49,7 +49,7 @@ def _add_named_schedule(info: dict, recipe) -> None:
     info["schedule"] = recipe.method
     info["schedule_T_L"] = schedule.num_steps
     info["schedule_tau"] = float(tau)
-    info["schedule_tau_exact"] = f"{tau.numerator}/{tau.denominator}"
+    info["schedule_tau_exact"] = exact(tau)
     info["schedule_bw_optimal"] = tau == Fraction(info["N"] - 1, info["N"])
 
 
@@ -59,17 +59,17 @@ def _add_bfb(info: dict, topo: Topology) -> None:
     score = bfb_score(topo)
     info["T_L"] = score.T_L
     info["tau_bfb"] = float(score.tau)
-    info["tau_bfb_exact"] = f"{score.tau.numerator}/{score.tau.denominator}"
+    info["tau_bfb_exact"] = exact(score.tau)
     info["bw_optimal"] = score.bw_optimal
     info["moore_optimal"] = score.T_L == info["moore_T_L"]
 
 
 def _add_forestcoll(info: dict, topo: Topology) -> None:
     """T_B^FC (paper 002 optimality (⋆)), its bottleneck cut, and BFB τ / T_B^FC when the
-    BFB fields are present (how much a tree-flow schedule could gain, DESIGN §7)."""
+    BFB fields are present (how much a tree-flow schedule could gain, docs/algorithms.md)."""
     opt = throughput_optimum(topo)
     info["tau_fc"] = float(opt.tau)
-    info["tau_fc_exact"] = f"{opt.tau.numerator}/{opt.tau.denominator}"
+    info["tau_fc_exact"] = exact(opt.tau)
     info["bottleneck_cut_size"] = opt.cut_size
     info["bottleneck_cut_capacity"] = opt.cut_capacity
     if "tau_bfb_exact" in info:
@@ -78,5 +78,5 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
 
 def _add_alltoall(info: dict, topo: Topology) -> None:
     """All-to-all concurrent flow f (link capacity 1), its certified upper bound, the Moore
-    bound and the all-to-all time in M/B (paper 001 LP (3), DESIGN §8)."""
+    bound and the all-to-all time in M/B (paper 001 LP (3), docs/algorithms.md)."""
     info.update(alltoall_summary(topo))

@@ -1,5 +1,5 @@
 """`topofinder catalog build`: exhaustive searches for small base topologies whose best
-schedules are not BFB (paper 001 Appendix H, Table 9: Diamond, DBJMod; DESIGN §4, issue 5).
+schedules are not BFB (paper 001 Appendix H, Table 9: Diamond, DBJMod; docs/algorithms.md, issue 5).
 
 Pipeline: a candidate space of small d-regular digraphs up to isomorphism (all of them for tiny
 N, or the rewirings of a de Bruijn graph's self-loops and 2-cycles into one long cycle, as the
@@ -21,13 +21,14 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
-from topofinder.score.bfb import bfb_tau
+from topofinder.scoring.bfb import bfb_tau
 from topofinder.errors import TopofinderError
 from topofinder.families import de_bruijn
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import StepSchedule
 from topofinder.families.catalog import find_reverse_isomorphism
 from topofinder.families.catalog import write_entry
+from topofinder.model.units import exact
 
 MAX_CYCLES = 100_000    # DBJ rewirings: enumerate every cycle up to this many
 
@@ -397,7 +398,7 @@ class BuildResult:
                 "N": None if s is None else self.topology.n,
                 "d": None if s is None else self.topology.degree,
                 "T_L": None if s is None else s.num_steps,
-                "tau": None if s is None else str(s.tau),
+                "tau": None if s is None else exact(s.tau),
                 "bw_optimal": None if s is None else s.tau == Fraction(self.topology.n - 1,
                                                                        self.topology.n),
                 "arcs": None if s is None else np.stack(
@@ -464,9 +465,9 @@ def build(*, space: str, n: int, d: int, steps: int, chunks: int, name: str | No
             break
         found = search_schedule(cand, steps, chunks, time_limit=min(time_limit, left),
                                 target=goal, workers=workers)
-        row = {"candidate": cand.expr, "diameter": cand.diameter, "tau_bfb": str(tau_bfb),
+        row = {"candidate": cand.expr, "diameter": cand.diameter, "tau_bfb": exact(tau_bfb),
                "status": found.status, "seconds": round(found.seconds, 3),
-               "tau": None if found.schedule is None else str(found.schedule.tau)}
+               "tau": None if found.schedule is None else exact(found.schedule.tau)}
         result.searches.append(row)
         if progress:
             progress(row)

@@ -1,0 +1,145 @@
+"""The package's shape (docs/model.md "Layers"): imports flow one way, down the layers, with no
+cycle and no project import hidden inside a function; nothing cites a document that does not
+ship; the package data is where the code looks for it."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from topofinder.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "topofinder"
+
+#: Bottom to top. A module may import from its own layer and the layers below it.
+LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
+          "workload", "export", "batch", "api", "cli"]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return LAYERS.index("api")          # the package facade re-exports the API lazily
+    if parts[1] == "__main__":
+        return LAYERS.index("cli")
+    return LAYERS.index(parts[1])
+
+
+def _imports(path: Path, module: str, known: set[str]):
+    """(target module, line, inside a function?) for every project import in the file."""
+    tree = ast.parse(path.read_text())
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" for a in node.names] or [base]
+            names = [n if n in known else base for n in names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if not name.startswith("topofinder"):
+                continue
+            while name not in known and "." in name:
+                name = name.rsplit(".", 1)[0]
+            yield name, node.lineno, node.col_offset > 0
+
+
+def _graph() -> tuple[nx.DiGraph, list[str]]:
+    mods = _modules()
+    known = set(mods)
+    graph, nested = nx.DiGraph(), []
+    graph.add_nodes_from(known)
+    for module, path in mods.items():
+        for target, line, inside in _imports(path, module, known):
+            if target != module:
+                graph.add_edge(module, target, line=line)
+            if inside:
+                nested.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    return graph, nested
+
+
+def test_every_module_belongs_to_a_layer():
+    for module in _modules():
+        assert _layer(module) >= 0, module
+
+
+def test_import_graph_has_no_cycle():
+    graph, _ = _graph()
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, f"import cycles: {cycles[:3]}"
+
+
+def test_imports_go_down_the_layers():
+    graph, _ = _graph()
+    upward = [f"{a} -> {b} (line {d['line']})" for a, b, d in graph.edges(data=True)
+              if _layer(b) > _layer(a)]
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_project_import_inside_a_function():
+    _, nested = _graph()
+    assert not nested, "function-level project imports:\n" + "\n".join(nested)
+
+
+def test_the_checker_sees_a_planted_cycle(tmp_path):
+    """The graph builder is not vacuous: a function-level import that closes a cycle is seen."""
+    pkg = tmp_path / "topofinder"
+    (pkg / "model").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model" / "__init__.py").write_text("")
+    (pkg / "model" / "a.py").write_text("from topofinder.model.b import f\n")
+    (pkg / "model" / "b.py").write_text("def f():\n    from topofinder.model import a\n")
+    mods = {"topofinder.model.a": pkg / "model" / "a.py", "topofinder.model.b": pkg / "model" / "b.py"}
+    edges = {(m, t, inside) for m, p in mods.items() for t, _, inside in _imports(p, m, set(mods))}
+    assert edges == {("topofinder.model.a", "topofinder.model.b", False),
+                     ("topofinder.model.b", "topofinder.model.a", True)}
+
+
+def test_nothing_cites_a_document_that_does_not_ship():
+    offenders = [f"{p.relative_to(ROOT)}:{i}" for p in PACKAGE.rglob("*.py")
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if "DESIGN" in line]
+    assert not offenders, offenders
+    cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"docs/[\w-]+\.md",
+                                                                  p.read_text())}
+    missing = sorted(c for c in cited if not (ROOT / c).is_file())
+    assert not missing, f"docstrings cite missing docs: {missing}"
+
+
+def test_packaging_lists_every_package_and_ships_the_data():
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {m for m, p in _modules().items() if p.name == "__init__.py"}
+    assert packages <= set(conf["packages"]), packages - set(conf["packages"])
+    assert conf["package-dir"]["topofinder.catalog_data"] == "catalog"
+    assert "*.json" in conf["package-data"]["topofinder.catalog_data"]
+    assert (ROOT / "catalog" / "Diamond.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["", "search", "score", "export", "bench", "catalog",
+                                     "sweep", "catalog list", "catalog build"])
+def test_help_is_self_contained(command, capsys):
+    """No help text sends the reader to a section of a document that is not there."""
+    with pytest.raises(SystemExit) as done:
+        main([*command.split(), "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: topofinder" in out
+    assert not re.search(r"DESIGN|§|Appendix|paper \d{3}", out), out

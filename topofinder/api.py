@@ -1,0 +1,275 @@
+"""The Python API: load a topology, score it, search a frontier, build and export schedules.
+
+Every function takes what the command line takes and returns plain Python data: a
+:class:`~topofinder.model.topology.Topology`, a JSON-ready ``dict``, a schedule object, or a
+:class:`SearchResult` whose :meth:`~SearchResult.records` feed ``pandas.DataFrame`` directly.
+Units follow docs/model.md: T_L in steps of α, τ in M/B (B the node bandwidth), times in
+seconds.
+
+>>> import topofinder as tf
+>>> g = tf.load("C(16,{1,6})")
+>>> g.n, g.degree
+(16, 4)
+>>> s = tf.score(g)
+>>> s["T_L"], s["tau_bfb_exact"], s["bw_optimal"]
+(3, '15/16', True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+import networkx as nx
+
+from topofinder.errors import TopofinderError
+from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
+from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
+from topofinder.families.build import load_topology
+from topofinder.finder.describe import describe
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import collective_schedule
+from topofinder.model.files import topology_text
+from topofinder.model.schedule import COLLECTIVES, StepSchedule, validate
+from topofinder.model.topology import Topology
+from topofinder.scoring.bfb import bfb_schedule
+from topofinder.scoring.forestcoll import (
+    fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum,
+)
+from topofinder.scoring.trees import TreeSchedule
+from topofinder.scoring.trees import validate as validate_trees
+from topofinder.workload.cost import Workload
+from topofinder.workload.rank import SEARCH_FORMAT, SEARCH_VERSION, FrontierPoint
+from topofinder.workload.rank import search as _search
+
+Source = str | os.PathLike | Topology | nx.Graph
+
+
+def load(source: Source) -> Topology:
+    """A topology from an expression (``"Pi(4,1024)"``), a topology file (edge list,
+    node-link JSON, GraphML), a networkx graph (undirected edges become arc pairs; a
+    ``capacity`` edge attribute is honoured) or a Topology (returned as it is).
+
+    >>> load("Torus(4,4)").n
+    16
+    >>> import networkx as nx
+    >>> load(nx.cycle_graph(5)).degree
+    2
+    """
+    if isinstance(source, Topology):
+        return source
+    if isinstance(source, nx.Graph):
+        if source.number_of_nodes() == 0:
+            raise TopofinderError("load: the networkx graph has no nodes")
+        return Topology.from_networkx(source)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise TopofinderError(f"load: expected an expression, a file path, a networkx graph "
+                              f"or a Topology, got {type(source).__name__}")
+    return load_topology(source)
+
+
+def _recipe(source: Source):
+    """The construction an expression names (None for files, graphs and Topology objects)."""
+    if isinstance(source, str) and not os.path.isfile(source):
+        return from_expression(source)
+    return None
+
+
+def score(source: Source) -> dict:
+    """Every score of one topology, as `topofinder score --json` prints it: N, d, diameter,
+    BFB T_L and τ (exact as "p/q"), the bandwidth and Moore bounds, ForestColl's τ_fc, the
+    all-to-all concurrent flow, and the schedule the expression names when it is not BFB.
+
+    >>> score("Diamond")["schedule_tau_exact"]
+    '7/8'
+    """
+    return describe(load(source), _recipe(source))
+
+
+def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
+             low_trees: bool = False, trees_per_root: int | None = None
+             ) -> StepSchedule | TreeSchedule:
+    """The replay-validated schedule `topofinder export --what schedule` writes.
+
+    ``kind="steps"``: the step schedule the expression names (expansions keep their
+    constructions; other topologies get the optimal BFB schedule) for ``collective``.
+    ``kind="trees"``: ForestColl's throughput-optimal tree schedule (allgather), or the best
+    one with exactly ``trees_per_root`` trees per root.
+
+    >>> s = schedule("C(16,{1,6})", "allreduce")
+    >>> s.collective, s.num_steps
+    ('allreduce', 6)
+    """
+    if collective not in COLLECTIVES:
+        raise TopofinderError(f"collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
+    if kind == "steps":
+        recipe = _recipe(source)
+        if recipe is None:
+            steps = bfb_schedule(load(source), collective=collective)
+        else:
+            steps = collective_schedule(recipe, collective)
+        validate(steps)
+        return steps
+    if kind != "trees":
+        raise TopofinderError(f"schedule kind {kind!r}; accepted: steps, trees")
+    if collective != "allgather":
+        raise TopofinderError(f"tree schedules are allgather trees; for {collective} use "
+                              f"kind='steps'")
+    topo = load(source)
+    if trees_per_root is None:
+        opt = throughput_optimum(topo)
+        trees = optimal_trees(topo, prefer_low_trees=low_trees, optimum=opt)
+        validate_trees(trees, opt.tau)
+        return trees
+    if trees_per_root < 1:
+        raise TopofinderError("trees_per_root must be a positive integer")
+    best = fixed_k_optimum(topo, trees_per_root)
+    trees = fixed_k_trees(topo, trees_per_root, prefer_low_trees=low_trees)
+    validate_trees(trees, best.tau)
+    return trees
+
+
+def load_schedule(source: str | os.PathLike | dict, topology: Source | None = None
+                  ) -> StepSchedule | TreeSchedule:
+    """A schedule document (a path to schedule JSON, its text, or the parsed dict) on its
+    topology: ``topology`` when given, else the one its ``topology`` field names.
+
+    >>> s = schedule("Torus(4,4)")
+    >>> load_schedule(s.to_json()).tau == s.tau
+    True
+    """
+    if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                           and not source.lstrip().startswith("{")):
+        path = os.fspath(source)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                source = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
+    if isinstance(source, str):
+        try:
+            source = json.loads(source)
+        except json.JSONDecodeError as exc:
+            raise TopofinderError(f"schedule JSON does not parse: {exc}") from None
+    if not isinstance(source, dict):
+        raise TopofinderError("a schedule document must be a JSON object")
+    if topology is None:
+        if not isinstance(source.get("topology"), str):
+            raise TopofinderError("the schedule names no topology; pass topology=")
+        topology = source["topology"]
+    topo = load(topology)
+    if source.get("kind") == "trees":
+        return TreeSchedule.from_dict(source, topo)
+    return StepSchedule.from_json(source, topo)
+
+
+def _emit(text: str, path: str | os.PathLike | None) -> str:
+    if path is not None:
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise TopofinderError(f"cannot write {os.fspath(path)}: "
+                                  f"{exc.strerror or exc}") from None
+    return text
+
+
+def export_topology(source: Source, fmt: str = "edgelist",
+                    path: str | os.PathLike | None = None) -> str:
+    """The topology file text (``fmt``: edgelist, json (node-link), graphml); also written to
+    ``path`` when given.
+
+    >>> print(export_topology("UniRing(1,3)"))  # doctest: +NORMALIZE_WHITESPACE
+    # topofinder topology UniRing(1,3): N = 3, 3 arcs
+    # one line per arc: u v
+    0 1
+    1 2
+    2 0
+    """
+    return _emit(topology_text(load(source), fmt), path)
+
+
+def export_schedule(sched: StepSchedule | TreeSchedule, fmt: str = "json",
+                    path: str | os.PathLike | None = None, **xml_options) -> str:
+    """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
+    or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`).
+    Also written to ``path`` when given."""
+    if fmt == "json":
+        return _emit(sched.to_json() + "\n", path)
+    if fmt == "xml":
+        steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+        return _emit(to_msccl_xml(steps, **xml_options), path)
+    raise TopofinderError(f"schedule format {fmt!r}; accepted: json, xml")
+
+
+def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 1008
+                       ) -> PatchPlan:
+    """The patch-panel cabling plan of a topology (write it with ``.write_csv(path)``)."""
+    return plan_patch_panel(load(source), cabling, panel_size)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A verified frontier for (N, d), ranked for a workload. ``frontier[recommended]`` is the
+    recommendation; :meth:`to_dict` is the `topofinder search --json` document."""
+
+    n: int
+    d: int
+    bidirectional_only: bool
+    workload: dict
+    frontier: tuple[FrontierPoint, ...]
+    recommended: int
+
+    @property
+    def best(self) -> FrontierPoint:
+        """The recommended frontier point."""
+        return self.frontier[self.recommended]
+
+    def records(self) -> list[dict]:
+        """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
+        N, d and whether it is the recommendation."""
+        return [{"N": self.n, "d": self.d, **asdict(p), "recommended": i == self.recommended}
+                for i, p in enumerate(self.frontier)]
+
+    def to_dict(self) -> dict:
+        """The `search --json` document (docs/formats.md, schema ``search.schema.json``)."""
+        return {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
+                "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
+                "workload": self.workload, "frontier": [asdict(p) for p in self.frontier],
+                "recommended": self.recommended}
+
+
+def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
+           jobs: int | None = None, use_cache: bool = True, progress: bool = False
+           ) -> SearchResult:
+    """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
+    replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
+    B = 100 Gbps, M = 1 MB).
+
+    >>> r = search(16, 2, jobs=1)
+    >>> [(p.expr, p.T_L, p.tau_exact) for p in r.frontier]
+    [('L(Diamond)', 4, '1/1'), ('DBJMod(2,4)', 5, '15/16')]
+    """
+    doc = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
+                  use_cache=use_cache, progress=progress or None)
+    points = tuple(FrontierPoint(**p) for p in doc["frontier"])
+    return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
+                        points, doc["recommended"])
+
+
+def records(result: SearchResult | dict) -> list[dict]:
+    """Flat records of a search result or a score dict, for ``pandas.DataFrame``."""
+    if isinstance(result, SearchResult):
+        return result.records()
+    if isinstance(result, dict):
+        return [dict(result)]
+    raise TopofinderError(f"records: expected a SearchResult or a score dict, got "
+                          f"{type(result).__name__}")
+
+
+__all__ = ["Source", "load", "score", "schedule", "load_schedule", "search", "export_topology",
+           "export_schedule", "export_patch_panel", "SearchResult", "records", "Workload",
+           "Topology", "StepSchedule", "TreeSchedule", "TopofinderError"]
