@@ -88,38 +88,38 @@ def _schedule_power(base):
     power_schedule(base, 2)
 
 
-# ---- ForestColl (issue 4): T_B^FC, its networkx baseline, tree packing ----------------------
-def _fresh(topo):
+# ---- ForestColl: T_B^FC, its networkx baseline, tree packing ----------------------
+def _renamed(topo):
     """The same arcs in a new Topology, so cached derived data is rebuilt inside the timing."""
     return lambda: topo.renamed(topo.expr)
 
 
-@case("T_B^FC Pi(4,256)", 0.1, setup=_fresh(generalized_kautz(4, 256)), repeat=5,
+@case("T_B^FC Pi(4,256)", 0.1, setup=_renamed(generalized_kautz(4, 256)), repeat=5,
       group="forestcoll")
 def _fc_pi256(topo):
     throughput_optimum(topo.renamed(topo.expr))
 
 
 @case("T_B^FC Pi(4,256) networkx bisection baseline (same oracle)", None,
-      setup=_fresh(generalized_kautz(4, 256)), repeat=1, group="forestcoll")
+      setup=_renamed(generalized_kautz(4, 256)), repeat=1, group="forestcoll")
 def _fc_pi256_networkx(topo):
     ratio_by_networkx_bisection(topo.renamed(topo.expr))
 
 
-@case("T_B^FC Pi(4,1024)", 1.0, setup=_fresh(generalized_kautz(4, 1024)), repeat=5,
+@case("T_B^FC Pi(4,1024)", 1.0, setup=_renamed(generalized_kautz(4, 1024)), repeat=5,
       group="forestcoll")
 def _fc_pi1024(topo):
     throughput_optimum(topo.renamed(topo.expr))
 
 
 @case("T_B^FC L^3(C(16,{3,4})) (N=1024)", 1.0,
-      setup=_fresh(line_graph(circulant(16, [3, 4]), 3)), repeat=5, group="forestcoll")
+      setup=_renamed(line_graph(circulant(16, [3, 4]), 3)), repeat=5, group="forestcoll")
 def _fc_l3(topo):
     throughput_optimum(topo.renamed(topo.expr))
 
 
 @case("tree packing L^2(C(16,{3,4})) (N=256, d=4)", 300.0,
-      setup=_fresh(line_graph(circulant(16, [3, 4]), 2)), repeat=1, group="forestcoll")
+      setup=_renamed(line_graph(circulant(16, [3, 4]), 2)), repeat=1, group="forestcoll")
 def _fc_pack256(topo):
     optimal_trees(topo.renamed(topo.expr))
 
@@ -195,7 +195,7 @@ def _catalog_build_dbjmod24(_):
     run("DBJMod(2,4)", write=False)
 
 
-# ---- distance-regular graphs (issue 2/5): construction and the intersection-array check -------
+# ---- distance-regular graphs: construction and the intersection-array check -------
 @case("build DistReg(IncGH3) (split Cayley hexagon, N=728)", None, group="distance-regular")
 def _build_gh3(_):
     gh_incidence(3)

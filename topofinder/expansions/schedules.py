@@ -5,7 +5,8 @@ allgather schedule on the expanded topology of :mod:`topofinder.model.operations
 numbering), built with numpy over the base's sends. Chunk ranges stay integral: where a
 construction splits a chunk, the shard is cut into more chunks (``shard_chunks`` grows by the
 needed factor). The replayed T_L (steps) and τ (M/B) equal the ``predict_*`` functions of
-:mod:`topofinder.model.operations` (docs/algorithms.md), or stay below them where those are bounds.
+:mod:`topofinder.expansions.predict` (docs/algorithms.md), or stay below them where those are
+bounds.
 """
 
 from __future__ import annotations

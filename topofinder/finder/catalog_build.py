@@ -1,5 +1,5 @@
 """`topofinder catalog build`: exhaustive searches for small base topologies whose best
-schedules are not BFB (paper 001 Appendix H, Table 9: Diamond, DBJMod; docs/algorithms.md, issue 5).
+schedules are not BFB (paper 001 Appendix H, Table 9: Diamond, DBJMod; docs/algorithms.md).
 
 Pipeline: a candidate space of small d-regular digraphs up to isomorphism (all of them for tiny
 N, or the rewirings of a de Bruijn graph's self-loops and 2-cycles into one long cycle, as the

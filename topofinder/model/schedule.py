@@ -138,7 +138,7 @@ class StepSchedule:
                "collective": self.collective, "topology": self.topology.expr,
                "num_nodes": self.topology.n, "shard_chunks": self.shard_chunks,
                "method": self.method, "num_steps": self.num_steps,
-               "tau_exact": exact(self.tau)}
+               "tau": float(self.tau), "tau_exact": exact(self.tau)}
         if self.collective == "allreduce":
             doc["reduce_scatter_steps"] = self.reduce_steps
         doc["columns"] = list(SEND_COLUMNS)
