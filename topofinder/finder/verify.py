@@ -19,12 +19,11 @@ from topofinder.model.operations import (
 )
 from topofinder.families.build import parse
 from topofinder.finder.recipe import Recipe
-from topofinder.model.schedule import StepSchedule, validate
+from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
 from topofinder.scoring.forestcoll import throughput_optimum
-from topofinder.model.schedule import allreduce, reduce_scatter
 from topofinder.model.units import exact
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
@@ -124,10 +123,18 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
         topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
                                     candidate.tau, False)
+        rs_t_l, rs_tau = t_l, tau
+        if not _reversible(topo):
+            rs = bfb.bfb_score(topo.transpose())
+            rs_t_l, rs_tau = rs.T_L, rs.tau
     else:
         schedule = build_schedule(candidate.recipe)
         validate(schedule)
         topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
+        rs = reduce_scatter_of(schedule)
+        if not _reversible(topo):                   # a new schedule, not the proven reverse
+            validate(rs)
+        rs_t_l, rs_tau = rs.num_steps, rs.tau
     fc = throughput_optimum(topo)
     a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
     if full_alltoall and a2a["alltoall_f"] is None:
@@ -135,6 +142,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         a2a.update(alltoall_f=result.f, alltoall_f_upper=result.upper_bound,
                    alltoall_method=result.method)
     return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
+            "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
             "schedule": candidate.recipe.method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),
             "moore_T_L": moore_bound_steps(topo.n, topo.degree),
@@ -143,16 +151,26 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
             "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"]}
 
 
+def _reversible(g: Topology) -> bool:
+    """The allgather reversed is a reduce-scatter on G itself (Thm 2): G is bidirectional or
+    has a known isomorphism G^T → G."""
+    return bool(g.bidirectional) or g.reverse_isomorphism is not None
+
+
+def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
+    """The reduce-scatter `export` writes next to this allgather: the allgather reversed by
+    Thm 2 when G is reverse-symmetric with a known isomorphism (same T_L and τ), else the
+    optimal BFB schedule of G^T reversed (Thm 1), which may cost more."""
+    if _reversible(allgather.topology):
+        return reduce_scatter(allgather)
+    return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
+
+
 def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
-    """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter by
-    Thm 2 (reverse-symmetric G with a known isomorphism) or else by BFB on G^T reversed
-    (Thm 1); the allreduce as reduce-scatter then allgather (Appendix B)."""
+    """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
+    :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
     allgather = build_schedule(recipe)
     if collective == "allgather":
         return allgather
-    g = allgather.topology
-    if g.bidirectional or g.reverse_isomorphism is not None:
-        rs = reduce_scatter(allgather)
-    else:
-        rs = bfb.bfb_schedule(g, collective="reduce-scatter")
+    rs = reduce_scatter_of(allgather)
     return rs if collective == "reduce-scatter" else allreduce(rs, allgather)

@@ -123,6 +123,12 @@ class Workload:
         return sum(w * 2.0 * (t_l * self.alpha_s + tau * m / self.bandwidth_Bps)
                    for m, w in self.sizes)
 
+    def collective_time(self, t_l: float, tau: float) -> float:
+        """Expected seconds T_L·α + τ·M/B of one schedule over the size profile (an allreduce
+        schedule's T_L and τ already add both phases)."""
+        return sum(w * (t_l * self.alpha_s + tau * m / self.bandwidth_Bps)
+                   for m, w in self.sizes)
+
     def alltoall_time(self, n: int, d: int, f: float | None) -> float | None:
         """Expected all-to-all seconds (M/N)/(f·b), b = B/d, over the size profile."""
         if f is None or f <= 0:

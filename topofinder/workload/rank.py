@@ -24,12 +24,17 @@ SEARCH_VERSION = 1
 @dataclass(frozen=True)
 class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
-    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT)."""
+    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT).
+    ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
+    reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
+    ``allreduce_time_s`` prices exactly that schedule."""
 
     expr: str
     T_L: int
     tau: float
     tau_exact: str
+    allreduce_T_L: int
+    allreduce_tau_exact: str
     tau_fc: float | None
     tau_fc_exact: str | None
     diameter: int
@@ -70,10 +75,11 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
 
 def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
     tau = Fraction(v["tau"])
-    allreduce = workload.allreduce_time(v["T_L"], float(tau))
+    allreduce = workload.collective_time(v["allreduce_T_L"], float(Fraction(v["allreduce_tau"])))
     alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
     return FrontierPoint(
         expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=exact(tau),
+        allreduce_T_L=v["allreduce_T_L"], allreduce_tau_exact=v["allreduce_tau"],
         tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
         schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
         predicted_tau=float(c.tau),

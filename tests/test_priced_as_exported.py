@@ -1,0 +1,42 @@
+"""What a search recommends is what it exports: every frontier point's allreduce time is the
+time T_L·α + τ·M/B of the replayed allreduce schedule that `export --what schedule
+--collective allreduce` writes for it — also where the topology is not reverse-symmetric and
+the reduce-scatter costs more than the allgather (Pi(3,20): paper 001 Thm 1 vs Thm 2)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+import topofinder as tf
+from topofinder.model.schedule import validate
+
+
+@pytest.mark.parametrize("n,d,size", [(20, 3, "560KB"), (30, 4, "1MB"), (64, 4, "1MB"),
+                                      (16, 2, "64MB")])
+def test_allreduce_price_is_the_exported_schedule(n, d, size):
+    w = tf.Workload.from_strings(size=size)
+    result = tf.search(n, d, w, jobs=1)
+    for p in result.frontier:
+        s = tf.schedule(p.expr, "allreduce")
+        validate(s)
+        assert (s.num_steps, str(s.tau.numerator) + "/" + str(s.tau.denominator)) == \
+            (p.allreduce_T_L, p.allreduce_tau_exact), p.expr
+        assert p.allreduce_time_s == pytest.approx(w.collective_time(s.num_steps, float(s.tau)),
+                                                   rel=1e-12)
+
+
+def test_a_non_reverse_symmetric_point_pays_for_its_reduce_scatter():
+    result = tf.search(20, 3, tf.Workload.from_strings(size="560KB"), jobs=1)
+    costly = [p for p in result.frontier if p.allreduce_tau_exact != _twice(p.tau_exact)]
+    assert costly, "expected a point whose reduce-scatter on G^T costs more than its allgather"
+    best = result.best
+    for p in result.frontier:
+        assert best.objective_s <= p.objective_s
+
+
+def _twice(text: str) -> str:
+    num, den = map(int, text.split("/"))
+    x = 2 * Fraction(num, den)
+    return f"{x.numerator}/{x.denominator}"
