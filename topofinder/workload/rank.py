@@ -34,6 +34,7 @@ class FrontierPoint:
     tau: float
     tau_exact: str
     allreduce_T_L: int
+    allreduce_tau: float
     allreduce_tau_exact: str
     tau_fc: float | None
     tau_fc_exact: str | None
@@ -79,7 +80,8 @@ def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
     alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
     return FrontierPoint(
         expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=exact(tau),
-        allreduce_T_L=v["allreduce_T_L"], allreduce_tau_exact=v["allreduce_tau"],
+        allreduce_T_L=v["allreduce_T_L"], allreduce_tau=float(Fraction(v["allreduce_tau"])),
+        allreduce_tau_exact=v["allreduce_tau"],
         tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
         schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
         predicted_tau=float(c.tau),
