@@ -11,6 +11,8 @@ import os
 import sys
 
 from topofinder.errors import TopofinderError
+from topofinder.execute import is_quiet_rank
+from topofinder.execute import mpi as execute_mpi
 
 EXIT_BAD_INPUT = 2
 
@@ -463,6 +465,14 @@ def _run_sweep(args) -> int:
     return 0
 
 
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="execute a schedule under MPI and check it against MPI's "
+                                   "collective (mpiexec -n N topofinder run SCHEDULE.json)",
+                       description=execute_mpi.DESCRIPTION)
+    execute_mpi.add_arguments(p)
+    p.set_defaults(run=execute_mpi.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -476,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_catalog(sub)
     _add_sweep(sub)
+    _add_run(sub)
     return parser
 
 
@@ -484,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.run(args)
     except TopofinderError as exc:
-        print(f"topofinder: error: {exc}", file=sys.stderr)
+        if not is_quiet_rank():          # under mpiexec only rank 0 says it
+            print(f"topofinder: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("topofinder: interrupted", file=sys.stderr)
