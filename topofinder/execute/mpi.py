@@ -339,19 +339,20 @@ def _text(doc: dict) -> str:
     runs = doc["runs_checked"]
     if doc["verified"]:
         lines.append(f"verified: yes, equal to {doc['checked_against']} on all {n} ranks in "
-                     f"all {runs} runs (integer-valued data: exact comparison)")
+                     f"every run ({runs}; integer-valued data: exact comparison)")
     else:
         lines.append(f"verified: NO, differs from {doc['checked_against']}: up to "
                      f"{doc['wrong_elements']} wrong elements per run summed over ranks, "
                      f"first on rank {doc['first_wrong_rank']}, max |error| "
                      f"{doc['max_abs_error']:g} (inf: never delivered)")
-    lines.append(f"{'':<26}{'time (us)':>12}{'algbw (GB/s)':>15}{'busbw (GB/s)':>15}")
+    width = max(26, len(doc["checked_against"]) + 10)
+    lines.append(f"{'':<{width}}{'time (us)':>12}{'algbw (GB/s)':>15}{'busbw (GB/s)':>15}")
     rows = [("schedule (median)", doc["measured"]),
             (f"{doc['checked_against']} (median)", doc["mpi"]),
             ("α-β prediction", doc["predicted"])]
     for label, r in rows:
         t = "-" if r["time_s"] is None else f"{r['time_s'] * 1e6:.1f}"
-        lines.append(f"{label:<26}{t:>12}{_fmt_rate(r['algbw_GBps']):>15}"
+        lines.append(f"{label:<{width}}{t:>12}{_fmt_rate(r['algbw_GBps']):>15}"
                      f"{_fmt_rate(r['busbw_GBps']):>15}")
     p = doc["predicted"]
     if p["tau"] is not None:
@@ -363,6 +364,6 @@ def _text(doc: dict) -> str:
     if doc["kind"] == "trees":
         lines.append(f"trees run as steps (pipeline K = {doc['pipeline']}); the pipelined "
                      f"tree-flow τ is {doc['tree_flow_tau']} (paper 002)")
-    lines.append(f"{doc['iters']} timed runs after {doc['warmup']} warm-up runs; time = "
-                 f"slowest rank per run")
+    lines.append(f"timed runs: {doc['iters']}, after {doc['warmup']} warm-up; time = the "
+                 f"slowest rank's, median over the timed runs")
     return "\n".join(lines)
