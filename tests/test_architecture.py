@@ -19,7 +19,7 @@ PACKAGE = ROOT / "topofinder"
 
 #: Bottom to top. A module may import from its own layer and the layers below it.
 LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
-          "workload", "export", "batch", "api", "cli"]
+          "workload", "export", "execute", "batch", "api", "cli"]
 
 
 def _modules() -> dict[str, Path]:
@@ -36,7 +36,7 @@ def _layer(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1:
         return LAYERS.index("api")          # the package facade re-exports the API lazily
-    if parts[1] == "__main__":
+    if parts[1] in ("__main__", "run"):         # `python -m topofinder[.run]` entry points
         return LAYERS.index("cli")
     return LAYERS.index(parts[1])
 

@@ -16,6 +16,8 @@ from topofinder import api
 from topofinder.batch import bench, sweep
 from topofinder.compute import parallel
 from topofinder.errors import TopofinderError
+from topofinder.execute import is_quiet_rank
+from topofinder.execute import mpi as execute_mpi
 from topofinder.export.npz import save_npz
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
 from topofinder.export.plot import plot_frontier
@@ -432,6 +434,14 @@ def _run_sweep(args) -> int:
     return 0
 
 
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="execute a schedule under MPI and check it against MPI's "
+                                   "collective (mpiexec -n N topofinder run SCHEDULE.json)",
+                       description=execute_mpi.DESCRIPTION)
+    execute_mpi.add_arguments(p)
+    p.set_defaults(run=execute_mpi.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -445,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_catalog(sub)
     _add_sweep(sub)
+    _add_run(sub)
     return parser
 
 
@@ -453,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.run(args)
     except TopofinderError as exc:
-        print(f"topofinder: error: {exc}", file=sys.stderr)
+        if not is_quiet_rank():          # under mpiexec only rank 0 says it
+            print(f"topofinder: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("topofinder: interrupted", file=sys.stderr)
