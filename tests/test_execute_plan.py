@@ -10,7 +10,7 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.execute.plan import (
-    chunk_elements, program_from_document, rank_plan, simulate, tree_steps,
+    chunk_elements, program_from_document, rank_plan, simulate,
 )
 from topofinder.families.build import parse
 from topofinder.scoring.forestcoll import optimal_trees, throughput_optimum

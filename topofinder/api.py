@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 import networkx as nx
 
+from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
@@ -168,12 +169,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
 
 def _emit(text: str, path: str | os.PathLike | None) -> str:
     if path is not None:
-        try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise TopofinderError(f"cannot write {os.fspath(path)}: "
-                                  f"{exc.strerror or exc}") from None
+        write_text(path, text)
     return text
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from topofinder.compute.output import write_text
 from topofinder.batch.bench_cases import CASES
 
 #: Where `bench` merges its report, relative to the working directory.
@@ -54,6 +55,4 @@ def write(report: dict, path: Path = RESULTS) -> None:
     fresh = {r["name"] for r in report["cases"]}
     merged = dict(report)
     merged["cases"] = [r for r in old.get("cases", []) if r["name"] not in fresh] + report["cases"]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(merged, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(merged, indent=2) + "\n")

@@ -24,11 +24,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from topofinder.compute.output import write_text
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
@@ -106,9 +106,7 @@ def cell_path(out: Path, n: int, k: int) -> Path:
 def atomic_write(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename: never half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:

@@ -12,6 +12,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+from topofinder.compute.output import write_text
 from topofinder import api
 from topofinder.batch import bench, sweep
 from topofinder.compute import parallel
@@ -29,6 +30,7 @@ from topofinder.workload.cost import Workload
 from topofinder.workload.rank import search
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +62,7 @@ def _add_score(sub) -> None:
 def _run_score(args) -> int:
     info = api.score(args.expr)
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(_json(info))
     else:
         width = max(len(k) for k in info)
         for key, value in info.items():
@@ -158,11 +160,7 @@ def _write_schedule(schedule, args) -> None:
                                    protocol=args.protocol)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text(args.output, text)
 
 
 def _export_patch_panel(args) -> int:
@@ -233,7 +231,7 @@ def _run_search(args) -> int:
     if args.plot:
         plot_frontier(result, args.plot)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(_json(result))
     else:
         print(format_frontier(result))
     return 0
@@ -288,7 +286,7 @@ def _run_bench(args) -> int:
         raise TopofinderError(f"bench: no case matches {' '.join(args.cases)}")
     bench.write(report)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(_json(report))
         return 0
     print(f"machine: {report['machine']['cores']} cores, Python {report['machine']['python']}")
     for row in report["cases"]:
@@ -344,7 +342,7 @@ def _add_catalog(sub) -> None:
 def _run_catalog_list(args) -> int:
     rows = listing()
     if args.json:
-        print(json.dumps({"entries": rows}, indent=2))
+        print(_json({"entries": rows}))
         return 0
     print(f"{'expr':<24} {'N':>5} {'d':>3} {'T_L':>4} {'tau':>7}  BW  Moore  schedule  "
           f"provenance")
@@ -390,7 +388,7 @@ def _run_catalog_build(args) -> int:
                   f"{len(report['searches'])} CP-SAT searches, {report['seconds']:.1f} s"
                   f"{'; wrote ' + report['path'] if report['path'] else ''}")
     if args.json:
-        print(json.dumps({"builds": reports}, indent=2))
+        print(_json({"builds": reports}))
     return 0 if all(r["found"] for r in reports) else 1
 
 
@@ -459,21 +457,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json(doc) -> str:
+    """Strict JSON (no NaN or Infinity, which JSON parsers other than Python's refuse)."""
+    try:
+        return json.dumps(doc, indent=2, allow_nan=False)
+    except ValueError:
+        raise TopofinderError("the result holds a number that is not finite; check the "
+                              "sizes, latency and bandwidth given") from None
+
+
+class _ClosedStdout:
+    """Standing in for a closed standard output: the first write is a one-line error."""
+
+    def write(self, text: str) -> int:
+        raise TopofinderError("standard output is closed; give an output file with -o")
+
+    def flush(self) -> None:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    if sys.stdout is None:                       # started with stdout closed (`>&-`)
+        sys.stdout = _ClosedStdout()
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
     except TopofinderError as exc:
-        if not is_quiet_rank():          # under mpiexec only rank 0 says it
-            print(f"topofinder: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("topofinder: interrupted", file=sys.stderr)
-        return 130
+        _say("interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader closed stdout (e.g. `| head`): stop quietly, no traceback at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         return 1
+    except OSError as exc:                       # I/O the writers did not name themselves
+        where = f" ({exc.filename})" if exc.filename else ""
+        _say(f"error: {exc.strerror or exc}{where}")
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        _say("error: out of memory; try a smaller N or --jobs 1")
+        return EXIT_BAD_INPUT
+
+
+def _say(message: str) -> None:
+    """One line on stderr (from rank 0 only under mpiexec; nothing if stderr is closed)."""
+    if not is_quiet_rank() and sys.stderr is not None:
+        print(f"topofinder: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

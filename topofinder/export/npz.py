@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
@@ -60,11 +61,8 @@ def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
                       edges=_narrow(edges))
     else:
         raise TopofinderError(f"cannot write a {type(schedule).__name__} as .npz")
-    try:
-        with open(path, "wb") as f:
-            np.savez_compressed(f, **arrays)
-    except OSError as exc:
-        raise TopofinderError(f"cannot write {path}: {exc.strerror}") from None
+    with atomic_output(path, "wb") as f:
+        np.savez_compressed(f, **arrays)
 
 
 def load_npz(path) -> StepSchedule | TreeSchedule:

@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
+from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
 
@@ -49,7 +50,7 @@ def _to_path(out, write) -> bool:
     """When ``out`` is a path, open it and call ``write`` on the file; True if it did."""
     if not isinstance(out, (str, Path)):
         return False
-    with open(out, "w", newline="") as f:
+    with atomic_output(out, newline="") as f:
         write(f)
     return True
 KINDS = ("simplex", "duplex", "loopback")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
 
@@ -84,11 +85,8 @@ def plot_frontier(search_result: dict, path: str) -> None:
     ax.margins(x=0.15)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    try:
-        with rc_context({"svg.fonttype": "none"}):      # SVG text stays text (editable)
-            fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise TopofinderError(f"plot: cannot write {path}: {exc.strerror}") from None
+    with rc_context({"svg.fonttype": "none"}), atomic_output(path, "wb") as fh:
+        fig.savefig(fh, format=fmt)                    # SVG text stays text (editable)
 
 
 def _excess_scale(ax, n: int, taus: list[float]) -> None:

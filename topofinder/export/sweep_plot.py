@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from topofinder.compute.output import atomic_output
 
 
 def plot_best_per_n(best: list[dict], path: Path, degree: int, size_label: str) -> None:
@@ -29,10 +30,11 @@ def plot_best_per_n(best: list[dict], path: Path, degree: int, size_label: str) 
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with atomic_output(path, "wb") as fh:
+            fig.savefig(fh, dpi=130, format="png")
+    finally:
+        plt.close(fig)
 
 
 def _family(expr: str) -> str:

@@ -16,9 +16,7 @@ built by :mod:`topofinder.families.distance_regular`); :func:`entries` lists the
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from fractions import Fraction
 from functools import lru_cache
 from importlib.resources import files
@@ -27,6 +25,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
@@ -214,12 +213,7 @@ def write_entry(topology: Topology, schedule: StepSchedule, provenance: dict,
     entry = make_entry(topology, schedule, provenance)
     path = entry_path(topology.expr, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    os.chmod(tmp, 0o644)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(entry, fh, separators=(",", ":"))
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(entry, separators=(",", ":")) + "\n")
     return path
 
 

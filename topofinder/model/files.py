@@ -11,14 +11,12 @@ renumbered 0..N−1 (integer labels in increasing order, others in order of appe
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 import networkx as nx
 
+from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
 
@@ -45,23 +43,7 @@ def topology_text(topo: Topology, fmt: str) -> str:
 def write_topology(topo: Topology, fmt: str, path: str | None) -> None:
     """Write ``topo`` as ``fmt`` to ``path`` (stdout if None). The file appears complete or
     not at all: it is written to a temporary file beside it and renamed into place."""
-    text = topology_text(topo, fmt)
-    if path is None:
-        sys.stdout.write(text)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".topofinder-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise TopofinderError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    write_text(path, topology_text(topo, fmt))
 
 
 def read_topology(path: str) -> Topology:

@@ -11,6 +11,7 @@ maximum concurrent flow at link capacity 1 (docs/algorithms.md).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +23,9 @@ _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns":
 _BIT_RATE_UNITS = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12,
                    "b/s": 1, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12}
 _BYTE_RATE_UNITS = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12}
+#: Largest number accepted in a size, time, bandwidth or weight (before its unit): results stay
+#: finite, so every JSON output is strict JSON.
+MAX_QUANTITY = 1e30
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµμ/]*)\s*$")
 
 
@@ -29,7 +33,11 @@ def _split(text: str, what: str, accepted: str) -> tuple[float, str]:
     m = _QUANTITY.match(str(text))
     if not m:
         raise TopofinderError(f"{what} {text!r} is not a number with a unit; accepted: {accepted}")
-    return float(m.group(1)), m.group(2)
+    value = float(m.group(1))
+    if not math.isfinite(value) or value > MAX_QUANTITY:
+        raise TopofinderError(f"{what} {text!r} is too large (at most {MAX_QUANTITY:g} in any "
+                              f"unit)")
+    return value, m.group(2)
 
 
 def parse_size(text: str) -> float:
@@ -92,8 +100,9 @@ def _positive_float(text: str, what: str) -> float:
         value = float(text)
     except ValueError:
         raise TopofinderError(f"{what}: {text!r} is not a number") from None
-    if not value > 0:
-        raise TopofinderError(f"{what} must be positive, got {text}")
+    if not value > 0 or not math.isfinite(value) or value > MAX_QUANTITY:
+        raise TopofinderError(f"{what} must be a positive number up to {MAX_QUANTITY:g}, "
+                              f"got {text}")
     return value
 
 
@@ -111,9 +120,13 @@ class Workload:
     @classmethod
     def from_strings(cls, alpha="10us", bandwidth="100Gbps", size="1MB",
                      alltoall_share: float | str = 0.0) -> "Workload":
-        share = float(alltoall_share)
+        try:
+            share = float(alltoall_share)
+        except (TypeError, ValueError):
+            share = float("nan")
         if not 0.0 <= share <= 1.0:
-            raise TopofinderError(f"all-to-all share must lie in [0, 1], got {alltoall_share}")
+            raise TopofinderError(f"all-to-all share must be a number in [0, 1] (e.g. 0.3), got "
+                                  f"{alltoall_share!r}")
         return cls(parse_time(alpha), parse_bandwidth(bandwidth),
                    tuple(parse_size_profile(size)), share,
                    {"alpha": alpha, "bandwidth": bandwidth, "size": size})
