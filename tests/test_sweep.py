@@ -47,7 +47,7 @@ def reference(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ref")
     path = folder / "tiny.toml"
     path.write_text(SPEC)
-    out = sweep.run_sweep(sweep.load_spec(path), folder, jobs=1, use_cache=False,
+    out, _ = sweep.run_sweep(sweep.load_spec(path), folder, jobs=1, use_cache=False,
                           progress=False)
     return _outputs(out)
 
@@ -57,7 +57,7 @@ def test_sweep_writes_frontiers_best_and_plots(spec_file, tmp_path, reference):
     assert len(spec.cells) == 2 * 17             # N = 8..24 at d = 2 and at d = 4
     assert {"frontier.csv", "frontier.json", "best.csv"} <= set(reference)
     assert len([k for k in reference if k.startswith("cells/")]) == 34
-    out = sweep.run_sweep(spec, tmp_path, jobs=1, use_cache=True, progress=False)
+    out, _ = sweep.run_sweep(spec, tmp_path, jobs=1, use_cache=True, progress=False)
     assert (out / "best_d4_100MB.png").stat().st_size > 0
     header = reference["frontier.csv"].decode().splitlines()[0]
     assert header.startswith("N,d,expr,T_L,tau")
@@ -87,8 +87,8 @@ def test_killed_sweep_resumes_to_identical_files(spec_file, tmp_path, reference)
 
 def test_corrupt_cell_is_recomputed(spec_file, tmp_path, reference):
     spec = sweep.load_spec(spec_file)
-    out = sweep.run_sweep(spec, tmp_path / "c", jobs=1, use_cache=False, progress=False)
-    sweep.cell_path(out, 12, 4).write_text("{not json")
+    out, _ = sweep.run_sweep(spec, tmp_path / "c", jobs=1, use_cache=False, progress=False)
+    sweep.cell_path(out, 12, 4, spec.bidirectional, spec.verify).write_text("{not json")
     sweep.run_sweep(spec, tmp_path / "c", jobs=1, use_cache=False, progress=False)
     assert _outputs(out) == reference
 
@@ -96,7 +96,7 @@ def test_corrupt_cell_is_recomputed(spec_file, tmp_path, reference):
 def test_cached_sweep_gives_the_same_files(spec_file, tmp_path, reference):
     spec = sweep.load_spec(spec_file)
     for attempt in ("cold", "warm"):
-        out = sweep.run_sweep(spec, tmp_path / attempt, jobs=1, use_cache=True, progress=False)
+        out, _ = sweep.run_sweep(spec, tmp_path / attempt, jobs=1, use_cache=True, progress=False)
         assert _outputs(out) == reference
 
 
@@ -104,7 +104,7 @@ def test_dask_backend_matches_loky(spec_file, tmp_path, reference):
     pytest.importorskip("dask.distributed")
     parallel.use_dask(None)                      # a 2-worker LocalCluster
     try:
-        out = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "dask", jobs=2,
+        out, _ = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "dask", jobs=2,
                               use_cache=False, progress=False)
     finally:
         parallel.use_loky()

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from topofinder.errors import TopofinderError
 from topofinder.compute.output import write_text
 from topofinder.batch.bench_cases import CASES
 
@@ -48,10 +49,31 @@ def run(selected: list[str] | None = None, repeat: int | None = None,
             "cases": rows}
 
 
+def read(path: Path = RESULTS) -> dict:
+    """The report at ``path`` ({"cases": []} when there is none); TopofinderError when the file
+    is not a bench report, so it is never overwritten by mistake."""
+    if not path.exists():
+        return {"cases": []}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TopofinderError(f"bench: cannot read {path} ({exc}); move it away to start a new "
+                              f"report") from None
+    cases = doc.get("cases") if isinstance(doc, dict) else None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and isinstance(
+            c.get("name"), str) for c in cases):
+        raise TopofinderError(f"bench: {path} is not a bench report (no 'cases' list of named "
+                              f"rows); move it away to start a new report")
+    return doc
+
+
 def write(report: dict, path: Path = RESULTS) -> None:
     """Merge ``report`` into results/bench.json (cases replaced by name), atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(path.read_text()) if path.exists() else {"cases": []}
+    old = read(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TopofinderError(f"bench: cannot create {path.parent}: {exc.strerror}") from None
     fresh = {r["name"] for r in report["cases"]}
     merged = dict(report)
     merged["cases"] = [r for r in old.get("cases", []) if r["name"] not in fresh] + report["cases"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,13 +53,36 @@ class Spec:
     labels: tuple[str, ...]
 
 
+#: Most cells one spec may ask for (the paper sweep has 7,969; 50,000 is hours on 2 cores).
+MAX_CELLS = 50_000
+#: Largest degree the finder handles (the BFB generator's subset transform).
+MAX_DEGREE = 16
+_WORKLOAD_KEYS = {"alpha", "bandwidth", "sizes", "alltoall_share"}
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _flag(doc: dict, key: str) -> bool:
+    value = doc.get(key, False)
+    if not isinstance(value, bool):
+        raise TopofinderError(f"sweep: '{key}' must be true or false, got {value!r}")
+    return value
+
+
 def load_spec(path: str | Path) -> Spec:
-    """Read and check a sweep spec (TOML); TopofinderError naming the problem otherwise."""
+    """Read and check a sweep spec (TOML) as strictly as the command line checks its options;
+    TopofinderError naming the problem otherwise."""
     path = Path(path)
+    if path.is_dir():
+        raise TopofinderError(f"sweep: {path} is a directory; give a SPEC.toml file")
     try:
-        doc = tomllib.loads(path.read_text())
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TopofinderError(f"sweep: no spec file {path}") from None
+    except OSError as exc:
+        raise TopofinderError(f"sweep: cannot read {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"sweep: {path} is not valid TOML: {exc}") from None
     known = {"name", "degrees", "n", "n_min", "n_max", "bidirectional", "verify", "workload"}
@@ -66,41 +90,67 @@ def load_spec(path: str | Path) -> Spec:
     if unknown:
         raise TopofinderError(f"sweep: unknown key(s) {sorted(unknown)} in {path}; "
                               f"accepted: {sorted(known)}")
-    name = str(doc.get("name", path.stem))
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise TopofinderError(f"sweep: name {name!r} must be a plain folder name")
+    name = doc.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+        raise TopofinderError(f"sweep: name {name!r} must be a plain folder name (letters, "
+                              f"digits, '.', '_', '-'; at most 100)")
     degrees = doc.get("degrees")
     if not isinstance(degrees, list) or not degrees or not all(
-            isinstance(k, int) and k >= 1 for k in degrees):
-        raise TopofinderError("sweep: 'degrees' must be a non-empty list of integers >= 1")
+            _int(k) and 1 <= k <= MAX_DEGREE for k in degrees):
+        raise TopofinderError(f"sweep: 'degrees' must be a non-empty list of integers in "
+                              f"1..{MAX_DEGREE}")
     if "n" in doc:
         ns = doc["n"]
-        if not isinstance(ns, list) or not all(isinstance(x, int) for x in ns):
-            raise TopofinderError("sweep: 'n' must be a list of integers")
+        if not isinstance(ns, list) or not ns or not all(_int(x) and x >= 2 for x in ns):
+            raise TopofinderError("sweep: 'n' must be a non-empty list of integers >= 2")
     else:
         lo, hi = doc.get("n_min"), doc.get("n_max")
-        if not isinstance(lo, int) or not isinstance(hi, int) or lo < 2 or hi < lo:
+        if not _int(lo) or not _int(hi) or lo < 2 or hi < lo:
             raise TopofinderError("sweep: give 'n' (a list) or integers 2 <= n_min <= n_max")
+        if (hi - lo + 1) * len(degrees) > MAX_CELLS:
+            raise TopofinderError(f"sweep: {(hi - lo + 1) * len(degrees)} cells; at most "
+                                  f"{MAX_CELLS} per spec (split the range)")
         ns = list(range(lo, hi + 1))
-    bidirectional = bool(doc.get("bidirectional", False))
+    bidirectional, verify = _flag(doc, "bidirectional"), _flag(doc, "verify")
     cells = []
     for k in sorted(set(degrees)):
         for n in sorted(set(ns)):
             if k < n and not (bidirectional and ((n * k) % 2 or k == 1)):
                 cells.append((n, k))
+    if not cells:
+        raise TopofinderError("sweep: the spec has no cell with d < N (and, with "
+                              "bidirectional, N·d even and d >= 2)")
+    if len(cells) > MAX_CELLS:
+        raise TopofinderError(f"sweep: {len(cells)} cells; at most {MAX_CELLS} per spec")
     w = doc.get("workload", {})
+    if not isinstance(w, dict):
+        raise TopofinderError("sweep: 'workload' must be a table ([workload] with alpha, "
+                              "bandwidth, sizes, alltoall_share)")
+    if set(w) - _WORKLOAD_KEYS:
+        raise TopofinderError(f"sweep: unknown workload key(s) {sorted(set(w) - _WORKLOAD_KEYS)};"
+                              f" accepted: {sorted(_WORKLOAD_KEYS)}")
     sizes = w.get("sizes", ["1MB"])
-    if not isinstance(sizes, list) or not sizes:
-        raise TopofinderError("sweep: workload.sizes must be a non-empty list such as ['1MB']")
+    if not isinstance(sizes, list) or not sizes or not all(isinstance(s, str) for s in sizes):
+        raise TopofinderError("sweep: workload.sizes must be a non-empty list of strings such "
+                              "as ['1MB', '100MB']")
+    for key in ("alpha", "bandwidth"):
+        if not isinstance(w.get(key, ""), str):
+            raise TopofinderError(f"sweep: workload.{key} must be a string such as "
+                                  f"{'10us' if key == 'alpha' else '100Gbps'!r}")
+    share = w.get("alltoall_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)):
+        raise TopofinderError(f"sweep: workload.alltoall_share must be a number in [0, 1], "
+                              f"got {share!r}")
     workloads = tuple(Workload.from_strings(w.get("alpha", "10us"), w.get("bandwidth", "100Gbps"),
-                                            str(s), w.get("alltoall_share", 0.0))
-                      for s in sizes)
-    return Spec(name, tuple(cells), bidirectional, bool(doc.get("verify", False)), workloads,
-                tuple(str(s) for s in sizes))
+                                            s, share) for s in sizes)
+    return Spec(name, tuple(cells), bidirectional, verify, workloads, tuple(sizes))
 
 
-def cell_path(out: Path, n: int, k: int) -> Path:
-    return out / "cells" / f"N{n}_d{k}.json"
+def cell_path(out: Path, n: int, k: int, bidirectional: bool = False,
+              verify: bool = False) -> Path:
+    """One file per cell, named by everything its content depends on."""
+    flags = ("_bidirectional" if bidirectional else "") + ("_verified" if verify else "")
+    return out / "cells" / f"N{n}_d{k}{flags}.json"
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -127,22 +177,38 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
 
 
 def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
-    doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
-    atomic_write(cell_path(out, n, k), json.dumps(doc, indent=1) + "\n")
+    """Compute and write one cell; a failure is returned as {"N", "d", "error"} (nothing is
+    written, so a rerun retries it) instead of aborting the sweep."""
+    try:
+        doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
+    except TopofinderError as exc:
+        return {"N": n, "d": k, "error": str(exc)}
+    doc = {**doc, "bidirectional": bidirectional, "verify": verify}
+    atomic_write(cell_path(out, n, k, bidirectional, verify), json.dumps(doc, indent=1) + "\n")
     return doc
 
 
 def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
-              use_cache: bool = True, progress: bool = True) -> Path:
-    """Compute the missing cells (in parallel), then rebuild the summary files."""
+              use_cache: bool = True, progress: bool = True) -> tuple[Path, list[dict]]:
+    """Compute the missing cells (in parallel), then rebuild the summary files from the cells
+    that exist. Cells that failed are listed in failed.csv (N, d, error) and not in the
+    summaries; a rerun retries them. Returns the output folder and the failures."""
+    if out_root.exists() and not out_root.is_dir():
+        raise TopofinderError(f"sweep: --out {out_root} is a file; give a folder")
     out = out_root / spec.name
-    todo = [(n, k) for n, k in spec.cells if not _cell_done(cell_path(out, n, k))]
-    run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
-                             for n, k in todo], jobs=jobs, progress=progress,
-                 label=f"sweep {spec.name}")
-    cells = [json.loads(cell_path(out, n, k).read_text()) for n, k in spec.cells]
+    path = {c: cell_path(out, *c, spec.bidirectional, spec.verify) for c in spec.cells}
+    todo = [c for c in spec.cells if not _cell_done(path[c])]
+    results = run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
+                                       for n, k in todo], jobs=jobs, progress=progress,
+                           label=f"sweep {spec.name}")
+    failed = [r for r in results if "error" in r]
+    cells = [json.loads(path[c].read_text()) for c in spec.cells if path[c].exists()]
     write_summaries(spec, cells, out)
-    return out
+    if failed:
+        atomic_write(out / "failed.csv", _csv(failed))
+    elif (out / "failed.csv").exists():
+        (out / "failed.csv").unlink()
+    return out, failed
 
 
 def _cell_done(path: Path) -> bool:

@@ -31,6 +31,8 @@ from topofinder.workload.rank import search
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+#: Most runs per bench case (medians settle long before; more is a typo).
+MAX_BENCH_REPEAT = 1000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,16 +114,21 @@ def _add_export(sub) -> None:
 
 def _picked_expression(path: str, pick: int) -> str:
     """The expression of frontier point ``pick`` of a `search --json` result file."""
+    not_a_result = f"export --pick: {path} is not a 'topofinder search --json' result"
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             frontier = json.load(f)["frontier"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise TopofinderError(f"export --pick: {path} is not a 'topofinder search --json' "
-                              f"result") from None
+        raise TopofinderError(not_a_result) from None
+    if not isinstance(frontier, list) or not frontier:
+        raise TopofinderError(f"{not_a_result} (no frontier list)")
     if not 0 <= pick < len(frontier):
         raise TopofinderError(f"export --pick {pick}: {path} has frontier points "
                               f"0..{len(frontier) - 1}")
-    return frontier[pick]["expr"]
+    point = frontier[pick]
+    if not isinstance(point, dict) or not isinstance(point.get("expr"), str):
+        raise TopofinderError(f"{not_a_result} (frontier point {pick} has no 'expr' string)")
+    return point["expr"]
 
 
 def _run_export(args) -> int:
@@ -278,8 +285,9 @@ def _add_bench(sub) -> None:
 
 
 def _run_bench(args) -> int:
-    if args.repeat is not None and args.repeat < 1:
-        raise TopofinderError("bench: --repeat must be a positive integer")
+    if args.repeat is not None and not 1 <= args.repeat <= MAX_BENCH_REPEAT:
+        raise TopofinderError(f"bench: --repeat must be an integer in 1..{MAX_BENCH_REPEAT}")
+    bench.read()                                  # a bad results/bench.json fails before timing
     report = bench.run(args.cases or None, args.repeat,
                        progress=lambda name: print(f"bench: {name} ...", file=sys.stderr))
     if not report["cases"]:
@@ -382,7 +390,11 @@ def _run_catalog_build(args) -> int:
         if not args.json:
             found = (f"T_L {report['T_L']}, tau {report['tau']}"
                      f"{' (BW-optimal)' if report['bw_optimal'] else ''}"
-                     if report["found"] else "no schedule found")
+                     if report["found"] else
+                     "nothing to store: BFB already reaches the target on every candidate"
+                     if report["candidates"] and
+                     report["skipped_bfb_optimal"] == report["candidates"]
+                     else "no schedule found")
             print(f"{report['name'] or 'search'}: {found}; {report['candidates']} candidates, "
                   f"{report['skipped_bfb_optimal']} BFB-optimal skipped, "
                   f"{len(report['searches'])} CP-SAT searches, {report['seconds']:.1f} s"
@@ -424,12 +436,16 @@ def _run_sweep(args) -> int:
     if args.backend == "dask":
         parallel.use_dask(args.scheduler)
     try:
-        out = sweep.run_sweep(spec, Path(args.out) if args.out else sweep.RESULTS,
-                              jobs=args.jobs, use_cache=not args.no_cache)
+        out, failed = sweep.run_sweep(spec, Path(args.out) if args.out else sweep.RESULTS,
+                                      jobs=args.jobs, use_cache=not args.no_cache)
     finally:
         parallel.use_loky()
-    print(f"sweep {spec.name}: {len(spec.cells)} cells written to {out}")
-    return 0
+    done = len(spec.cells) - len(failed)
+    print(f"sweep {spec.name}: {done} of {len(spec.cells)} cells written to {out}"
+          + (f"; {len(failed)} failed (listed in {out / 'failed.csv'}; a rerun retries "
+             f"them), first: N = {failed[0]['N']}, d = {failed[0]['d']}: {failed[0]['error']}"
+             if failed else ""))
+    return 1 if failed else 0
 
 
 def _add_run(sub) -> None:
@@ -496,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         _say(f"error: {exc.strerror or exc}{where}")
         return EXIT_BAD_INPUT
+    except UnicodeDecodeError:                   # a reader that did not name the file itself
+        _say("error: an input file is not UTF-8 text")
+        return EXIT_BAD_INPUT
     except MemoryError:
         _say("error: out of memory; try a smaller N or --jobs 1")
         return EXIT_BAD_INPUT
@@ -504,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
 def _say(message: str) -> None:
     """One line on stderr (from rank 0 only under mpiexec; nothing if stderr is closed)."""
     if not is_quiet_rank() and sys.stderr is not None:
-        print(f"topofinder: {message}", file=sys.stderr)
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        print(f"topofinder: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import logging
+import tempfile
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
@@ -16,8 +18,21 @@ from typing import Callable
 import joblib
 from platformdirs import user_cache_dir
 
+from topofinder.errors import TopofinderError
+
 PACKAGE = Path(__file__).resolve().parents[1]
 CATALOG = Path(str(files("topofinder.catalog_data")))
+
+
+class _QuietReload(logging.Filter):
+    """An unreadable (corrupt, truncated) entry is recomputed and rewritten by joblib; its
+    log record with the loading traceback adds nothing for the user, so it is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Exception while loading results" not in record.getMessage()
+
+
+logging.getLogger("joblib").addFilter(_QuietReload())
 
 
 def cache_dir() -> Path:
@@ -46,8 +61,18 @@ def _memory_at(location: str) -> joblib.Memory:
 
 
 def _memory() -> joblib.Memory:
-    """The cache at the current location (it follows $TOPOFINDER_CACHE)."""
-    return _memory_at(str(cache_dir()))
+    """The cache at the current location (it follows $TOPOFINDER_CACHE); TopofinderError when
+    that location is not a directory this process can write."""
+    location = cache_dir()
+    try:
+        location.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=location, prefix=".probe-")
+        probe.close()
+    except OSError as exc:
+        raise TopofinderError(f"the cache directory {location} is not writable "
+                              f"({exc.strerror or exc}); set TOPOFINDER_CACHE to a writable "
+                              f"directory or pass --no-cache") from None
+    return _memory_at(str(location))
 
 
 class Cached:

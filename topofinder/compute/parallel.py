@@ -42,10 +42,12 @@ def use_loky() -> None:
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working") -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
-    (None: all cores; 1: in this process)."""
+    (None: all cores; 1: in this process). Locally never more workers than cores: each holds
+    its own copy of the work's memory, and more would only contend for the same cores."""
     items = list(items)
     args = [it if isinstance(it, tuple) else (it,) for it in items]
-    jobs = jobs or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    jobs = min(jobs or cores, cores) if _BACKEND["name"] == "loky" else (jobs or cores)
     bar = tqdm(total=len(args), desc=label, file=sys.stderr, delay=1.0, leave=False,
                disable=not progress)
     try:

@@ -343,9 +343,12 @@ def plan_patch_panel(topo: Topology, cabling: str = "auto",
 def read_plan(path, n: int | None = None) -> PatchPlan:
     """Read a plan CSV file. ``n``: node count (default: largest node id + 1)."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise TopofinderError(f"cannot read patch-panel plan {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise TopofinderError(f"{path} is not a patch-panel plan (not UTF-8 text; expected the "
+                              f"CSV that 'export --what patch-panel' writes)") from None
     return parse_plan(text, n)
 
 

@@ -12,6 +12,8 @@ Units: τ = T_B in M/B; steps are comm steps (T_L in α).
 
 from __future__ import annotations
 
+import re
+
 import itertools
 import math
 import time
@@ -533,7 +535,45 @@ def resolve(name: str | None, **overrides) -> dict:
                 f"search needs --{' --'.join(missing)}" if name else
                 f"catalog build: give a preset ({', '.join(PRESETS)}) or --n, --d, --steps "
                 f"and --chunks")
+    _check(params)
     return params
+
+
+#: Limits of one build: the CP-SAT model has ~N²·d·steps·chunks variables, and the
+#: enumeration of regular digraphs is exhaustive only for small N.
+MAX_BUILD = {"n": 64, "d": 16, "steps": 16, "chunks": 64}
+
+
+def _check(params: dict) -> None:
+    """Refuse parameters that cannot give an answer before any work starts."""
+    for key, top in MAX_BUILD.items():
+        value = params.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+            raise TopofinderError(f"catalog build: --{key} must be an integer in 1..{top}, "
+                                  f"got {value!r}")
+    n = params["n"]
+    if n < 2 or params["d"] >= n:
+        raise TopofinderError(f"catalog build: needs N >= 2 and d < N, got N = {n}, "
+                              f"d = {params['d']}")
+    for key in ("time_limit", "budget"):
+        value = params.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and 0 < value < 1e7):
+            raise TopofinderError(f"catalog build: --{key.replace('_', '-')} must be a "
+                                  f"positive number of seconds, got {value!r}")
+    target = params.get("target")
+    if target is not None:
+        try:
+            tau = Fraction(target)
+        except (TypeError, ValueError, ZeroDivisionError):
+            raise TopofinderError(f"catalog build: --target {target!r} is not a number such "
+                                  f"as 7/8") from None
+        if tau < Fraction(n - 1, n):
+            raise TopofinderError(f"catalog build: --target {target} is below the bandwidth "
+                                  f"optimum (N-1)/N = {n - 1}/{n}, which no allgather beats")
+    name = params.get("name")
+    if name is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9(),{} ]{0,63}", str(name)):
+        raise TopofinderError(f"catalog build: --name {name!r} must be an expression-like "
+                              f"name such as 'DBJMod(2,4)' (letters, digits, (),{{}})")
 
 
 def command_line(params: dict) -> str:

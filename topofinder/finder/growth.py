@@ -20,9 +20,12 @@ from topofinder.expansions import predict
 from topofinder.finder import recipe as rc
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
+from topofinder.scoring.bfb import MAX_SUBSET_BITS
 from topofinder.finder.recipe import Recipe
 
 MAX_TARGET_NODES = 1_000_000
+#: Largest target degree: the BFB generator handles up to 16 distinct in-neighbours.
+MAX_TARGET_DEGREE = MAX_SUBSET_BITS
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,10 @@ def validate_target(n, d, bidirectional: bool = False) -> tuple[int, int]:
     if d >= n:
         raise TopofinderError(f"--d {d} must be smaller than --n {n} (at most N-1 ports are "
                               f"useful without parallel links)")
+    if d > MAX_TARGET_DEGREE:
+        raise TopofinderError(f"--d {d} is too large; the search handles d <= "
+                              f"{MAX_TARGET_DEGREE} (its BFB schedule generator splits a node's "
+                              f"in-links by subsets of up to {MAX_TARGET_DEGREE})")
     if bidirectional and (n * d) % 2 == 1:
         raise TopofinderError(f"--bidirectional with N = {n} and d = {d}: duplex cables pair "
                               f"ports, so N·d must be even")

@@ -21,6 +21,9 @@ from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
 
 FORMATS = ("edgelist", "json", "graphml")
+#: Largest link capacity read (in units of the base link bandwidth b): sums over N·d arcs stay
+#: far inside int64.
+MAX_CAPACITY = 10 ** 9
 
 
 def topology_text(topo: Topology, fmt: str) -> str:
@@ -73,8 +76,9 @@ def _read_edgelist(path: str, text: str) -> Topology:
                                   f"{line.strip()!r}")
         cap = 1
         if len(fields) == 3:
-            if not re.fullmatch(r"\d+", fields[2]) or int(fields[2]) < 1:
-                raise TopofinderError(f"{path}:{lineno}: capacity must be a positive integer, "
+            if not re.fullmatch(r"\d{1,10}", fields[2]) or not 1 <= int(fields[2]) <= MAX_CAPACITY:
+                raise TopofinderError(f"{path}:{lineno}: capacity must be an integer in "
+                                      f"1..{MAX_CAPACITY}, "
                                       f"got {fields[2]!r}")
             cap = int(fields[2])
         arcs.append((fields[0], fields[1], cap))
@@ -103,8 +107,9 @@ def _read_json(path: str, text: str) -> Topology:
         if not isinstance(edge, dict) or "source" not in edge or "target" not in edge:
             raise TopofinderError(f"{path}: {key}[{i}] needs 'source' and 'target'")
         cap = edge.get("capacity", 1)
-        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-            raise TopofinderError(f"{path}: {key}[{i}] capacity must be a positive integer, "
+        if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CAPACITY:
+            raise TopofinderError(f"{path}: {key}[{i}] capacity must be an integer in "
+                                  f"1..{MAX_CAPACITY}, "
                                   f"got {cap!r}")
         arcs.append((edge["source"], edge["target"], cap))
     return _topology(path, labels, arcs, directed=bool(data.get("directed", True)))
@@ -122,9 +127,9 @@ def _read_graphml(path: str) -> Topology:
     arcs = []
     for i, (u, w, data) in enumerate(g.edges(data=True)):
         cap = data.get("capacity", 1)
-        if not isinstance(cap, int) or cap < 1:
-            raise TopofinderError(f"{path}: edge {i} ({u} -> {w}) capacity must be a positive "
-                                  f"integer, got {cap!r}")
+        if not isinstance(cap, int) or not 1 <= cap <= MAX_CAPACITY:
+            raise TopofinderError(f"{path}: edge {i} ({u} -> {w}) capacity must be an integer "
+                                  f"in 1..{MAX_CAPACITY}, got {cap!r}")
         arcs.append((u, w, cap))
     return _topology(path, labels, arcs, directed=g.is_directed())
 

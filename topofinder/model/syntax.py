@@ -23,6 +23,8 @@ from topofinder.errors import TopofinderError
 
 #: Largest arc count (N·d) built: 16 bytes of numpy per arc, so 256 MB of arc arrays.
 MAX_ARCS = 16_000_000
+#: Longest integer in an expression (every size limit fits well inside it).
+MAX_DIGITS = 18
 #: Largest line-graph iteration (past it a degree >= 2 base exceeds MAX_NODES anyway).
 MAX_LINE_POWER = 64
 
@@ -115,6 +117,9 @@ class _Parser:
             pos = m.start(kind)
             if kind == "sym" and value == "-":
                 self.fail(pos, "negative numbers are not accepted")
+            if kind == "int" and len(value) > MAX_DIGITS:
+                self.fail(pos, f"a number with {len(value)} digits; at most {MAX_DIGITS} are "
+                               f"accepted")
             if kind == "name" and value[0] == "x" and len(value) > 1 and self.tokens \
                     and (self.tokens[-1][0] == "int" or self.tokens[-1][1] == ")"):
                 # "K(3)xK(2)": an 'x' right after an operand is the product sign
