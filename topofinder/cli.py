@@ -76,6 +76,22 @@ def _add_export(sub) -> None:
                    help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
     p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
                    help="schedule xml: MSCCL protocol (default Simple)")
+    p.add_argument("--runtime", choices=["msccl-executor", "msccl"], default="msccl-executor",
+                   help="schedule xml: the MSCCL runtime that loads it (coll spelling, maxBytes "
+                        "rule, limits; default msccl-executor)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="K",
+                   help="schedule xml: instructions per threadblock the runtime allows "
+                        "(MSCCL_MAX_NUM_STEPS; default 64 for msccl-executor, 256 for msccl)")
+    place = p.add_mutually_exclusive_group()
+    place.add_argument("--in-place", dest="inplace", action="store_true", default=False,
+                       help="schedule xml: the in-place variant (NCCL's in-place buffers)")
+    place.add_argument("--out-of-place", dest="inplace", action="store_false",
+                       help="schedule xml: the out-of-place variant (default)")
+    p.add_argument("--min-bytes", type=int, default=0, metavar="BYTES",
+                   help="schedule xml: smallest message size the runtime may pick it for")
+    p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
+                   help="schedule xml: largest message size it may be picked for "
+                        "(default unbounded)")
     p.add_argument("--cabling", choices=["auto", "simplex", "duplex"], default="auto",
                    help="patch-panel: simplex fibres, duplex cables, or auto (duplex when "
                         "the topology is bidirectional)")
@@ -139,6 +155,10 @@ def _export_steps(args) -> int:
         schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
     else:
         schedule = collective_schedule(from_expression(args.expr), args.collective)
+    if args.format == "xml":                 # refuse what no runtime loads before replaying
+        from topofinder.export.schedule_xml import check_fits
+
+        check_fits(schedule, args.channels, args.runtime, args.max_steps)
     validate(schedule)
     _write_schedule(schedule, args)
     return 0
@@ -185,7 +205,10 @@ def _write_schedule(schedule, args) -> None:
         from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
 
         steps = schedule if isinstance(schedule, StepSchedule) else trees_as_steps(schedule)
-        text = to_msccl_xml(steps, channels=args.channels, protocol=args.protocol)
+        text = to_msccl_xml(steps, channels=args.channels, protocol=args.protocol,
+                            runtime_name=args.runtime, inplace=args.inplace,
+                            max_steps=args.max_steps, min_bytes=args.min_bytes,
+                            max_bytes=args.max_bytes)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     if args.output:
