@@ -58,6 +58,14 @@ def test_xml_loads_and_completes_n64(expr, coll, channels):
     exported_runs(expr, coll, channels)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("expr", ["C(16,{1,6})", "Torus(4,4)", "Torus(8,8)", "Hypercube(6)",
+                                  "L(K(4,4))"])
+def test_in_place_xml_loads_and_completes(expr, coll):
+    exported_runs(expr, coll, 2, inplace=True)
+
+
 def test_torus8x8_allreduce_fits_default_executor():
     """The case the executor refused before (75 instructions in one threadblock): now every
     threadblock has at most 64 and the program completes at buffer capacity 1."""
