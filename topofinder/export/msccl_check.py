@@ -319,9 +319,10 @@ def check_limits(xml, runtime_name: str = "msccl-executor", max_steps: int | Non
                     if tgt is None or not 0 <= st.deps < len(tgt.steps):
                         raise MscclCheckError(f"{here}: depends on missing step "
                                               f"{st.depid}/{st.deps}")
-                    if tgt.steps[st.deps].type == "nop" or not tgt.steps[st.deps].hasdep:
-                        raise MscclCheckError(f"{here}: depends on tb {st.depid} step "
-                                              f"{st.deps}, which sets no flag (nop or hasdep=0)")
+                    if not any(x.hasdep and x.type != "nop" for x in tgt.steps[st.deps:]):
+                        raise MscclCheckError(f"{here}: waits for tb {st.depid} step {st.deps}, "
+                                              "but no step there or later sets a flag "
+                                              "(hasdep=1): it would hang")
                 elif st.depid != -1:
                     raise MscclCheckError(f"{here}: depid {st.depid} is not -1 or a tb id")
                 if st.hasdep not in (0, 1):
