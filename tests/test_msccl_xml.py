@@ -11,9 +11,17 @@ import pytest
 from topofinder.cli import main
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import (
-    MscclCheckError, MscclDeadlock, check, check_limits, execute,
+    MscclCheckError,
+    MscclDeadlock,
+    check,
+    check_limits,
+    execute,
 )
-from topofinder.export.schedule_xml import instruction_counts, parse_msccl_xml, to_msccl_xml
+from topofinder.export.schedule_xml import (
+    instruction_counts,
+    parse_msccl_xml,
+    to_msccl_xml,
+)
 from topofinder.recipe import from_expression
 from topofinder.verify import collective_schedule
 
@@ -167,8 +175,8 @@ def test_cli_xml_options(tmp_path):
 def two_rank_allgather(cnt_first, order=("s", "r"), recv_off=None, tbs="one"):
     """Allgather of 2 pieces per rank on 2 ranks. ``tbs="one"``: the old layout, one
     threadblock per peer that sends its whole shard, then receives the peer's."""
-    parts = ['<algo name="t" proto="Simple" nchannels="1" nchunksperloop="4" ngpus="2" '
-             'coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">']
+    parts = [('<algo name="t" proto="Simple" nchannels="1" nchunksperloop="4" ngpus="2" '
+              'coll="allgather" inplace="0" outofplace="1" minBytes="0" maxBytes="0">')]
     for u in (0, 1):
         peer = 1 - u
         roff = 2 * peer if recv_off is None else recv_off[u]
@@ -270,7 +278,7 @@ def test_limits_emulation():
     algo = ET.fromstring(xml)
     dep = next(st for st in algo.iter("step") if st.get("depid") != "-1")
     gpu = next(g for g in algo.iter("gpu") if dep in g.iter("step"))
-    target = [tb for tb in gpu.iter("tb") if tb.get("id") == dep.get("depid")][0]
+    target = next(tb for tb in gpu.iter("tb") if tb.get("id") == dep.get("depid"))
     for st in target:                       # no step of the target tb raises its flag
         st.set("hasdep", "0")
     with pytest.raises(MscclCheckError, match="no step there or later sets a flag"):

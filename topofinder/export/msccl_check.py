@@ -356,7 +356,7 @@ class _Mem:
         self.size = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
         self.cells = {}
         self.writer, self.readers = {}, {}
-        n, r = algo.ngpus, g.id
+        r = g.id
         full_i = g.i_chunks
         if algo.collective == "allgather":
             for e in range(full_i):
@@ -421,7 +421,7 @@ def _ranks(mask: int) -> str:
 
 
 class _TbState:
-    __slots__ = ("rank", "tb", "idx", "pc", "k", "started", "vc", "mem", "out_msg", "in_msg")
+    __slots__ = ("idx", "in_msg", "k", "mem", "out_msg", "pc", "rank", "started", "tb", "vc")
 
     def __init__(self, rank, tb, idx, ntbs, mem):
         self.rank, self.tb, self.idx, self.pc, self.k = rank, tb, idx, 0, 0
@@ -500,7 +500,7 @@ def execute(xml, capacity: int = 1, inplace: bool | None = None, record: bool = 
                 k = st.k
                 val = None
                 if inq is not None:
-                    x, mid, unit, cnt, t = inq[0]
+                    x, mid, unit, cnt, _ = inq[0]
                     if k == 0:
                         if unit != 0 or cnt != ins.cnt:
                             raise MscclCheckError(

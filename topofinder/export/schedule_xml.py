@@ -53,7 +53,14 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import (
-    INT8_MAX, INT16_MAX, MscclCheckError, check_limits, execute, parse, runtime,
+    INT8_MAX,
+    INT16_MAX,
+    RUNTIMES,
+    MscclCheckError,
+    check_limits,
+    execute,
+    parse,
+    runtime,
 )
 from topofinder.schedule import ScheduleError, StepSchedule
 from topofinder.topology import Topology
@@ -157,6 +164,29 @@ def _peers(schedule: StepSchedule):
     return out_peers, in_peers
 
 
+def _options(runtime_name, channels, max_steps):
+    if runtime_name not in RUNTIME_NAMES:
+        raise TopofinderError(f"runtime {runtime_name!r}: accepted are "
+                              f"{', '.join(RUNTIME_NAMES)}")
+    rt = runtime(runtime_name)
+    if not isinstance(channels, int) or not 1 <= channels <= rt.max_channels:
+        raise TopofinderError(f"channels = {channels!r}: accepted are integers "
+                              f"1..{rt.max_channels}")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise TopofinderError(f"max_steps = {max_steps!r}: accepted are positive integers")
+    return rt, rt.max_steps if max_steps is None else max_steps
+
+
+def _step_advice(rt, need: int) -> str:
+    other = RUNTIMES["msccl"]
+    if rt.name != other.name and need <= other.max_steps:
+        return (f"--runtime msccl allows {other.max_steps}, or --max-steps {need} for an "
+                f"executor built with MSCCL_MAX_NUM_STEPS ≥ {need}, or export --format json "
+                "or npz instead")
+    return (f"export --format json or npz instead (or --max-steps {need} for a runtime built "
+            "with a larger MSCCL_MAX_NUM_STEPS)")
+
+
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "msccl-executor",
                max_steps: int | None = None) -> None:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
@@ -164,8 +194,7 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "m
     instructions per threadblock (allgather-phase sends at their final places cannot merge
     beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
     and on the XML elements one rank loads. One-line TopofinderError naming the limit."""
-    rt = runtime(runtime_name)
-    limit = rt.max_steps if max_steps is None else max_steps
+    rt, limit = _options(runtime_name, channels, max_steps)
     topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {schedule.collective}"
     instead = "export --format json or npz instead"
@@ -216,9 +245,7 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "m
         a, b = divmod(worst, n)
         raise TopofinderError(f"{what}: the threadblock sending {a}→{b} needs at least "
                               f"{int(bound[worst])} instructions, the limit is {limit} "
-                              f"(MSCCL_MAX_NUM_STEPS); {instead} (or --max-steps for a runtime "
-                              f"built with a larger limit)")
-    per_rank = np.bincount(u, weights=None, minlength=n) * 0
+                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, int(bound[worst]))}")
     bl = bound.reshape(n, n)
     per_rank = bl.sum(axis=1) + bl.sum(axis=0)
     nodes = 1 + n + tbs + k * int(per_rank.max())
@@ -239,7 +266,7 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int):
     progs = [_Prog(u, out_peers[u], in_peers[u], inplace, coll, kp) for u in range(n)]
     reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
                     "allreduce": schedule.reduce_steps}[coll]
-    loc = [dict() for _ in range(n)]
+    loc = [{} for _ in range(n)]
 
     def own_out(w, c):
         return ("o", c) if coll == "reduce-scatter" else ("o", pos(w, c))
@@ -384,21 +411,12 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     None = unbounded. Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
-    if runtime_name not in RUNTIME_NAMES:
-        raise TopofinderError(f"runtime {runtime_name!r}: accepted are "
-                              f"{', '.join(RUNTIME_NAMES)}")
-    rt = runtime(runtime_name)
-    if not isinstance(channels, int) or not 1 <= channels <= rt.max_channels:
-        raise TopofinderError(f"channels = {channels!r}: accepted are integers "
-                              f"1..{rt.max_channels}")
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise TopofinderError(f"max_steps = {max_steps!r}: accepted are positive integers")
-    limit = rt.max_steps if max_steps is None else max_steps
+    rt, limit = _options(runtime_name, channels, max_steps)
     if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes < max-bytes")
     check_fits(schedule, channels, runtime_name, limit)
-    topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
+    topo, n, k = schedule.topology, schedule.topology.n, channels
     coll = schedule.collective
     progs = _lower(schedule, channels, inplace, rt.max_count - 1)
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
@@ -412,8 +430,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
                     "local": "copying"}[kind]
             raise TopofinderError(f"{what}: rank {prog.u}'s threadblock {role} has "
                                   f"{counts[worst]} instructions, the limit is {limit} "
-                                  f"(MSCCL_MAX_NUM_STEPS); export --format json or npz instead "
-                                  f"(or --max-steps for a runtime built with a larger limit)")
+                                  f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, counts[worst])}")
         nodes = 1 + n + k * ntb + k * sum(counts[:ntb])
         if nodes >= rt.max_nodes:
             raise TopofinderError(f"{what}: rank {prog.u} would load {nodes} XML elements, the "
@@ -437,7 +454,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
     kp = k * p
     _, shift = _layout(coll, n, p, k)
     if max_bytes is None:
-        max_b = "0" if rt.max_bytes_zero_unbounded else str((1 << 62))
+        max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
     else:
         max_b = str(max_bytes)
     algo = ET.Element("algo", {
@@ -465,7 +482,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
                 cur += 1
             sidx.append(idx)
         for j in range(k):
-            def off(buf, o, j=j):
+            def off(buf, o, j=j, scratch=scratch):
                 return o + (j * scratch if buf == "s" else shift(j))
             for b in range(ntb):
                 kind, peer = prog.tb_peer[b]
