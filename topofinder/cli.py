@@ -151,13 +151,18 @@ def _export_steps(args) -> int:
     from topofinder.schedule import validate
     from topofinder.verify import collective_schedule
 
+    if args.format == "xml":
+        from topofinder.export.schedule_xml import check_fits
+        from topofinder.verify import build_schedule
     if _is_file(args.expr):
         schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
     else:
-        schedule = collective_schedule(from_expression(args.expr), args.collective)
-    if args.format == "xml":                 # refuse what no runtime loads before replaying
-        from topofinder.export.schedule_xml import check_fits
-
+        recipe = from_expression(args.expr)
+        if args.format == "xml":             # refuse what no runtime loads, from the allgather
+            check_fits(build_schedule(recipe), args.channels, args.runtime, args.max_steps,
+                       collective=args.collective)
+        schedule = collective_schedule(recipe, args.collective)
+    if args.format == "xml":                 # and from the whole schedule, before the replay
         check_fits(schedule, args.channels, args.runtime, args.max_steps)
     validate(schedule)
     _write_schedule(schedule, args)

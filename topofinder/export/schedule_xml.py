@@ -188,15 +188,20 @@ def _step_advice(rt, need: int) -> str:
 
 
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "msccl-executor",
-               max_steps: int | None = None) -> None:
+               max_steps: int | None = None, collective: str | None = None) -> None:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
     fit ``runtime_name``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
     beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
-    and on the XML elements one rank loads. One-line TopofinderError naming the limit."""
+    and on the XML elements one rank loads. One-line TopofinderError naming the limit.
+    ``collective``: with an allgather ``schedule``, check it as the allgather phase of this
+    collective (a cheaper early check before the full schedule is built; bounds stay valid)."""
     rt, limit = _options(runtime_name, channels, max_steps)
     topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
-    what = f"MSCCL XML ({rt.name}) for {topo.expr} {schedule.collective}"
+    coll = collective or schedule.collective
+    if collective and schedule.collective != "allgather":
+        raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
+    what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
     instead = "export --format json or npz instead"
     if n > rt.max_subs:
         raise TopofinderError(f"{what}: {n} ranks exceed the XML loader's {rt.max_subs} <gpu> "
@@ -225,13 +230,15 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "m
     t, v, lo, hi, u, w = (s[:, i] for i in range(6))
     reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
                     "allreduce": schedule.reduce_steps}[schedule.collective]
+    if collective == "reduce-scatter":          # its sources are scratch: no bound from here
+        return
     link = u * n + w
     ag = t > reduce_until
     # reduce phase: one instruction per (link, step) at least
     rs_link = np.unique(link[~ag] * (schedule.num_steps + 1) + t[~ag]) // (schedule.num_steps + 1)
     bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
     if ag.any():
-        kp = k * p if schedule.collective != "allreduce" else p
+        kp = k * p if coll != "allreduce" else p
         start = v[ag] * kp + lo[ag]
         end = v[ag] * kp + hi[ag]
         key = link[ag] * (schedule.num_steps + 1) + t[ag]
