@@ -288,3 +288,13 @@ def test_limits_emulation():
     big = two_rank_allgather(2, tbs="split").replace('cnt="2"', 'cnt="72"', 1)
     with pytest.raises(MscclCheckError, match="cnt 72"):
         check_limits(big)
+
+
+def test_tree_schedule_xml_completes(tmp_path):
+    """A ForestColl tree allgather (Torus(4,4), as steps by tree depth) exports to an XML that
+    loads and completes at capacity 1 and 2 on two channels."""
+    out = tmp_path / "trees.xml"
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--kind", "trees", "--format",
+                 "xml", "--channels", "2", "-o", str(out)]) == 0
+    stats = check(out.read_text(), "msccl-executor", capacities=(1, 2))
+    assert 0 < stats["max_steps_per_tb"] <= 64
