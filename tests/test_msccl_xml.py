@@ -119,11 +119,11 @@ def test_runtime_spelling_and_max_bytes():
     s = schedule("Torus(4,4)", "reduce-scatter")
     ex = ET.fromstring(to_msccl_xml(s))
     assert ex.get("coll") == "reducescatter" and ex.get("maxBytes") == "0"
-    ms_text = to_msccl_xml(s, runtime_name="msccl", min_bytes=1024, max_bytes=1 << 20)
+    ms_text = to_msccl_xml(s, runtime="msccl", min_bytes=1024, max_bytes=1 << 20)
     ms = ET.fromstring(ms_text)
     assert ms.get("coll") == "reduce_scatter"
     assert (ms.get("minBytes"), ms.get("maxBytes")) == ("1024", str(1 << 20))
-    assert int(ET.fromstring(to_msccl_xml(s, runtime_name="msccl")).get("maxBytes")) > 1 << 40
+    assert int(ET.fromstring(to_msccl_xml(s, runtime="msccl")).get("maxBytes")) > 1 << 40
     check_limits(ms_text, "msccl")
     with pytest.raises(MscclCheckError, match="reducescatter"):
         check_limits(ms_text, "msccl-executor")

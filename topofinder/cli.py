@@ -211,7 +211,7 @@ def _write_schedule(schedule, args) -> None:
 
         steps = schedule if isinstance(schedule, StepSchedule) else trees_as_steps(schedule)
         text = to_msccl_xml(steps, channels=args.channels, protocol=args.protocol,
-                            runtime_name=args.runtime, inplace=args.inplace,
+                            runtime=args.runtime, inplace=args.inplace,
                             max_steps=args.max_steps, min_bytes=args.min_bytes,
                             max_bytes=args.max_bytes)
     else:

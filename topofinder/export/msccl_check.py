@@ -84,7 +84,7 @@ class MscclDeadlock(MscclCheckError):
     """No threadblock can progress before the program ends."""
 
 
-def runtime(name: str) -> Runtime:
+def get_runtime(name: str) -> Runtime:
     if name not in RUNTIMES:
         raise TopofinderError(f"runtime {name!r}: accepted are {', '.join(RUNTIMES)}")
     return RUNTIMES[name]
@@ -186,12 +186,11 @@ def _algo(xml) -> Algo:
 
 
 # ---- parser limits ---------------------------------------------------------------------------
-def check_limits(xml, runtime_name: str = "msccl-executor", max_steps: int | None = None,
-                 ) -> dict:
-    """Raise MscclCheckError naming the first thing ``runtime_name``'s parser refuses on some
+def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = None) -> dict:
+    """Raise MscclCheckError naming the first thing ``runtime``'s parser refuses on some
     rank (module doc); return {"max_steps_per_tb", "max_tbs_per_gpu", "max_nodes_per_rank",
     "steps_per_tb": {gpu: [len per tb]}}."""
-    rt = runtime(runtime_name)
+    rt = get_runtime(runtime)
     limit = rt.max_steps if max_steps is None else int(max_steps)
     algo = _algo(xml)
     a = algo.attrs
@@ -599,12 +598,12 @@ def _check_result(algo: Algo, mems: dict, inplace: bool) -> None:
                     f"expected element {want[0]} from rank(s) {_ranks(want[1])}")
 
 
-def check(xml, runtime_name: str = "msccl-executor", capacities=(1, 2),
+def check(xml, runtime: str = "msccl-executor", capacities=(1, 2),
           max_steps: int | None = None) -> dict:
-    """Limits of ``runtime_name`` plus an execution at every capacity in every mode the XML
+    """Limits of ``runtime`` plus an execution at every capacity in every mode the XML
     declares (in place / out of place); returns the limits' statistics."""
     algo = _algo(xml)
-    stats = check_limits(algo, runtime_name, max_steps)
+    stats = check_limits(algo, runtime, max_steps)
     modes = [m for m, ok in ((True, algo.inplace), (False, algo.outofplace)) if ok]
     for cap in capacities:
         for mode in modes:

@@ -59,8 +59,8 @@ from topofinder.export.msccl_check import (
     MscclCheckError,
     check_limits,
     execute,
+    get_runtime,
     parse,
-    runtime,
 )
 from topofinder.schedule import ScheduleError, StepSchedule
 from topofinder.topology import Topology
@@ -164,11 +164,11 @@ def _peers(schedule: StepSchedule):
     return out_peers, in_peers
 
 
-def _options(runtime_name, channels, max_steps):
-    if runtime_name not in RUNTIME_NAMES:
-        raise TopofinderError(f"runtime {runtime_name!r}: accepted are "
+def _options(runtime, channels, max_steps):
+    if runtime not in RUNTIME_NAMES:
+        raise TopofinderError(f"runtime {runtime!r}: accepted are "
                               f"{', '.join(RUNTIME_NAMES)}")
-    rt = runtime(runtime_name)
+    rt = get_runtime(runtime)
     if not isinstance(channels, int) or not 1 <= channels <= rt.max_channels:
         raise TopofinderError(f"channels = {channels!r}: accepted are integers "
                               f"1..{rt.max_channels}")
@@ -187,16 +187,16 @@ def _step_advice(rt, need: int) -> str:
             "with a larger MSCCL_MAX_NUM_STEPS)")
 
 
-def check_fits(schedule: StepSchedule, channels: int = 1, runtime_name: str = "msccl-executor",
+def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
                max_steps: int | None = None, collective: str | None = None) -> None:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
-    fit ``runtime_name``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
+    fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
     beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
     and on the XML elements one rank loads. One-line TopofinderError naming the limit.
     ``collective``: with an allgather ``schedule``, check it as the allgather phase of this
     collective (a cheaper early check before the full schedule is built; bounds stay valid)."""
-    rt, limit = _options(runtime_name, channels, max_steps)
+    rt, limit = _options(runtime, channels, max_steps)
     topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
     coll = collective or schedule.collective
     if collective and schedule.collective != "allgather":
@@ -406,23 +406,23 @@ def _follows(a, b) -> bool:
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
-                 name: str | None = None, runtime_name: str = "msccl-executor",
+                 name: str | None = None, runtime: str = "msccl-executor",
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
                  max_bytes: int | None = None) -> str:
     """The MSCCL XML of ``schedule`` (module doc). ``channels``: instances on separate
     channels, each moving 1/channels of every chunk; ``protocol``: Simple, LL or LL128;
-    ``runtime_name``: msccl-executor or msccl; ``inplace``: the in-place variant (else
+    ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant (else
     out-of-place); ``max_steps``: instructions per threadblock (default: the runtime's
     MSCCL_MAX_NUM_STEPS); ``min_bytes``/``max_bytes``: the message sizes (bytes of the whole
     output for allgather, of the input for reduce-scatter) the runtime may select it for,
     None = unbounded. Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
-    rt, limit = _options(runtime_name, channels, max_steps)
+    rt, limit = _options(runtime, channels, max_steps)
     if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes < max-bytes")
-    check_fits(schedule, channels, runtime_name, limit)
+    check_fits(schedule, channels, runtime, limit)
     topo, n, k = schedule.topology, schedule.topology.n, channels
     coll = schedule.collective
     progs = _lower(schedule, channels, inplace, rt.max_count - 1)
@@ -448,7 +448,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
                                   f"pieces, beyond int16 offsets; use fewer channels")
     text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes)
     try:
-        check_limits(text, runtime_name, limit)
+        check_limits(text, runtime, limit)
     except MscclCheckError as exc:       # a writer bug, never the user's input
         raise TopofinderError(f"{what}: internal error, the XML fails the limits check: "
                               f"{exc}") from None
