@@ -20,7 +20,11 @@ runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.schedule.StepSche
   receive with the reduction, ``rrc``.)
 - Consolidation: the pieces a step sends on a link are ordered by where they sit and every
   contiguous range becomes one instruction (``cnt`` > 1, at most 71); received data lands in
-  a fresh contiguous scratch range (reduce-scatter partials) or at its final place.
+  a fresh contiguous scratch range (reduce-scatter partials) or at its final place. When that
+  does not fit the runtime, allgather-phase messages made of several ranges are staged through
+  scratch as paper 001 §7 describes: a local threadblock of the step packs them with ``cpy``
+  into one range that is sent once, the receiver takes it into scratch in one step and the same
+  kind of threadblock unpacks it (forwards read the scratch copy, so they wait for no copy).
 - Buffers: allgather receives into the output at the final place (a piece received twice goes
   to scratch); reduce-scatter and the reduce phase of allreduce keep partial sums in scratch —
   never in the input, which out-of-place runs must not write — and the last receive of a
@@ -86,6 +90,7 @@ class _Prog:
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
+        self.stage = {}
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
 
     def phys(self, buf, off):
@@ -98,9 +103,10 @@ class _Prog:
                 return ("i", off)
         return (buf, off)
 
-    def new_scratch(self):
-        self.scratch += 1
-        return ("s", self.scratch - 1)
+    def new_scratch(self, count: int = 1):
+        """The first of ``count`` fresh contiguous scratch pieces."""
+        self.scratch += count
+        return ("s", self.scratch - count)
 
     def add(self, tb, kind, src, dst, cnt, t, reads, writes):
         """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
@@ -120,13 +126,15 @@ class _Prog:
                     if r != tb:
                         cand[r] = max(cand.get(r, -1), i)
         ntb = len(self.tb_peer)
-        cur = list(self.clock[tb][-1]) if self.clock[tb] else [0] * ntb
+        cur = list(self.clock[tb][-1]) if self.clock[tb] else []
+        cur += [0] * (ntb - len(cur))
         chosen = []
         for b, i in sorted(cand.items(), key=lambda x: -sum(self.clock[x[0]][x[1]])):
             if cur[b] > i:
                 continue
             chosen.append((b, i))
-            cur = [max(x, y) for x, y in zip(cur, self.clock[b][i])]
+            for q, y in enumerate(self.clock[b][i]):
+                cur[q] = max(cur[q], y)
             self.hasdep[b].add(i)
         idx = len(self.instrs[tb])
         cur[tb] = idx + 1
@@ -141,8 +149,23 @@ class _Prog:
                 self.writer[cell] = (tb, idx)
                 self.readers[cell] = {}
 
+    def stage_tb(self, t: int) -> int:
+        """The local threadblock that packs and unpacks step t's staged messages."""
+        if t not in self.stage:
+            self.stage[t] = len(self.tb_peer)
+            self.tb_peer.append(("local", -1))
+            self.instrs.append([])
+            self.clock.append([])
+            self.hasdep.append(set())
+        return self.stage[t]
+
+    def emitted(self) -> list[int]:
+        """Threadblocks written to the XML, in id order (empty local ones are left out)."""
+        return [b for b, (kind, _) in enumerate(self.tb_peer)
+                if kind != "local" or self.instrs[b]]
+
     def steps_per_tb(self):
-        return [sum(max(1, len(ins[5])) for ins in lst) for lst in self.instrs]
+        return [sum(max(1, len(ins[5])) for ins in self.instrs[b]) for b in self.emitted()]
 
 
 def _layout(coll: str, n: int, p: int, k: int):
@@ -188,14 +211,16 @@ def _step_advice(rt, need: int) -> str:
 
 
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
-               max_steps: int | None = None, collective: str | None = None) -> None:
+               max_steps: int | None = None, collective: str | None = None,
+               stage: bool | None = None) -> None:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
     fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
     beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
     and on the XML elements one rank loads. One-line TopofinderError naming the limit.
     ``collective``: with an allgather ``schedule``, check it as the allgather phase of this
-    collective (a cheaper early check before the full schedule is built; bounds stay valid)."""
+    collective (a cheaper early check before the full schedule is built; bounds stay valid).
+    ``stage``: the writer's option (None: direct or staged, whichever fits)."""
     rt, limit = _options(runtime, channels, max_steps)
     topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
     coll = collective or schedule.collective
@@ -239,20 +264,48 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
     if ag.any():
         kp = k * p if coll != "allreduce" else p
+        span = schedule.num_steps + 1
         start = v[ag] * kp + lo[ag]
         end = v[ag] * kp + hi[ag]
-        key = link[ag] * (schedule.num_steps + 1) + t[ag]
+        key = link[ag] * span + t[ag]
         order = np.lexsort((start, key))
         key, start, end = key[order], start[order], end[order]
         brk = np.ones(key.size, bool)
         brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
-        bound += np.bincount(key[brk] // (schedule.num_steps + 1), minlength=n * n)
+        runs_kt, runs = np.unique(key[brk], return_counts=True)
+        direct_ag = np.bincount(runs_kt // span, weights=runs, minlength=n * n)
+        if stage is not False:
+            # staged: one send per (link, step) and block of 71 pieces; the step's local
+            # threadblock copies every run of a multi-run message on both ends (paper 001 §7)
+            pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
+                                 minlength=runs_kt.size)
+            blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+            extra = np.maximum(0, runs - blocks)
+            lk, st = runs_kt // span, runs_kt % span
+            su, sw = lk // n, lk % n
+            stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
+                np.bincount(sw * span + st, weights=extra, minlength=n * span)
+            staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(
+                np.int64)
+            staged_bound = max(int(staged_link.max()), int(stage_tb.max()))
+        bound = bound + direct_ag.astype(np.int64)
     worst = int(bound.argmax())
-    if bound[worst] > limit:
+    direct_bound = int(bound[worst])
+    if stage is True and ag.any():
+        need = staged_bound
+    elif stage is None and ag.any():
+        need = min(direct_bound, staged_bound)
+    else:
+        need = direct_bound
+    if need > limit:
         a, b = divmod(worst, n)
-        raise TopofinderError(f"{what}: the threadblock sending {a}→{b} needs at least "
-                              f"{int(bound[worst])} instructions, the limit is {limit} "
-                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, int(bound[worst]))}")
+        where = (f"the threadblock sending {a}→{b} needs at least {direct_bound} instructions"
+                 if need == direct_bound else
+                 f"a threadblock needs at least {need} instructions even with staged copies")
+        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
+                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
+    if stage is not False and ag.any():
+        bound = np.minimum(bound, staged_link)
     bl = bound.reshape(n, n)
     per_rank = bl.sum(axis=1) + bl.sum(axis=0)
     nodes = 1 + n + tbs + k * int(per_rank.max())
@@ -261,8 +314,11 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
                               f"parser holds {rt.max_nodes - 1} (MAX_NODES); {instead}")
 
 
-def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int):
-    """Channel-0 programs of every rank (module doc)."""
+def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
+           stage: bool = False):
+    """Channel-0 programs of every rank (module doc); ``stage``: allgather-phase messages
+    that are not one contiguous range on both ends go through scratch (packed by copies
+    before the send, unpacked after the receive, in a local threadblock per step)."""
     n, p, k = schedule.topology.n, schedule.shard_chunks, channels
     coll = schedule.collective
     kp = k * p
@@ -364,17 +420,46 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int):
                     lst.append(("r", None, dst))
             recvs[(u, w)] = lst
         runs = {}
+        msg_pieces = {(m[0], m[1]): m[2] for m in msgs}
         for u, w, pieces, srcs in msgs:
             items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs[(u, w)])]
             runs[(u, w)] = _runs(items, max_cnt, key=lambda x: x)
+            if stage and not reducing and len(runs[(u, w)]) > 1:
+                runs[(u, w)] = [items[i:i + max_cnt] for i in range(0, len(items), max_cnt)]
             prog = progs[u]
             for run in runs[(u, w)]:
                 src = run[0][0]
+                parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+                if len(parts) > 1:                       # pack into scratch, send once
+                    blk = prog.new_scratch(len(run))
+                    at = 0
+                    for part in parts:
+                        dst = ("s", blk[1] + at)
+                        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t,
+                                 [part[0][0]], [dst])
+                        at += len(part)
+                    src = blk
                 prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
         for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
             prog = progs[w]
+            where = {id(it): pc for it, pc in zip(
+                (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
             for run in runs[(u, w)]:
                 _, kind, cur, dst = run[0]
+                parts = _runs(run, max_cnt, key=lambda it: (it[3],))
+                if kind == "r" and len(parts) > 1:         # receive into scratch, unpack
+                    blk = prog.new_scratch(len(run))
+                    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
+                    at = 0
+                    for part in parts:
+                        src = ("s", blk[1] + at)
+                        if part[0][3][0] != "s":           # not a duplicate
+                            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t,
+                                     [src], [part[0][3]])
+                            for q, it in enumerate(part):  # forwards read the scratch copy
+                                loc[w][where[id(it)]] = ("s", blk[1] + at + q)
+                        at += len(part)
+                    continue
                 reads = [cur] if kind == "rrc" else []
                 prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
                          reads, [dst])
@@ -384,11 +469,11 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int):
 
 
 def _runs(items, max_cnt, key):
-    """Split ``items`` (tuples whose (buf, off) members must all advance by one and whose
-    other members must agree) into maximal runs of at most ``max_cnt``."""
+    """Split ``items`` into maximal runs of at most ``max_cnt`` in which the (buf, off)
+    members of ``key(item)`` all advance by one and its other members agree."""
     out = []
     for it in items:
-        if out and len(out[-1]) < max_cnt and _follows(out[-1][-1], it):
+        if out and len(out[-1]) < max_cnt and _follows(key(out[-1][-1]), key(it)):
             out[-1].append(it)
         else:
             out.append([it])
@@ -408,44 +493,33 @@ def _follows(a, b) -> bool:
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
                  name: str | None = None, runtime: str = "msccl-executor",
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
-                 max_bytes: int | None = None) -> str:
+                 max_bytes: int | None = None, stage: bool | None = None) -> str:
     """The MSCCL XML of ``schedule`` (module doc). ``channels``: instances on separate
     channels, each moving 1/channels of every chunk; ``protocol``: Simple, LL or LL128;
     ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant (else
     out-of-place); ``max_steps``: instructions per threadblock (default: the runtime's
     MSCCL_MAX_NUM_STEPS); ``min_bytes``/``max_bytes``: the message sizes (bytes of the whole
     output for allgather, of the input for reduce-scatter) the runtime may select it for,
-    None = unbounded. Refuses (TopofinderError, one line) anything the runtime cannot load."""
+    None = unbounded; ``stage``: send allgather-phase messages that are not one contiguous range
+    through scratch (True), never (False), or only if the direct program does not fit (None).
+    Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
     rt, limit = _options(runtime, channels, max_steps)
     if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes < max-bytes")
-    check_fits(schedule, channels, runtime, limit)
-    topo, n, k = schedule.topology, schedule.topology.n, channels
-    coll = schedule.collective
-    progs = _lower(schedule, channels, inplace, rt.max_count - 1)
+    check_fits(schedule, channels, runtime, limit, stage=stage)
+    topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    for prog in progs:
-        counts = prog.steps_per_tb()
-        ntb = len(counts) - (0 if prog.instrs[prog.local] else 1)
-        worst = int(np.argmax(counts))
-        if counts[worst] > limit:
-            kind, peer = prog.tb_peer[worst]
-            role = {"send": f"sending to {peer}", "recv": f"receiving from {peer}",
-                    "local": "copying"}[kind]
-            raise TopofinderError(f"{what}: rank {prog.u}'s threadblock {role} has "
-                                  f"{counts[worst]} instructions, the limit is {limit} "
-                                  f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, counts[worst])}")
-        nodes = 1 + n + k * ntb + k * sum(counts[:ntb])
-        if nodes >= rt.max_nodes:
-            raise TopofinderError(f"{what}: rank {prog.u} would load {nodes} XML elements, the "
-                                  f"parser holds {rt.max_nodes - 1} (MAX_NODES); use fewer "
-                                  f"channels or export --format json or npz instead")
-        if k * max(prog.scratch, 1) > INT16_MAX + 1:
-            raise TopofinderError(f"{what}: rank {prog.u} needs {k * prog.scratch} scratch "
-                                  f"pieces, beyond int16 offsets; use fewer channels")
+    tries = [stage] if stage is not None or coll == "reduce-scatter" else [False, True]
+    for attempt in tries:
+        progs = _lower(schedule, channels, inplace, rt.max_count - 1, stage=attempt)
+        problem = _fit_problem(progs, schedule.topology.n, channels, rt, limit)
+        if problem is None:
+            break
+    if problem is not None:
+        raise TopofinderError(f"{what}: {problem}")
     text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes)
     try:
         check_limits(text, runtime, limit)
@@ -453,6 +527,32 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         raise TopofinderError(f"{what}: internal error, the XML fails the limits check: "
                               f"{exc}") from None
     return text
+
+
+def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
+    """Why the lowered programs do not fit the runtime (one clause), or None."""
+    for prog in progs:
+        counts = prog.steps_per_tb()
+        ntb = len(counts)
+        worst = int(np.argmax(counts))
+        if counts[worst] > limit:
+            kind, peer = prog.tb_peer[prog.emitted()[worst]]
+            role = {"send": f"sending to {peer}", "recv": f"receiving from {peer}",
+                    "local": "copying"}[kind]
+            return (f"rank {prog.u}'s threadblock {role} has {counts[worst]} instructions, the "
+                    f"limit is {limit} (MSCCL_MAX_NUM_STEPS); {_step_advice(rt, counts[worst])}")
+        if k * ntb > min(rt.max_tbs, INT8_MAX + 1):
+            return (f"rank {prog.u} needs {k * ntb} threadblocks, beyond the runtime's "
+                    f"{min(rt.max_tbs, INT8_MAX + 1)} (int8 dependency ids); use fewer channels")
+        nodes = 1 + n + k * ntb + k * sum(counts)
+        if nodes >= rt.max_nodes:
+            return (f"rank {prog.u} would load {nodes} XML elements, the parser holds "
+                    f"{rt.max_nodes - 1} (MAX_NODES); use fewer channels or export --format "
+                    "json or npz instead")
+        if k * max(prog.scratch, 1) > INT16_MAX + 1:
+            return (f"rank {prog.u} needs {k * prog.scratch} scratch pieces, beyond int16 "
+                    "offsets; use fewer channels")
+    return None
 
 
 def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes) -> str:
@@ -475,26 +575,28 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
     i_chunks = kp if coll == "allgather" else n * kp
     o_chunks = kp if coll == "reduce-scatter" else n * kp
     for prog in progs:
-        ntb = len(prog.tb_peer) - (0 if prog.instrs[prog.local] else 1)
+        used = prog.emitted()
+        ntb = len(used)
+        tid = {b: x for x, b in enumerate(used)}
         scratch = prog.scratch
         gpu = ET.SubElement(algo, "gpu", {"id": str(prog.u), "i_chunks": str(i_chunks),
                                           "o_chunks": str(o_chunks),
                                           "s_chunks": str(k * scratch)})
-        sidx = []
-        for b in range(ntb):
+        sidx = {}
+        for b in used:
             idx, cur = [], 0
             for ins in prog.instrs[b]:
                 cur += max(0, len(ins[5]) - 1)
                 idx.append(cur)
                 cur += 1
-            sidx.append(idx)
+            sidx[b] = idx
         for j in range(k):
             def off(buf, o, j=j, scratch=scratch):
                 return o + (j * scratch if buf == "s" else shift(j))
-            for b in range(ntb):
+            for b in used:
                 kind, peer = prog.tb_peer[b]
                 tb = ET.SubElement(gpu, "tb", {
-                    "id": str(j * ntb + b), "send": str(peer if kind == "send" else -1),
+                    "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
                     "recv": str(peer if kind == "recv" else -1), "chan": str(j)})
                 st = 0
                 for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
@@ -502,7 +604,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
                         ET.SubElement(tb, "step", {
                             "s": str(st), "type": "nop", "srcbuf": "i", "srcoff": "-1",
                             "dstbuf": "o", "dstoff": "-1", "cnt": "0",
-                            "depid": str(j * ntb + db), "deps": str(sidx[db][di]),
+                            "depid": str(j * ntb + tid[db]), "deps": str(sidx[db][di]),
                             "hasdep": "0", "t": str(t)})
                         st += 1
                     dep = deps[-1] if deps else None
@@ -510,7 +612,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
                         "s": str(st), "type": typ, "srcbuf": src[0],
                         "srcoff": str(off(*src)), "dstbuf": dst[0], "dstoff": str(off(*dst)),
                         "cnt": str(cnt),
-                        "depid": str(j * ntb + dep[0]) if dep else "-1",
+                        "depid": str(j * ntb + tid[dep[0]]) if dep else "-1",
                         "deps": str(sidx[dep[0]][dep[1]]) if dep else "-1",
                         "hasdep": "1" if i in prog.hasdep[b] else "0", "t": str(t)})
                     st += 1
