@@ -22,9 +22,12 @@ from topofinder.execute import mpi as execute_mpi
 from topofinder.export.npz import save_npz
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
 from topofinder.export.plot import plot_frontier
+from topofinder.export.schedule_xml import check_fits
 from topofinder.families.build import load_topology
 from topofinder.families.catalog import listing
 from topofinder.finder import catalog_build
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import build_schedule
 from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
 from topofinder.workload.rank import search
@@ -100,6 +103,22 @@ def _add_export(sub) -> None:
                    help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
     p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
                    help="schedule xml: MSCCL protocol (default Simple)")
+    p.add_argument("--runtime", choices=["msccl-executor", "msccl"], default="msccl-executor",
+                   help="schedule xml: the MSCCL runtime that loads it (coll spelling, maxBytes "
+                        "rule, limits; default msccl-executor)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="K",
+                   help="schedule xml: instructions per threadblock the runtime allows "
+                        "(MSCCL_MAX_NUM_STEPS; default 64 for msccl-executor, 256 for msccl)")
+    place = p.add_mutually_exclusive_group()
+    place.add_argument("--in-place", dest="inplace", action="store_true", default=False,
+                       help="schedule xml: the in-place variant (NCCL's in-place buffers)")
+    place.add_argument("--out-of-place", dest="inplace", action="store_false",
+                       help="schedule xml: the out-of-place variant (default)")
+    p.add_argument("--min-bytes", type=int, default=0, metavar="BYTES",
+                   help="schedule xml: smallest message size the runtime may pick it for")
+    p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
+                   help="schedule xml: largest message size it may be picked for "
+                        "(default unbounded)")
     p.add_argument("--cabling", choices=["auto", "simplex", "duplex"], default="auto",
                    help="patch-panel: simplex fibres, duplex cables, or auto (duplex when "
                         "the topology is bidirectional)")
@@ -145,9 +164,16 @@ def _run_export(args) -> int:
 
 
 def _export_schedule(args) -> int:
-    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`)."""
+    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`). For XML
+    the runtime's limits are checked first on the allgather (cheap, before the whole schedule
+    is built), then on the schedule itself; nothing is written when it does not fit."""
+    if args.format == "xml" and args.kind == "steps" and not os.path.isfile(args.expr):
+        check_fits(build_schedule(from_expression(args.expr)), args.channels, args.runtime,
+                   args.max_steps, collective=args.collective)
     schedule = api.schedule(args.expr, args.collective, args.kind, low_trees=args.low_trees,
                             trees_per_root=args.trees_per_root)
+    if args.format == "xml" and args.kind == "steps":
+        check_fits(schedule, args.channels, args.runtime, args.max_steps)
     _write_schedule(schedule, args)
     return 0
 
@@ -164,7 +190,9 @@ def _write_schedule(schedule, args) -> None:
         text = api.export_schedule(schedule, "json")
     elif fmt == "xml":
         text = api.export_schedule(schedule, "xml", channels=args.channels,
-                                   protocol=args.protocol)
+                                   protocol=args.protocol, runtime=args.runtime,
+                                   inplace=args.inplace, max_steps=args.max_steps,
+                                   min_bytes=args.min_bytes, max_bytes=args.max_bytes)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     write_text(args.output, text)

@@ -1,32 +1,49 @@
-"""MSCCL-style XML for step schedules (paper 001 §7, paper 002 §6.1): writer and parser.
+"""MSCCL XML for step schedules (paper 001 §7, paper 002 §6.1): writer, limits and re-import.
 
 The compilers of both papers lower a mathematical schedule to per-GPU *threadblocks*, each an
 ordered list of send / receive / reduce / copy instructions, in the XML the MSCCL interpreter
-runs. This writer does the same for a :class:`~topofinder.model.schedule.StepSchedule`:
+runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.StepSchedule`:
 
-- Buffer layout. With P chunks per shard and k channels, every shard is cut into k·P pieces:
-  piece j·P + c of shard v is sub-chunk j of chunk c, and sits at offset v·k·P + j·P + c of
-  an N·k·P-piece buffer. Channel j runs the whole schedule on the pieces j·P..j·P+P−1 of every
-  shard (the usual MSCCL "instances"), so the send (t, v, lo, hi, u, w) becomes, on channel j,
-  one message of hi − lo pieces at offset v·k·P + j·P + lo.
-- allgather: works in the output buffer ``o``; each rank first copies its shard from ``i``
-  (``cpy``), then sends (``s``) and receives (``r``) per the schedule. reduce-scatter: works
-  in place in the input buffer ``i``; a receive reduces into the local partial (``rrc``), or
-  overwrites it (``r``) if the rank already passed its partial on; the rank's own shard is
-  finally copied to ``o``. allreduce: in place in ``i`` (``inplace="1"``), reduce-scatter
-  steps then allgather steps.
-- Threadblocks: one per (peer, channel), with ``send``/``recv`` set to that peer where the
-  rank sends to / receives from it; instructions run in the schedule's step order.
-- Dependencies: an instruction waits for the last instruction on this rank that wrote the
-  pieces it reads (and, for a write, the last one that read them) when that instruction is in
-  another threadblock. MSCCL allows one dependency per instruction, so extra ones become
-  ``nop`` instructions placed before it, as the MSCCL tools do; ``hasdep`` marks depended-on
-  instructions.
-- Every ``step`` also carries ``t``, the step of the mathematical schedule (an attribute
-  runtimes ignore), so :func:`parse_msccl_xml` recovers the sends exactly.
+- Pieces. With P chunks per shard and k channels every shard is cut into k·P pieces; channel j
+  runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
+  keep shard v's pieces at [v·k·P, (v+1)·k·P) as NCCL requires (piece j·P + c = chunk c of
+  channel j); allreduce, whose element order is free, stores channel j's pieces of all shards
+  together (j·N·P + v·P + c), so consecutive shards sent together are one instruction.
+- Threadblocks: per channel, one threadblock per out-neighbour that only sends, one per
+  in-neighbour that only receives, and one local threadblock for copies. Every instruction is
+  in schedule-step order. This layout cannot deadlock at any connection buffer size: by
+  induction on the step t, a step-t send reads only data received at steps < t (or the input),
+  and the receiving threadblock of its connection does nothing but receive from it, in the same
+  order; receives never wait for sends of later steps. (A threadblock that both receives from x
+  and sends to w — what ``rcs``/``rrs``/``rrcs`` need — deadlocks in a ring of such
+  threadblocks as soon as one step's message exceeds the buffer, so the writer fuses only the
+  receive with the reduction, ``rrc``.)
+- Consolidation: the pieces a step sends on a link are ordered by where they sit and every
+  contiguous range becomes one instruction (``cnt`` > 1, at most 71); received data lands in
+  a fresh contiguous scratch range (reduce-scatter partials) or at its final place. When that
+  does not fit the runtime, allgather-phase messages made of several ranges are staged through
+  scratch as paper 001 §7 describes: a local threadblock of the step packs them with ``cpy``
+  into one range that is sent once, the receiver takes it into scratch in one step and the same
+  kind of threadblock unpacks it (forwards read the scratch copy, so they wait for no copy).
+- Buffers: allgather receives into the output at the final place (a piece received twice goes
+  to scratch); reduce-scatter and the reduce phase of allreduce keep partial sums in scratch —
+  never in the input, which out-of-place runs must not write — and the last receive of a
+  rank's own piece reduces straight into the output. In place (``inplace=True``) the input
+  aliases the output as NCCL defines it; every write after a read of the same piece on another
+  threadblock carries a dependency.
+- Dependencies: an instruction waits for the last instruction of another threadblock that
+  wrote what it reads (or read/wrote what it writes), unless an earlier dependency already
+  implies it (vector clocks); MSCCL allows one dependency per instruction, so extra ones become
+  ``nop`` steps before it; ``hasdep`` marks depended-on instructions.
+- Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
+  the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
+  (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
+  limit per threadblock (64 / 256). A schedule that does not fit the runtime's limits is
+  refused before anything is written (:func:`check_fits` runs first on the schedule arrays).
 
-Intended for the sizes an MSCCL runtime handles (it caps instructions per threadblock); for
-large N export the compact .npz instead.
+Every step carries ``t``, the schedule step (ignored by runtimes), and the algo element the
+schedule's topology, P and piece layout, so :func:`parse_msccl_xml` recovers the sends by
+executing the program (module :mod:`topofinder.export.msccl_check`).
 """
 
 from __future__ import annotations
@@ -39,247 +56,620 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.export.msccl_check import (
+    INT8_MAX,
+    INT16_MAX,
+    RUNTIMES,
+    MscclCheckError,
+    check_limits,
+    execute,
+    get_runtime,
+    parse,
+)
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.topology import Topology
 
 PROTOCOLS = ("Simple", "LL", "LL128")
-SEND_TYPES = ("s", "rcs", "rrs", "rrcs")
-RECV_TYPES = ("r", "rcs", "rrc", "rrs", "rrcs")
+RUNTIME_NAMES = ("msccl-executor", "msccl")
+_MAX_CNT_DEFAULT = 71
 
 
-class _Op:
-    __slots__ = ("kind", "peer", "v", "lo", "hi", "t", "deps", "tb", "index", "hasdep")
+class _Prog:
+    """One rank's channel-0 program: threadblocks of instructions with dependencies."""
 
-    def __init__(self, kind, peer, v, lo, hi, t):
-        self.kind, self.peer, self.v, self.lo, self.hi, self.t = kind, peer, v, lo, hi, t
-        self.deps: list[_Op] = []
-        self.tb, self.index, self.hasdep = -1, -1, False
+    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
+        self.u = u
+        self.tb_peer = [("send", w) for w in out_peers] + [("recv", x) for x in in_peers] + [
+            ("local", -1)]
+        self.send_tb = {w: i for i, w in enumerate(out_peers)}
+        self.recv_tb = {x: len(out_peers) + i for i, x in enumerate(in_peers)}
+        self.local = len(self.tb_peer) - 1
+        ntb = len(self.tb_peer)
+        self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
+        self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
+        self.hasdep = [set() for _ in range(ntb)]
+        self.writer, self.readers = {}, {}
+        self.scratch = 0
+        self.stage = {}
+        self.inplace, self.coll, self.kp = inplace, coll, piece_count
+
+    def phys(self, buf, off):
+        if self.inplace:
+            if self.coll == "allgather" and buf == "i":
+                return ("o", self.u * self.kp + off)
+            if self.coll == "reduce-scatter" and buf == "o":
+                return ("i", self.u * self.kp + off)
+            if self.coll == "allreduce" and buf == "o":
+                return ("i", off)
+        return (buf, off)
+
+    def new_scratch(self, count: int = 1):
+        """The first of ``count`` fresh contiguous scratch pieces."""
+        self.scratch += count
+        return ("s", self.scratch - count)
+
+    def add(self, tb, kind, src, dst, cnt, t, reads, writes):
+        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
+        cand = {}
+        for buf, off in reads:
+            for k in range(cnt):
+                w = self.writer.get(self.phys(buf, off + k))
+                if w is not None and w[0] != tb:
+                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
+        for buf, off in writes:
+            for k in range(cnt):
+                cell = self.phys(buf, off + k)
+                w = self.writer.get(cell)
+                if w is not None and w[0] != tb:
+                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
+                for r, i in self.readers.get(cell, {}).items():
+                    if r != tb:
+                        cand[r] = max(cand.get(r, -1), i)
+        ntb = len(self.tb_peer)
+        cur = list(self.clock[tb][-1]) if self.clock[tb] else []
+        cur += [0] * (ntb - len(cur))
+        chosen = []
+        for b, i in sorted(cand.items(), key=lambda x: -sum(self.clock[x[0]][x[1]])):
+            if cur[b] > i:
+                continue
+            chosen.append((b, i))
+            for q, y in enumerate(self.clock[b][i]):
+                cur[q] = max(cur[q], y)
+            self.hasdep[b].add(i)
+        idx = len(self.instrs[tb])
+        cur[tb] = idx + 1
+        self.clock[tb].append(cur)
+        self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
+        for buf, off in reads:
+            for k in range(cnt):
+                self.readers.setdefault(self.phys(buf, off + k), {})[tb] = idx
+        for buf, off in writes:
+            for k in range(cnt):
+                cell = self.phys(buf, off + k)
+                self.writer[cell] = (tb, idx)
+                self.readers[cell] = {}
+
+    def stage_tb(self, t: int) -> int:
+        """The local threadblock that packs and unpacks step t's staged messages."""
+        if t not in self.stage:
+            self.stage[t] = len(self.tb_peer)
+            self.tb_peer.append(("local", -1))
+            self.instrs.append([])
+            self.clock.append([])
+            self.hasdep.append(set())
+        return self.stage[t]
+
+    def emitted(self) -> list[int]:
+        """Threadblocks written to the XML, in id order (empty local ones are left out)."""
+        return [b for b, (kind, _) in enumerate(self.tb_peer)
+                if kind != "local" or self.instrs[b]]
+
+    def steps_per_tb(self):
+        return [sum(max(1, len(ins[5])) for ins in self.instrs[b]) for b in self.emitted()]
 
 
-def _rank_ops(schedule: StepSchedule) -> list[list[_Op]]:
-    """Per rank, the channel-independent instruction list in global order (step, sends before
-    receives, row order) with data dependencies resolved at chunk granularity."""
-    n, p = schedule.topology.n, schedule.shard_chunks
-    coll = schedule.collective
+def _layout(coll: str, n: int, p: int, k: int):
+    """(position of channel-0 chunk c of shard v, shift of channel j in i/o buffers)."""
+    if coll == "allreduce":
+        return (lambda v, c: v * p + c), (lambda j: j * n * p)
+    return (lambda v, c: v * k * p + c), (lambda j: j * p)
+
+
+def _peers(schedule: StepSchedule):
     s = schedule.sends
-    order = np.lexsort((np.arange(s.shape[0]), s[:, 0]))
-    s = s[order]
-    ops: list[list[_Op]] = [[] for _ in range(n)]
-    writer: dict[tuple[int, int], np.ndarray] = {}    # (rank, shard) → last writer per chunk
-    reader: dict[tuple[int, int], np.ndarray] = {}
-    table: list[_Op] = []
-    # state for reduce-scatter phases: does the rank hold a partial of the chunk?
-    holds: dict[tuple[int, int], np.ndarray] = {}
+    n = schedule.topology.n
+    pairs = np.unique(s[:, 4] * n + s[:, 5]) if s.shape[0] else np.zeros(0, np.int64)
+    out_peers, in_peers = [[] for _ in range(n)], [[] for _ in range(n)]
+    for key in pairs.tolist():
+        u, w = divmod(key, n)
+        out_peers[u].append(w)
+        in_peers[w].append(u)
+    return out_peers, in_peers
 
-    def arr(store, key, fill):
-        if key not in store:
-            store[key] = np.full(p, fill, np.int64)
-        return store[key]
 
-    def add(u, op, reads, writes):
-        deps = set()
-        for (v, lo, hi) in reads:
-            deps.update(arr(writer, (u, v), -1)[lo:hi].tolist())
-        for (v, lo, hi) in writes:
-            deps.update(arr(writer, (u, v), -1)[lo:hi].tolist())
-            deps.update(arr(reader, (u, v), -1)[lo:hi].tolist())
-        deps.discard(-1)
-        op.deps = [table[i] for i in sorted(deps)]
-        idx = len(table)
-        table.append(op)
-        for (v, lo, hi) in reads:
-            arr(reader, (u, v), -1)[lo:hi] = idx
-        for (v, lo, hi) in writes:
-            arr(writer, (u, v), -1)[lo:hi] = idx
-        ops[u].append(op)
+def _options(runtime, channels, max_steps):
+    if runtime not in RUNTIME_NAMES:
+        raise TopofinderError(f"runtime {runtime!r}: accepted are "
+                              f"{', '.join(RUNTIME_NAMES)}")
+    rt = get_runtime(runtime)
+    if not isinstance(channels, int) or not 1 <= channels <= rt.max_channels:
+        raise TopofinderError(f"channels = {channels!r}: accepted are integers "
+                              f"1..{rt.max_channels}")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise TopofinderError(f"max_steps = {max_steps!r}: accepted are positive integers")
+    return rt, rt.max_steps if max_steps is None else max_steps
 
+
+def _step_advice(rt, need: int) -> str:
+    other = RUNTIMES["msccl"]
+    if rt.name != other.name and need <= other.max_steps:
+        return (f"--runtime msccl allows {other.max_steps}, or --max-steps {need} for an "
+                f"executor built with MSCCL_MAX_NUM_STEPS ≥ {need}, or export --format json "
+                "or npz instead")
+    return (f"export --format json or npz instead (or --max-steps {need} for a runtime built "
+            "with a larger MSCCL_MAX_NUM_STEPS)")
+
+
+def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
+               max_steps: int | None = None, collective: str | None = None,
+               stage: bool | None = None) -> None:
+    """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
+    fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
+    instructions per threadblock (allgather-phase sends at their final places cannot merge
+    beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
+    and on the XML elements one rank loads. One-line TopofinderError naming the limit.
+    ``collective``: with an allgather ``schedule``, check it as the allgather phase of this
+    collective (a cheaper early check before the full schedule is built; bounds stay valid).
+    ``stage``: the writer's option (None: direct or staged, whichever fits)."""
+    rt, limit = _options(runtime, channels, max_steps)
+    topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
+    coll = collective or schedule.collective
+    if collective and schedule.collective != "allgather":
+        raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
+    what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
+    instead = "export --format json or npz instead"
+    if n > rt.max_subs:
+        raise TopofinderError(f"{what}: {n} ranks exceed the XML loader's {rt.max_subs} <gpu> "
+                              f"elements (MAX_SUBS); {instead}")
+    if 1 + n >= rt.max_nodes:
+        raise TopofinderError(f"{what}: {n} ranks exceed the {rt.max_nodes - 1} XML elements "
+                              f"a rank loads (MAX_NODES); {instead}")
+    if n * k * p > INT16_MAX:
+        raise TopofinderError(f"{what}: {n * k * p} pieces per buffer exceed int16 offsets "
+                              f"({INT16_MAX}); use fewer channels or {instead}")
+    out_peers, in_peers = _peers(schedule)
+    dout = max((len(x) for x in out_peers), default=0)
+    din = max((len(x) for x in in_peers), default=0)
+    if max(dout, din) > rt.max_tbs_per_channel:
+        raise TopofinderError(f"{what}: a rank has {max(dout, din)} peers in one direction, the "
+                              f"runtime allows {rt.max_tbs_per_channel} send or receive "
+                              f"threadblocks per channel; {instead}")
+    tbs = k * (dout + din + 1)
+    if tbs > rt.max_tbs or tbs - 1 > INT8_MAX:
+        raise TopofinderError(f"{what}: {tbs} threadblocks per GPU ({k} channel(s) × "
+                              f"{dout + din + 1}) exceed the runtime's {min(rt.max_tbs, 128)}; "
+                              f"use fewer channels")
+    s = schedule.sends
+    if not s.shape[0]:
+        return
+    t, v, lo, hi, u, w = (s[:, i] for i in range(6))
+    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+                    "allreduce": schedule.reduce_steps}[schedule.collective]
+    if collective == "reduce-scatter":          # its sources are scratch: no bound from here
+        return
+    link = u * n + w
+    ag = t > reduce_until
+    # reduce phase: one instruction per (link, step) at least
+    rs_link = np.unique(link[~ag] * (schedule.num_steps + 1) + t[~ag]) // (schedule.num_steps + 1)
+    bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
+    if ag.any():
+        kp = k * p if coll != "allreduce" else p
+        span = schedule.num_steps + 1
+        start = v[ag] * kp + lo[ag]
+        end = v[ag] * kp + hi[ag]
+        key = link[ag] * span + t[ag]
+        order = np.lexsort((start, key))
+        key, start, end = key[order], start[order], end[order]
+        brk = np.ones(key.size, bool)
+        brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
+        runs_kt, runs = np.unique(key[brk], return_counts=True)
+        direct_ag = np.bincount(runs_kt // span, weights=runs, minlength=n * n)
+        if stage is not False:
+            # staged: one send per (link, step) and block of 71 pieces; the step's local
+            # threadblock copies every run of a multi-run message on both ends (paper 001 §7)
+            pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
+                                 minlength=runs_kt.size)
+            blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+            extra = np.maximum(0, runs - blocks)
+            lk, st = runs_kt // span, runs_kt % span
+            su, sw = lk // n, lk % n
+            stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
+                np.bincount(sw * span + st, weights=extra, minlength=n * span)
+            staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(
+                np.int64)
+            staged_bound = max(int(staged_link.max()), int(stage_tb.max()))
+        bound = bound + direct_ag.astype(np.int64)
+    worst = int(bound.argmax())
+    direct_bound = int(bound[worst])
+    if stage is True and ag.any():
+        need = staged_bound
+    elif stage is None and ag.any():
+        need = min(direct_bound, staged_bound)
+    else:
+        need = direct_bound
+    if need > limit:
+        a, b = divmod(worst, n)
+        where = (f"the threadblock sending {a}→{b} needs at least {direct_bound} instructions"
+                 if need == direct_bound else
+                 f"a threadblock needs at least {need} instructions even with staged copies")
+        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
+                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
+    if stage is not False and ag.any():
+        bound = np.minimum(bound, staged_link)
+    bl = bound.reshape(n, n)
+    per_rank = bl.sum(axis=1) + bl.sum(axis=0)
+    nodes = 1 + n + tbs + k * int(per_rank.max())
+    if nodes >= rt.max_nodes:
+        raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {instead}")
+
+
+def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
+           stage: bool = False):
+    """Channel-0 programs of every rank (module doc); ``stage``: allgather-phase messages
+    that are not one contiguous range on both ends go through scratch (packed by copies
+    before the send, unpacked after the receive, in a local threadblock per step)."""
+    n, p, k = schedule.topology.n, schedule.shard_chunks, channels
+    coll = schedule.collective
+    kp = k * p
+    pos, _ = _layout(coll, n, p, k)
+    s = schedule.sends
+    s = s[np.argsort(s[:, 0], kind="stable")]
+    out_peers, in_peers = _peers(schedule)
+    progs = [_Prog(u, out_peers[u], in_peers[u], inplace, coll, kp) for u in range(n)]
+    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+                    "allreduce": schedule.reduce_steps}[coll]
+    loc = [{} for _ in range(n)]
+
+    def own_out(w, c):
+        return ("o", c) if coll == "reduce-scatter" else ("o", pos(w, c))
+
+    remaining = defaultdict(int)
     if coll == "allgather":
         for u in range(n):
-            add(u, _Op("cpy", -1, u, 0, p, 0), [], [(u, 0, p)])
-    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps + 1,
-                    "allreduce": schedule.reduce_steps}[coll]
-    steps, first = np.unique(s[:, 0], return_index=True)
-    bounds = np.append(first, s.shape[0])
-    for j in range(steps.size):
-        rows = s[bounds[j]:bounds[j + 1]].tolist()
-        reducing = rows[0][0] <= reduce_until
-        for t, v, lo, hi, u, w in rows:
-            add(u, _Op("s", w, v, lo, hi, t), [(v, lo, hi)], [])
-            if reducing:
-                h = arr(holds, (u, v), 1)
-                h[lo:hi] = 0
-        for t, v, lo, hi, u, w in rows:
-            if reducing:
-                h = arr(holds, (w, v), 1)
-                if np.all(h[lo:hi] == 1):
-                    kind = "rrc"
-                elif np.all(h[lo:hi] == 0):
-                    kind = "r"
-                else:
-                    raise ScheduleError(
-                        f"step {t}: node {w} receives chunks [{lo},{hi}) of node {v}'s shard "
-                        "while holding partials of only some of them; refine the chunks "
-                        "(schedule.refine) before lowering to MSCCL")
-                h[lo:hi] = 1
-                add(w, _Op(kind, u, v, lo, hi, t), [(v, lo, hi)] if kind == "rrc" else [],
-                    [(v, lo, hi)])
+            if inplace:
+                for c in range(p):
+                    loc[u][(u, c)] = ("o", pos(u, c))
             else:
-                add(w, _Op("r", u, v, lo, hi, t), [], [(v, lo, hi)])
-    if coll == "reduce-scatter":
+                for c in range(p):
+                    loc[u][(u, c)] = ("i", c)
+                progs[u].add(progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
+                             [("i", 0)], [("o", pos(u, 0))])
+    else:
         for u in range(n):
-            add(u, _Op("cpy", -1, u, 0, p, schedule.num_steps + 1), [(u, 0, p)], [])
-    return ops
+            for v in range(n):
+                for c in range(p):
+                    loc[u][(v, c)] = ("i", pos(v, c))
+        for t, v, lo, hi, u, w in s.tolist():
+            if t <= reduce_until and v == w:
+                for c in range(lo, hi):
+                    remaining[(w, c)] += 1
+
+    def finish_reduce():
+        for u in range(n):
+            prog = progs[u]
+            pend = []
+            for c in range(p):
+                cur, want = loc[u].get((u, c)), own_out(u, c)
+                if cur is None:
+                    raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
+                if cur != want:
+                    pend.append((cur, want))
+            for run in _runs([(a, None, b) for a, b in pend], max_cnt, key=lambda x: x):
+                (src, _, dst), cnt = run[0], len(run)
+                prog.add(prog.local, "cpy", src, dst, cnt, reduce_until, [src], [dst])
+            loc[u] = {(u, c): own_out(u, c) for c in range(p)}
+
+    started_ag = coll == "allgather"
+    steps, first = np.unique(s[:, 0], return_index=True) if s.shape[0] else ([], [])
+    bounds = list(first) + [s.shape[0]]
+    for j, t in enumerate(list(steps)):
+        t = int(t)
+        reducing = t <= reduce_until
+        if not reducing and not started_ag:
+            finish_reduce()
+            started_ag = True
+        groups = {}
+        for _, v, lo, hi, u, w in s[bounds[j]:bounds[j + 1]].tolist():
+            groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
+        msgs = []
+        for (u, w) in sorted(groups):
+            pieces = groups[(u, w)]
+            try:
+                srcs = [loc[u][pc] for pc in pieces]
+            except KeyError:
+                raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
+                                    "validate the schedule first") from None
+            order = sorted(range(len(pieces)), key=lambda i: srcs[i])
+            pieces = [pieces[i] for i in order]
+            srcs = [srcs[i] for i in order]
+            if reducing:
+                for pc in pieces:
+                    del loc[u][pc]
+            msgs.append((u, w, pieces, srcs))
+        recvs = {}
+        for u, w, pieces, srcs in sorted(msgs, key=lambda m: (m[1], m[0])):
+            lst = []
+            for pc in pieces:
+                v, c = pc
+                if reducing:
+                    cur = loc[w].get(pc)
+                    final = False
+                    if v == w:
+                        remaining[(w, c)] -= 1
+                        final = remaining[(w, c)] == 0
+                    dst = own_out(w, c) if final else progs[w].new_scratch()
+                    loc[w][pc] = dst
+                    lst.append(("rrc" if cur is not None else "r", cur, dst))
+                else:
+                    if pc in loc[w]:
+                        dst = progs[w].new_scratch()
+                    else:
+                        dst = ("o", pos(v, c))
+                        loc[w][pc] = dst
+                    lst.append(("r", None, dst))
+            recvs[(u, w)] = lst
+        runs = {}
+        msg_pieces = {(m[0], m[1]): m[2] for m in msgs}
+        for u, w, pieces, srcs in msgs:
+            items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs[(u, w)])]
+            runs[(u, w)] = _runs(items, max_cnt, key=lambda x: x)
+            if stage and not reducing and len(runs[(u, w)]) > 1:
+                runs[(u, w)] = [items[i:i + max_cnt] for i in range(0, len(items), max_cnt)]
+            prog = progs[u]
+            for run in runs[(u, w)]:
+                src = run[0][0]
+                parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+                if len(parts) > 1:                       # pack into scratch, send once
+                    blk = prog.new_scratch(len(run))
+                    at = 0
+                    for part in parts:
+                        dst = ("s", blk[1] + at)
+                        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t,
+                                 [part[0][0]], [dst])
+                        at += len(part)
+                    src = blk
+                prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
+        for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
+            prog = progs[w]
+            where = {id(it): pc for it, pc in zip(
+                (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
+            for run in runs[(u, w)]:
+                _, kind, cur, dst = run[0]
+                parts = _runs(run, max_cnt, key=lambda it: (it[3],))
+                if kind == "r" and len(parts) > 1:         # receive into scratch, unpack
+                    blk = prog.new_scratch(len(run))
+                    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
+                    at = 0
+                    for part in parts:
+                        src = ("s", blk[1] + at)
+                        if part[0][3][0] != "s":           # not a duplicate
+                            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t,
+                                     [src], [part[0][3]])
+                            for q, it in enumerate(part):  # forwards read the scratch copy
+                                loc[w][where[id(it)]] = ("s", blk[1] + at + q)
+                        at += len(part)
+                    continue
+                reads = [cur] if kind == "rrc" else []
+                prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
+                         reads, [dst])
+    if not started_ag:
+        finish_reduce()
+    return progs
+
+
+def _runs(items, max_cnt, key):
+    """Split ``items`` into maximal runs of at most ``max_cnt`` in which the (buf, off)
+    members of ``key(item)`` all advance by one and its other members agree."""
+    out = []
+    for it in items:
+        if out and len(out[-1]) < max_cnt and _follows(key(out[-1][-1]), key(it)):
+            out[-1].append(it)
+        else:
+            out.append([it])
+    return out
+
+
+def _follows(a, b) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if x[0] != y[0] or x[1] + 1 != y[1]:
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
-                 name: str | None = None) -> str:
-    """The MSCCL-style XML of ``schedule`` (module doc). ``channels``: instances of the
-    schedule on separate channels, each moving 1/channels of every chunk; ``protocol``:
-    Simple, LL or LL128."""
+                 name: str | None = None, runtime: str = "msccl-executor",
+                 inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
+                 max_bytes: int | None = None, stage: bool | None = None) -> str:
+    """The MSCCL XML of ``schedule`` (module doc). ``channels``: instances on separate
+    channels, each moving 1/channels of every chunk; ``protocol``: Simple, LL or LL128;
+    ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant (else
+    out-of-place); ``max_steps``: instructions per threadblock (default: the runtime's
+    MSCCL_MAX_NUM_STEPS); ``min_bytes``/``max_bytes``: the message sizes (bytes of the whole
+    output for allgather, of the input for reduce-scatter) the runtime may select it for,
+    None = unbounded; ``stage``: send allgather-phase messages that are not one contiguous range
+    through scratch (True), never (False), or only if the direct program does not fit (None).
+    Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
-    if not isinstance(channels, int) or not 1 <= channels <= 32:
-        raise TopofinderError(f"channels = {channels!r}: accepted are integers 1..32")
-    topo, p, k = schedule.topology, schedule.shard_chunks, channels
-    n, coll = topo.n, schedule.collective
-    ops = _rank_ops(schedule)
-    per_shard = k * p
-    inplace = coll != "allgather"
+    rt, limit = _options(runtime, channels, max_steps)
+    if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
+        raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
+                              "min-bytes < max-bytes")
+    check_fits(schedule, channels, runtime, limit, stage=stage)
+    topo, coll = schedule.topology, schedule.collective
+    what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
+    tries = [stage] if stage is not None or coll == "reduce-scatter" else [False, True]
+    for attempt in tries:
+        progs = _lower(schedule, channels, inplace, rt.max_count - 1, stage=attempt)
+        problem = _fit_problem(progs, schedule.topology.n, channels, rt, limit)
+        if problem is None:
+            break
+    if problem is not None:
+        raise TopofinderError(f"{what}: {problem}")
+    text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes)
+    try:
+        check_limits(text, runtime, limit)
+    except MscclCheckError as exc:       # a writer bug, never the user's input
+        raise TopofinderError(f"{what}: internal error, the XML fails the limits check: "
+                              f"{exc}") from None
+    return text
+
+
+def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
+    """Why the lowered programs do not fit the runtime (one clause), or None."""
+    for prog in progs:
+        counts = prog.steps_per_tb()
+        ntb = len(counts)
+        worst = int(np.argmax(counts))
+        if counts[worst] > limit:
+            kind, peer = prog.tb_peer[prog.emitted()[worst]]
+            role = {"send": f"sending to {peer}", "recv": f"receiving from {peer}",
+                    "local": "copying"}[kind]
+            return (f"rank {prog.u}'s threadblock {role} has {counts[worst]} instructions, the "
+                    f"limit is {limit} (MSCCL_MAX_NUM_STEPS); {_step_advice(rt, counts[worst])}")
+        if k * ntb > min(rt.max_tbs, INT8_MAX + 1):
+            return (f"rank {prog.u} needs {k * ntb} threadblocks, beyond the runtime's "
+                    f"{min(rt.max_tbs, INT8_MAX + 1)} (int8 dependency ids); use fewer channels")
+        nodes = 1 + n + k * ntb + k * sum(counts)
+        if nodes >= rt.max_nodes:
+            return (f"rank {prog.u} would load {nodes} XML elements, the parser holds "
+                    f"{rt.max_nodes - 1} (MAX_NODES); use fewer channels or export --format "
+                    "json or npz instead")
+        if k * max(prog.scratch, 1) > INT16_MAX + 1:
+            return (f"rank {prog.u} needs {k * prog.scratch} scratch pieces, beyond int16 "
+                    "offsets; use fewer channels")
+    return None
+
+
+def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes) -> str:
+    topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
+    coll = schedule.collective
+    kp = k * p
+    _, shift = _layout(coll, n, p, k)
+    if max_bytes is None:
+        max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
+    else:
+        max_b = str(max_bytes)
     algo = ET.Element("algo", {
-        "name": name or f"topofinder_{coll}_{topo.expr}", "proto": protocol,
-        "nchannels": str(k), "nchunksperloop": str(n * per_shard), "ngpus": str(n),
-        "coll": coll.replace("-", ""), "inplace": "1" if inplace else "0",
-        "outofplace": "0" if coll == "allreduce" else "1", "minBytes": "0", "maxBytes": "0",
+        "name": name or f"topofinder_{coll}_{topo.expr}"[:200], "proto": protocol,
+        "nchannels": str(k), "nchunksperloop": str(n * kp), "ngpus": str(n),
+        "coll": rt.colls[coll], "inplace": "1" if inplace else "0",
+        "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
-        "reduce_scatter_steps": str(schedule.reduce_steps)})
-    data = "o" if coll == "allgather" else "i"
-    for u in range(n):
-        send_peers = {op.peer for op in ops[u] if op.kind == "s"}
-        recv_peers = {op.peer for op in ops[u] if op.kind in ("r", "rrc")}
-        peers = sorted(send_peers | recv_peers) or [-1]
-        tb_of = {q: i for i, q in enumerate(peers)}
-        for op in ops[u]:
-            op.tb = tb_of.get(op.peer, 0)
-        steps: list[list[tuple[_Op | None, _Op | None]]] = [[] for _ in peers]
-        for op in ops[u]:                        # (nop carrying a dep, or the op itself)
-            external = [d for d in op.deps if d.tb != op.tb]
-            for d in external[:-1]:
-                steps[op.tb].append((None, d))
-            steps[op.tb].append((op, external[-1] if external else None))
-        for lst in steps:
-            for i, (op, _) in enumerate(lst):
-                if op is not None:
-                    op.index = i
-        for lst in steps:
-            for _, dep in lst:
-                if dep is not None:
-                    dep.hasdep = True
-        o_chunks = n * per_shard if coll != "reduce-scatter" else per_shard
-        gpu = ET.SubElement(algo, "gpu", {"id": str(u), "i_chunks": str(
-            per_shard if coll == "allgather" else n * per_shard), "o_chunks": str(o_chunks),
-            "s_chunks": "0"})
+        "reduce_scatter_steps": str(schedule.reduce_steps),
+        "layout": "channel" if coll == "allreduce" else "shard"})
+    i_chunks = kp if coll == "allgather" else n * kp
+    o_chunks = kp if coll == "reduce-scatter" else n * kp
+    for prog in progs:
+        used = prog.emitted()
+        ntb = len(used)
+        tid = {b: x for x, b in enumerate(used)}
+        scratch = prog.scratch
+        gpu = ET.SubElement(algo, "gpu", {"id": str(prog.u), "i_chunks": str(i_chunks),
+                                          "o_chunks": str(o_chunks),
+                                          "s_chunks": str(k * scratch)})
+        sidx = {}
+        for b in used:
+            idx, cur = [], 0
+            for ins in prog.instrs[b]:
+                cur += max(0, len(ins[5]) - 1)
+                idx.append(cur)
+                cur += 1
+            sidx[b] = idx
         for j in range(k):
-            for b, q in enumerate(peers):
+            def off(buf, o, j=j, scratch=scratch):
+                return o + (j * scratch if buf == "s" else shift(j))
+            for b in used:
+                kind, peer = prog.tb_peer[b]
                 tb = ET.SubElement(gpu, "tb", {
-                    "id": str(j * len(peers) + b),
-                    "send": str(q if q in send_peers else -1),
-                    "recv": str(q if q in recv_peers else -1), "chan": str(j)})
-                for i, (op, dep) in enumerate(steps[b]):
-                    depid = "-1" if dep is None else str(j * len(peers) + dep.tb)
-                    deps = "-1" if dep is None else str(dep.index)
-                    attrs = {"s": str(i)}
-                    if op is None:
-                        attrs.update(type="nop", srcbuf=data, srcoff="0", dstbuf=data,
-                                     dstoff="0", cnt="0", t=str(-1))
-                    else:
-                        attrs.update(_fields(op, coll, data, j, p, per_shard))
-                    attrs.update(depid=depid, deps=deps,
-                                 hasdep="1" if op is not None and op.hasdep else "0")
-                    ET.SubElement(tb, "step", attrs)
+                    "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
+                    "recv": str(peer if kind == "recv" else -1), "chan": str(j)})
+                st = 0
+                for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
+                    for db, di in deps[:-1]:
+                        ET.SubElement(tb, "step", {
+                            "s": str(st), "type": "nop", "srcbuf": "i", "srcoff": "-1",
+                            "dstbuf": "o", "dstoff": "-1", "cnt": "0",
+                            "depid": str(j * ntb + tid[db]), "deps": str(sidx[db][di]),
+                            "hasdep": "0", "t": str(t)})
+                        st += 1
+                    dep = deps[-1] if deps else None
+                    ET.SubElement(tb, "step", {
+                        "s": str(st), "type": typ, "srcbuf": src[0],
+                        "srcoff": str(off(*src)), "dstbuf": dst[0], "dstoff": str(off(*dst)),
+                        "cnt": str(cnt),
+                        "depid": str(j * ntb + tid[dep[0]]) if dep else "-1",
+                        "deps": str(sidx[dep[0]][dep[1]]) if dep else "-1",
+                        "hasdep": "1" if i in prog.hasdep[b] else "0", "t": str(t)})
+                    st += 1
     ET.indent(algo, space=" ")
     return ET.tostring(algo, encoding="unicode") + "\n"
 
 
-def _fields(op: _Op, coll: str, data: str, j: int, p: int, per_shard: int) -> dict:
-    off = op.v * per_shard + j * p + op.lo
-    cnt = op.hi - op.lo
-    if op.kind == "cpy" and coll == "allgather":         # own shard: input → output
-        src, srcoff, dst, dstoff = "i", j * p, "o", off
-    elif op.kind == "cpy":                              # reduce-scatter: result → output
-        src, srcoff, dst, dstoff = "i", off, "o", j * p
-    else:
-        src, srcoff, dst, dstoff = data, off, data, off
-    return {"type": op.kind, "srcbuf": src, "srcoff": str(srcoff), "dstbuf": dst,
-            "dstoff": str(dstoff), "cnt": str(cnt), "t": str(op.t)}
+def instruction_counts(text: str) -> dict:
+    """{"max": most steps (nops included) in one threadblock, "per_gpu": {gpu: [steps per
+    tb]}} of an MSCCL XML."""
+    algo = parse(text)
+    per = {g.id: [len(tb.steps) for tb in sorted(g.tbs, key=lambda x: x.id)] for g in algo.gpus}
+    return {"max": max((max(x, default=0) for x in per.values()), default=0), "per_gpu": per}
 
 
-# ---- parser ---------------------------------------------------------------------------------
+# ---- re-import ------------------------------------------------------------------------------
 def parse_msccl_xml(text: str) -> dict:
-    """Parse XML from :func:`to_msccl_xml` (or any MSCCL XML whose steps carry ``t``) and
-    check it: every send step is matched, in order, by a receive of the same pieces on the
-    peer's threadblock of the same channel; dependencies name existing steps; every channel
-    carries the same sends. Returns {"collective", "topology", "num_nodes", "shard_chunks",
-    "channels", "protocol", "reduce_scatter_steps", "sends": (S, 6) array (t, v, lo, hi, u, w)
-    in chunk units, sorted}."""
+    """Recover the step schedule an XML from :func:`to_msccl_xml` carries, by executing it
+    (unbounded buffers) and reading which pieces cross which connection at which step ``t``;
+    checks that the program computes its collective and that every channel carries the same
+    sends. Returns {"collective", "topology", "num_nodes", "shard_chunks", "channels",
+    "protocol", "reduce_scatter_steps", "sends": (S, 6) array (t, v, lo, hi, u, w), sorted,
+    consecutive chunks of one (t, v, u, w) merged into one row}."""
+    algo = parse(text)
+    a = algo.attrs
     try:
-        algo = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise TopofinderError(f"MSCCL XML does not parse: {exc}") from None
-    try:
-        n, k = int(algo.get("ngpus")), int(algo.get("nchannels"))
-        per_shard = int(algo.get("nchunksperloop")) // n
-        p = int(algo.get("shard_chunks", per_shard // k))
-        coll = {"allgather": "allgather", "reducescatter": "reduce-scatter",
-                "allreduce": "allreduce"}[algo.get("coll")]
-        per_channel: list[list] = [[] for _ in range(k)]
-        queues: dict[tuple, list] = defaultdict(list)   # (u, w, chan) → [(kind, off, cnt)]
-        for gpu in algo.iter("gpu"):
-            u = int(gpu.get("id"))
-            tbs = {int(tb.get("id")): tb for tb in gpu.iter("tb")}
-            lengths = {i: len(tb.findall("step")) for i, tb in tbs.items()}
-            for tb in tbs.values():
-                send, recv, chan = int(tb.get("send")), int(tb.get("recv")), int(
-                    tb.get("chan"))
-                for i, st in enumerate(tb.iter("step")):
-                    if int(st.get("s")) != i:
-                        raise TopofinderError(f"gpu {u} tb {tb.get('id')}: step numbers "
-                                              "are not 0, 1, 2, ...")
-                    depid, deps = int(st.get("depid")), int(st.get("deps"))
-                    if depid >= 0 and (depid not in tbs or deps >= lengths[depid]):
-                        raise TopofinderError(f"gpu {u} tb {tb.get('id')} step {i}: "
-                                              f"dependency on missing step {depid}/{deps}")
-                    kind, cnt = st.get("type"), int(st.get("cnt"))
-                    if kind in SEND_TYPES:
-                        off = int(st.get("srcoff"))
-                        if send < 0:
-                            raise TopofinderError(f"gpu {u} tb {tb.get('id')}: a send in a "
-                                                  "threadblock without a send peer")
-                        v, rest = divmod(off, per_shard)
-                        j, lo = divmod(rest, p)
-                        if j != chan or lo + cnt > p:
-                            raise TopofinderError(f"gpu {u}: send at offset {off} lies "
-                                                  f"outside channel {chan}'s pieces")
-                        per_channel[chan].append((int(st.get("t")), v, lo, lo + cnt, u, send))
-                        queues[(u, send, chan, "s")].append((off, cnt))
-                    if kind in RECV_TYPES:
-                        if recv < 0:
-                            raise TopofinderError(f"gpu {u} tb {tb.get('id')}: a receive in "
-                                                  "a threadblock without a recv peer")
-                        queues[(recv, u, chan, "r")].append((int(st.get("dstoff")), cnt))
-    except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
-        raise TopofinderError(f"malformed MSCCL XML ({exc!r})") from None
-    for (u, w, chan, kind), q in queues.items():
-        other = queues.get((u, w, chan, "r" if kind == "s" else "s"), [])
-        if q != other:
-            raise TopofinderError(f"channel {chan}: the sends of gpu {u} to gpu {w} do not "
-                                  f"match the receives posted by gpu {w} (same pieces, order)")
-    rows = [np.array(sorted(c), np.int64).reshape(-1, 6) for c in per_channel]
-    if any(not np.array_equal(r, rows[0]) for r in rows[1:]):
+        n, k = algo.ngpus, algo.nchannels
+        p = int(a["shard_chunks"])
+        layout = a.get("layout", "shard")
+    except (KeyError, ValueError):
+        raise TopofinderError("MSCCL XML lacks topofinder's shard_chunks attribute") from None
+    run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
+                  record=True)
+    per_channel = [set() for _ in range(k)]
+    for u, w, chan, t, elem, _ in run["transfers"]:
+        if layout == "channel":
+            j, rest = divmod(elem, n * p)
+            v, c = divmod(rest, p)
+        else:
+            v, rest = divmod(elem, k * p)
+            j, c = divmod(rest, p)
+        if j != chan:
+            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of channel {j}")
+        per_channel[j].add((t, v, c, u, w))
+    if any(x != per_channel[0] for x in per_channel[1:]):
         raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
-    return {"collective": coll, "topology": algo.get("topology"), "num_nodes": n,
-            "shard_chunks": p, "channels": k, "protocol": algo.get("proto"),
-            "reduce_scatter_steps": int(algo.get("reduce_scatter_steps", 0)),
-            "sends": rows[0]}
+    rows = []
+    for t, v, c, u, w in sorted(per_channel[0], key=lambda r: (r[0], r[1], r[3], r[4], r[2])):
+        if rows and rows[-1][:2] == [t, v] and rows[-1][4:] == [u, w] and rows[-1][3] == c:
+            rows[-1][3] = c + 1
+        else:
+            rows.append([t, v, c, c + 1, u, w])
+    sends = np.array(rows, np.int64).reshape(-1, 6)
+    sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
+    return {"collective": algo.collective, "topology": a.get("topology"), "num_nodes": n,
+            "shard_chunks": p, "channels": k, "protocol": algo.proto,
+            "reduce_scatter_steps": int(a.get("reduce_scatter_steps", 0)), "sends": sends}
 
 
 def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
