@@ -14,7 +14,9 @@ from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring
 from topofinder.families.build import parse
 from topofinder.families.circulant_opt import best_circulant, best_generators
-from topofinder.families.distance_regular import CATALOG_NAMES, distance_regular, intersection_array
+from topofinder.families.distance_regular import (
+    CATALOG_NAMES, distance_regular, intersection_array,
+)
 from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph

@@ -1,7 +1,7 @@
-"""On-disk cache of scores and verifications (docs/performance.md), keyed by the call's arguments and
-the code version, so that a repeated search is instant and a code change never serves stale
-results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory. joblib.Memory writes entries
-atomically and recomputes an entry it cannot read.
+"""On-disk cache of scores and verifications (docs/performance.md), keyed by the call's arguments
+and the code version, so that a repeated search is instant and a code change never serves stale
+results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory. joblib.Memory
+writes entries atomically and recomputes an entry it cannot read.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Independent work in parallel (docs/performance.md): joblib with loky on all local cores by default,
-or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr and only shows
-when the work takes more than a second.
+"""Independent work in parallel (docs/performance.md): joblib with loky on all local cores by
+default, or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr and only
+shows when the work takes more than a second.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ at element offset v·P·e. A send row (t, v, lo, hi, u, w) of a step schedule mo
 [(v·P + lo)·e, (v·P + hi)·e) from rank u to rank w at step t. All rows with the same
 (t, u, w) travel as one packed message, their ranges in (v, lo, hi) order on both ends.
 
-Step semantics (as :func:`topofinder.model.schedule.validate` replays them): within a step every send
-reads the state before the step; in a reducing step the sender gives its partial sum away
-(its copy becomes zero) and the receiver adds it to its own; in a copying (allgather) step the
-receiver overwrites.
+Step semantics (as :func:`topofinder.model.schedule.validate` replays them): within a step every
+send reads the state before the step; in a reducing step the sender gives its partial sum away (its
+copy becomes zero) and the receiver adds it to its own; in a copying (allgather) step the receiver
+overwrites.
 
 A tree schedule (paper 002: weighted spanning out-trees per root) runs as steps: P = K·lcm of
 the weight denominators, tree i of root r carries the next weight·P chunks of r's shard cut

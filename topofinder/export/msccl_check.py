@@ -249,7 +249,8 @@ def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = N
                                   f"{rt.max_nodes - 1}")
         ids = sorted(tb.id for tb in g.tbs)
         if ids != list(range(len(ids))):
-            raise MscclCheckError(f"{where}: gpu {g.id}: threadblock ids are not 0..{len(ids) - 1}")
+            raise MscclCheckError(f"{where}: gpu {g.id}: threadblock ids are not "
+                                  f"0..{len(ids) - 1}")
         if len(ids) > rt.max_tbs:
             raise MscclCheckError(f"{where}: gpu {g.id} has {len(ids)} threadblocks; the "
                                   f"runtime allows {rt.max_tbs}")
@@ -301,7 +302,8 @@ def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = N
                     raise MscclCheckError(f"{here}: a receive in a threadblock without recv peer")
                 if st.type != "nop":
                     if not 0 <= st.cnt < rt.max_count:
-                        raise MscclCheckError(f"{here}: cnt {st.cnt} outside 0..{rt.max_count - 1}")
+                        raise MscclCheckError(f"{here}: cnt {st.cnt} outside "
+                                              f"0..{rt.max_count - 1}")
                     reads = st.type in ("s", "rrs", "rrc", "rrcs", "cpy", "re")
                     writes = st.type in ("r", "rcs", "rrc", "rrcs", "cpy", "re")
                     for use, buf, off in ((reads, st.srcbuf, st.srcoff),

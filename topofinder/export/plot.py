@@ -1,4 +1,5 @@
-"""Frontier plot of a search result: T_L (steps of α) against τ (T_B in M/B), docs/algorithms.md, docs/cli.md.
+"""Frontier plot of a search result: T_L (steps of α) against τ (T_B in M/B), docs/algorithms.md,
+docs/cli.md.
 
 Drawn with matplotlib's object API on an Agg canvas (headless, no pyplot state). Bounds: the
 Moore bound T_L* = min{k : Σ_{i=0..k} d^i ≥ N} (vertical line) and the bandwidth optimum

@@ -1,4 +1,5 @@
-"""Topology families (paper 001 Table 9, Appendix F; docs/algorithms.md), one function per family."""
+"""Topology families (paper 001 Table 9, Appendix F; docs/algorithms.md), one function per
+family."""
 
 from topofinder.families.basic import (
     bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,

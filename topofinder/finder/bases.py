@@ -75,8 +75,8 @@ def _extension_bases(n: int, k: int) -> list[tuple[str, str]]:
         a = round((n / 2) ** (1 / dims))
         for cand in (a - 1, a, a + 1):
             if cand >= 2 and 2 * cand ** dims == n:
-                out.append((f"TwistedTorus({','.join(map(str, [2 * cand] + [cand] * (dims - 1)))})",
-                            "bfb"))
+                sides = [2 * cand] + [cand] * (dims - 1)
+                out.append((f"TwistedTorus({','.join(map(str, sides))})", "bfb"))
     out += [(expr, "catalog") for expr in _catalog_index().get((n, k), [])]
     return out
 

@@ -490,7 +490,8 @@ def build(*, space: str, n: int, d: int, steps: int, chunks: int, name: str | No
 def write_result(result: BuildResult, command: str, source: str, space: str,
                  directory=None) -> str:
     """Write the found base as catalog entry ``result.name`` via
-    :func:`topofinder.families.catalog.write_entry` (which validates the schedule); returns the path."""
+    :func:`topofinder.families.catalog.write_entry` (which validates the schedule); returns the
+    path."""
 
     if result.schedule is None or not result.name:
         raise TopofinderError("catalog build: nothing to write (no schedule found or no name)")

@@ -6,8 +6,8 @@ For a target (N, d) the finder
    multiply n and add degrees, Bi doubles k;
 2. seeds each (n, k) with base topologies (catalog entries and generative families), each scored
    exactly (BFB scorer or the catalog's stored schedule);
-3. applies expansions bottom-up with predicted (T_L, τ) (docs/algorithms.md), keeping only a Pareto set
-   at every intermediate (n, k);
+3. applies expansions bottom-up with predicted (T_L, τ) (docs/algorithms.md), keeping only a
+   Pareto set at every intermediate (n, k);
 4. returns the Pareto frontier at (N, d), which topofinder.finder.verify then builds and replays.
 """
 
@@ -144,7 +144,7 @@ def reachable_states(n: int, d: int) -> list[tuple[int, int]]:
     return sorted(seen)
 
 
-# ---- expansions on candidates (predictions of docs/algorithms.md) ---------------------------------------
+# ---- expansions on candidates (predictions of docs/algorithms.md) ----------------------------
 def expand_line(c: Candidate) -> Candidate:
     n, d, t_l, tau = predict.predict_line_graph(c.n, c.d, c.t_l, c.tau)
     return Candidate(rc.line(c.recipe), n, d, t_l, tau, exact=c.exact and c.lg_exact,

@@ -1,7 +1,7 @@
 """Recipes: how a candidate topology is composed from bases by expansions (paper 001 §5.4).
 
-A recipe is a small immutable tree. Its expression is what the CLI prints; ``build_topology``
-and (in topofinder.finder.verify) ``build_schedule`` follow the same tree, so a frontier point can be
+A recipe is a small immutable tree. Its expression is what the CLI prints; ``build_topology`` and
+(in topofinder.finder.verify) ``build_schedule`` follow the same tree, so a frontier point can be
 rebuilt exactly from its recipe.
 """
 

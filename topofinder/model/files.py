@@ -1,4 +1,5 @@
-"""Topology files (docs/expressions.md, docs/formats.md): edge list, node-link JSON (networkx), GraphML.
+"""Topology files (docs/expressions.md, docs/formats.md): edge list, node-link JSON (networkx),
+GraphML.
 
 Edge list: one ``u v [capacity]`` line per arc u→v (a k-fold multi-arc is k lines, a duplex
 link two lines), ``#`` starts a comment; capacity is an integer in units of the base link

@@ -1,6 +1,6 @@
-"""Step schedules: data model, T_L and T_B from the sends, independent replay validation,
-reverse / reduce-scatter / allreduce, chunk refinement and JSON (docs/model.md, docs/formats.md; paper 001 §3,
-Appendix B, E.2).
+"""Step schedules: data model, T_L and T_B from the sends, independent replay validation, reverse /
+reduce-scatter / allreduce, chunk refinement and JSON (docs/model.md, docs/formats.md; paper 001
+§3, Appendix B, E.2).
 
 A send ``(t, v, lo, hi, u, w)`` means: at comm step t (1-based) node u sends chunks [lo, hi) of
 v's shard to its out-neighbour w; every shard is cut into ``shard_chunks`` = P equal chunks.
@@ -73,7 +73,8 @@ class StepSchedule:
         sends.setflags(write=False)
         object.__setattr__(self, "sends", sends)
         if int(self.shard_chunks) != self.shard_chunks or self.shard_chunks < 1:
-            raise ScheduleError(f"shard_chunks must be a positive integer, got {self.shard_chunks}")
+            raise ScheduleError(f"shard_chunks must be a positive integer, got "
+                                f"{self.shard_chunks}")
         object.__setattr__(self, "shard_chunks", int(self.shard_chunks))
         if self.collective not in COLLECTIVES:
             raise ScheduleError(f"collective {self.collective!r} is not one of "

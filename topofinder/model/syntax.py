@@ -3,7 +3,7 @@
 Grammar (whitespace anywhere; ``□`` or ``×`` may replace ``x``; ``□n`` or ``^□n`` = ``^n``)::
 
     expr    := term ("x" term)*                     Cartesian product A x B x ...
-    term    := primary ("^" INT | "*" INT)*          power G^n, degree expansion G*n (left to right)
+    term    := primary ("^" INT | "*" INT)*          G^n, G*n (left to right)
     primary := "(" expr ")" | "L" ["^" INT] "(" expr ")" | "Bi(" expr ")" | "T(" expr ")"
              | FAMILY "(" args ")" | "Diamond"
 

@@ -31,9 +31,9 @@ class Topology:
     """A direct-connect topology.
 
     ``n``: number of nodes. ``src``/``dst``: arc endpoints (int64 arrays of equal length).
-    ``expr``: the expression that names it (docs/expressions.md). ``capacity``: per-arc integer link
-    capacity in units of b, or None for all ones. ``bidirectional``: every arc has a partner in
-    the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
+    ``expr``: the expression that names it (docs/expressions.md). ``capacity``: per-arc integer
+    link capacity in units of b, or None for all ones. ``bidirectional``: every arc has a partner
+    in the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
     know it (scorers may then analyse one node). ``reverse_isomorphism``: a known permutation p
     with (u, w) an arc iff (p[w], p[u]) an arc, i.e. G^T ≅ G (Appendix B, Thm 2).
     """

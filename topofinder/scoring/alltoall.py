@@ -1,4 +1,5 @@
-"""All-to-all throughput: the maximum concurrent flow LP (3) of paper 001 (App. A.5; docs/algorithms.md).
+"""All-to-all throughput: the maximum concurrent flow LP (3) of paper 001 (App. A.5;
+docs/algorithms.md).
 
 Uniform all-to-all on a topology G with link capacities c_e (units of the link bandwidth b; a
 k-fold multi-arc is one arc of capacity k; self-loops carry nothing): route f units from every s
@@ -476,7 +477,8 @@ def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
 
 
 def alltoall_summary(topo: Topology, max_variables: int = 60_000) -> dict:
-    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (docs/algorithms.md, docs/cli.md).
+    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (docs/algorithms.md,
+    docs/cli.md).
 
     ``alltoall_f``: f* by :func:`concurrent_flow_symmetric` when the symmetry-reduced LP has at
     most ``max_variables`` variables (vertex-transitive topologies: |E|), else None (call

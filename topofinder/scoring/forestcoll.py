@@ -1,5 +1,6 @@
-"""ForestColl (paper 002 §4–5, Appendix E; docs/algorithms.md): the exact allgather throughput optimum
-of a direct-connect topology, its bottleneck cut, and spanning out-tree schedules reaching it.
+"""ForestColl (paper 002 §4–5, Appendix E; docs/algorithms.md): the exact allgather throughput
+optimum of a direct-connect topology, its bottleneck cut, and spanning out-tree schedules reaching
+it.
 
 Units: link capacities C(u,w) in units of b (multi-arcs summed, self-loops carry nothing);
 B = d·b with d = topology.degree. With ratio* = max_{∅≠S⊊V} |S| / C⁺(S) (optimality (⋆)),

@@ -1,4 +1,5 @@
-"""Tree-flow allgather schedules (paper 002 §4–5; docs/formats.md): data model, time, JSON, validator.
+"""Tree-flow allgather schedules (paper 002 §4–5; docs/formats.md): data model, time, JSON,
+validator.
 
 Every node r broadcasts its shard along weighted spanning out-trees rooted at r; a tree of
 weight w carries the fraction w of r's shard (size w·M/N) over each of its edges, all trees
