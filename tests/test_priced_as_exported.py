@@ -40,3 +40,29 @@ def _twice(text: str) -> str:
     num, den = map(int, text.split("/"))
     x = 2 * Fraction(num, den)
     return f"{x.numerator}/{x.denominator}"
+
+
+@pytest.mark.parametrize("expr", ["Bi(UniRing(1,5))", "Bi(Diamond)", "BiRing(2,5)*2",
+                                  "L(K(3))*2", "DBJ(3,2)*2", "L^2(C(8,{1,2}))"])
+def test_export_is_never_dominated_by_bfb_on_the_same_topology(expr):
+    """No silent substitution of a worse schedule: what `export` writes is the named
+    construction unless BFB on the same arcs is at least as good in both T_L and τ (or the
+    construction does not apply, as degree expansion of a base with self-loops)."""
+    from topofinder.scoring.bfb import bfb_score
+
+    s = tf.schedule(expr)
+    validate(s)
+    best = bfb_score(s.topology)
+    assert not (best.T_L <= s.num_steps and best.tau <= s.tau
+                and (best.T_L, best.tau) != (s.num_steps, s.tau)), (expr, s.num_steps, s.tau)
+    info = tf.score(expr)
+    assert (info["T_L"], info["tau_bfb_exact"]) == (best.T_L, f"{best.tau.numerator}/"
+                                                     f"{best.tau.denominator}")
+
+
+def test_a_construction_that_does_not_apply_is_reported_not_refused():
+    info = tf.score("DBJ(3,2)*2")
+    assert "not applicable" in info["schedule_note"]
+    assert tf.schedule("DBJ(3,2)*2").method == "bfb"
+    assert tf.score("Bi(UniRing(1,5))")["schedule_T_L"] == 4
+    assert tf.schedule("Bi(UniRing(1,5))").num_steps == 2

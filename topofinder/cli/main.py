@@ -27,7 +27,7 @@ from topofinder.families.build import load_topology
 from topofinder.families.catalog import listing
 from topofinder.finder import catalog_build
 from topofinder.finder.recipe import from_expression
-from topofinder.finder.verify import build_schedule
+from topofinder.finder.verify import allgather_schedule
 from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
 from topofinder.workload.rank import search
@@ -168,7 +168,7 @@ def _export_schedule(args) -> int:
     the runtime's limits are checked first on the allgather (cheap, before the whole schedule
     is built), then on the schedule itself; nothing is written when it does not fit."""
     if args.format == "xml" and args.kind == "steps" and not os.path.isfile(args.expr):
-        check_fits(build_schedule(from_expression(args.expr)), args.channels, args.runtime,
+        check_fits(allgather_schedule(from_expression(args.expr)), args.channels, args.runtime,
                    args.max_steps, collective=args.collective)
     schedule = api.schedule(args.expr, args.collective, args.kind, low_trees=args.low_trees,
                             trees_per_root=args.trees_per_root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import validate
@@ -43,7 +44,12 @@ def describe(topo: Topology, recipe=None) -> dict:
 def _add_named_schedule(info: dict, recipe) -> None:
     """The expression's own construction (line graph, power, catalog, ...): its replayed T_L
     and τ, which can beat BFB (e.g. the catalog's Diamond: 7/8 against BFB's 1)."""
-    schedule = build_schedule(recipe)
+    try:
+        schedule = build_schedule(recipe)
+    except TopofinderError as exc:               # the construction does not apply here
+        info["schedule"] = recipe.method
+        info["schedule_note"] = f"not applicable: {exc}; export uses the BFB schedule"
+        return
     validate(schedule)
     tau = schedule.tau
     info["schedule"] = recipe.method
@@ -51,6 +57,10 @@ def _add_named_schedule(info: dict, recipe) -> None:
     info["schedule_tau"] = float(tau)
     info["schedule_tau_exact"] = exact(tau)
     info["schedule_bw_optimal"] = tau == Fraction(info["N"] - 1, info["N"])
+    bfb = (info["T_L"], Fraction(info["tau_bfb_exact"]))
+    if bfb != (schedule.num_steps, tau) and bfb[0] <= schedule.num_steps and bfb[1] <= tau:
+        info["schedule_note"] = "BFB on the same topology is at least as good in T_L and tau; " \
+                                "export uses the BFB schedule"
 
 
 def _add_bfb(info: dict, topo: Topology) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from topofinder.errors import TopofinderError
 from topofinder.scoring import bfb
 from topofinder.families import catalog
 from topofinder.expansions import schedules as xs
@@ -115,6 +116,28 @@ def build_schedule(recipe: Recipe) -> StepSchedule:
     raise ValueError(f"unknown recipe op {op!r}")
 
 
+def allgather_schedule(recipe: Recipe) -> StepSchedule:
+    """The allgather `export` writes and `search` prices for a recipe: the construction it
+    names, unless that construction does not apply to the built topology (e.g. a degree
+    expansion of a base with self-loops, Thm 11) or the optimal BFB schedule of the same
+    topology is no worse in T_L and τ and better in one (e.g. Bi(UniRing(1,5)): the App. A.6
+    construction keeps the ring's 4 steps, BFB needs 2) — then that BFB schedule."""
+    try:
+        named = build_schedule(recipe)
+    except TopofinderError:
+        return bfb.bfb_schedule(build_topology(recipe))
+    if recipe.method == "bfb":
+        return named
+    try:
+        best = bfb.bfb_score(named.topology)
+    except TopofinderError:                      # BFB not available here (e.g. > 16 in-links)
+        return named
+    if (best.T_L, best.tau) != (named.num_steps, named.tau) and best.T_L <= named.num_steps \
+            and best.tau <= named.tau:
+        return bfb.bfb_schedule(named.topology)
+    return named
+
+
 def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     """Build, replay and score one candidate: the verified numbers of a frontier point (above
     REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
@@ -123,14 +146,16 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
         topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
                                     candidate.tau, False)
+        method = candidate.recipe.method
         rs_t_l, rs_tau = t_l, tau
         if not _reversible(topo):
             rs = bfb.bfb_score(topo.transpose())
             rs_t_l, rs_tau = rs.T_L, rs.tau
     else:
-        schedule = build_schedule(candidate.recipe)
+        schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
         topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
+        method = schedule.method
         rs = reduce_scatter_of(schedule)
         if not _reversible(topo):                   # a new schedule, not the proven reverse
             validate(rs)
@@ -143,7 +168,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
                    alltoall_method=result.method)
     return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
             "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
-            "schedule": candidate.recipe.method, "diameter": topo.diameter,
+            "schedule": method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),
             "moore_T_L": moore_bound_steps(topo.n, topo.degree),
             "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
@@ -169,7 +194,7 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
 def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
-    allgather = build_schedule(recipe)
+    allgather = allgather_schedule(recipe)
     if collective == "allgather":
         return allgather
     rs = reduce_scatter_of(allgather)
