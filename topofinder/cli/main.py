@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -520,9 +522,24 @@ class _ClosedStdout:
         pass
 
 
+def _terminate(signum, frame) -> None:
+    """SIGTERM / SIGHUP end the run like Ctrl-C: workers stopped, temporary files removed."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        parallel.stop_workers()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)

@@ -10,6 +10,7 @@ import sys
 from typing import Callable, Iterable
 
 import joblib
+from joblib.externals.loky import reusable_executor
 from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
 
@@ -37,6 +38,14 @@ def use_loky() -> None:
     if _BACKEND["client"] is not None:
         _BACKEND["client"].close()
     _BACKEND.update(name="loky", client=None)
+
+
+def stop_workers() -> None:
+    """Terminate this process's idle or busy loky workers now (they would otherwise linger for
+    their idle timeout, or keep computing after an interrupted run)."""
+    executor = reusable_executor._executor
+    if executor is not None:
+        executor.shutdown(wait=False, kill_workers=True)
 
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,

@@ -1,0 +1,54 @@
+"""A run stopped by SIGTERM, SIGHUP or Ctrl-C leaves no worker process behind and says so in
+one line (exit 130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Pids whose environment carries ``marker`` (the workers inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signal_stops_the_workers(tmp_path, sig):
+    marker = f"TOPOFINDER_SIGNAL_TEST={tmp_path.name}"
+    env = {**os.environ, "TOPOFINDER_CACHE": str(tmp_path / "cache"),
+           "TOPOFINDER_SIGNAL_TEST": tmp_path.name}
+    proc = subprocess.Popen([sys.executable, "-m", "topofinder", "search", "--n", "2000",
+                             "--d", "8", "--no-cache", "--jobs", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 3, "the workers never started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-500:]
+    assert err.rstrip().endswith("topofinder: interrupted")
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _processes_with(marker)
+    for pid in left:                              # do not leak them into the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"worker processes left behind: {left}"
