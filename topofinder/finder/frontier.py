@@ -8,6 +8,7 @@ verify (build, replay, T_B^FC, all-to-all; in parallel). It does not depend on t
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from typing import Callable
 
@@ -28,10 +29,30 @@ def _candidate_from_score(s: dict) -> Candidate:
                      loop_free=s["loop_free"])
 
 
-#: Frontier points are verified in parallel while N²·d stays below this. A schedule's memory
-#: grows with N² (every node receives every shard) times the pieces shards are split into; two
-#: N = 4096, d = 16 verifications at once exceeded 24 GiB, one N = 4096, d = 4 pair used 8 GB.
-PARALLEL_VERIFY_LIMIT = 4096 * 4096 * 4
+#: Peak bytes of one verification per unit of N²·d: a schedule's sends grow with N² (every node
+#: receives every shard) times the pieces shards are split into, and the replay holds several
+#: copies. Measured: N = 1796, d = 16 (N²·d = 5.2e7) peaked at ~7.5 GB per worker.
+VERIFY_BYTES_PER_N2D = 160
+
+
+def _available_memory() -> int:
+    """Bytes the system can still give (MemAvailable; the physical size where unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def verify_jobs(n: int, d: int, jobs: int | None) -> int:
+    """Parallel verifications that fit in memory: as many as asked (default all cores), but
+    never more than 80 % of the available memory divided by one verification's estimate."""
+    wanted = jobs or os.cpu_count() or 1
+    fits = int(0.8 * _available_memory()) // max(1, VERIFY_BYTES_PER_N2D * n * n * d)
+    return max(1, min(wanted, fits))
 
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
@@ -101,9 +122,8 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
     predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
-    if n * n * d > PARALLEL_VERIFY_LIMIT:
-        jobs = 1                          # one multi-gigabyte schedule in memory at a time
     verified = run_parallel(cached(verify_candidate, use_cache),
-                            [(c, full_alltoall) for c in predicted], jobs=jobs,
+                            [(c, full_alltoall) for c in predicted],
+                            jobs=verify_jobs(n, d, jobs),
                             progress=progress, label="verifying frontier")
     return list(zip(predicted, verified))
