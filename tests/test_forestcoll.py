@@ -90,7 +90,7 @@ def test_exact_optimum_equals_brute_force_on_200_random_digraphs():
     for topo in RNG_GRAPHS:
         opt = throughput_optimum(topo)
         assert opt.ratio == brute_ratio(topo)
-        assert opt.tau == Fraction(topo.degree, topo.n) * opt.ratio
+        assert opt.tau == Fraction(topo.node_bandwidth, topo.n) * opt.ratio   # B = Σ capacities
         src, dst, cap = links(topo)
         cut = np.zeros(topo.n, bool)
         cut[list(opt.cut)] = True
