@@ -140,9 +140,9 @@ class Topology:
 
     @cached_property
     def min_ingress(self) -> int:
-        """min over compute nodes v of B⁻(v) = Σ C(·, v) without self-loops (capacity units)."""
-        keep = self.src != self.dst
-        inc = np.bincount(self.dst[keep], self.arc_capacity[keep], minlength=self.n)
+        """min over compute nodes v of B⁻(v) = Σ C(·, v), every port counted (capacity
+        units): a node receives (N−1)/N of M through it, so T ≥ (N−1)/N · M/B⁻(v)."""
+        inc = np.bincount(self.dst, self.arc_capacity, minlength=self.n)
         return int(inc[self.compute_nodes].min())
 
     @cached_property
