@@ -63,8 +63,10 @@ def _add_export(sub) -> None:
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
     p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce"],
-                   default="allgather", help="schedule steps: which collective (default "
-                                             "allgather; the optimal BFB schedule, Appendix B)")
+                   default="allgather", help="schedule: which collective (default allgather; "
+                                             "steps: the optimal BFB schedule, Appendix B; "
+                                             "trees: out-trees, in-trees, or in-trees then "
+                                             "out-trees with the LP (5) optimum)")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -145,24 +147,18 @@ def _export_steps(args) -> int:
 
 
 def _export_trees(args) -> int:
-    """ForestColl tree schedule as DESIGN §10 JSON, validated before it is written."""
+    """ForestColl tree schedule of --collective as JSON (allreduce: in-trees, out-trees and
+    the LP (5) optimum), every part validated at its optimum before it is written."""
     from topofinder.expr import load_topology
-    from topofinder.forestcoll import (
-        fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum,
-    )
-    from topofinder.tree_schedule import validate
+    from topofinder.tree_collectives import collective_trees
 
     topo = load_topology(args.expr)
-    if args.trees_per_root is None:
-        opt = throughput_optimum(topo)
-        schedule = optimal_trees(topo, prefer_low_trees=args.low_trees, optimum=opt)
-        validate(schedule, opt.tau)
-    else:
-        if args.trees_per_root < 1:
-            raise TopofinderError("export: --trees-per-root must be a positive integer")
-        best = fixed_k_optimum(topo, args.trees_per_root)
-        schedule = fixed_k_trees(topo, args.trees_per_root, prefer_low_trees=args.low_trees)
-        validate(schedule, best.tau)
+    if args.trees_per_root is not None and args.trees_per_root < 1:
+        raise TopofinderError("export: --trees-per-root must be a positive integer")
+    schedule = collective_trees(topo, args.collective, prefer_low_trees=args.low_trees,
+                                trees_per_root=args.trees_per_root)
+    if args.collective != "allgather" and (args.format or "json") != "json":
+        raise TopofinderError(f"export: {args.collective} tree schedules are written as json")
     _write_schedule(schedule, args)
     return 0
 
