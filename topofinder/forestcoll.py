@@ -23,7 +23,9 @@ import numpy as np
 from ortools.graph.python import max_flow
 from scipy.sparse.csgraph import connected_components
 
+from topofinder.bfb import bfb_schedule, bfb_score
 from topofinder.errors import TopofinderError
+from topofinder.step_trees import trees_from_steps
 from topofinder.switch_split import split_switches
 from topofinder.topology import Topology
 from topofinder.tree_schedule import Tree, TreeSchedule
@@ -534,16 +536,36 @@ def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
     """A tree schedule reaching T_B^FC exactly: k trees per root of weight m/k on the links'
     U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
 
-    ``prefer_low_trees``: grow trees from their shallowest members first (a heuristic; the
-    minimum-height packing is NP-hard). ``translations``: "auto" (cyclic shifts for
+    With ``translations`` "auto", a topology whose optimal BFB schedule already reaches
+    T_B^FC gets that schedule's first-receipt trees (topofinder.step_trees: shortest-path
+    trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
+    members first (a heuristic; the minimum-height packing is NP-hard). ``translations``:
+    "auto" (cyclic shifts for
     vertex-transitive topologies), None, or an N×N array of automorphisms with
     perms[c][0] = c; root 0's trees are then translated to every root when orbit budgets
     allow it, otherwise all roots are packed."""
     opt = optimum or throughput_optimum(topo)
+    if isinstance(translations, str) and translations == "auto":
+        lowest = _bfb_trees(topo, opt)
+        if lowest is not None:
+            return lowest
     params = tree_parameters(topo, opt)
     _, _, cap = _links(topo)
     g = cap * params.U.numerator // params.U.denominator
     return _schedule(topo, g, params.k, prefer_low_trees, translations)
+
+
+def _bfb_trees(topo: Topology, opt: Optimum) -> TreeSchedule | None:
+    """The first-receipt trees of the optimal BFB schedule when its τ equals T_B^FC (then
+    the trees are optimal and shortest-path trees: the lowest possible); else None."""
+    if topo.has_switches:
+        return None
+    try:
+        if bfb_score(topo).tau != opt.tau:
+            return None
+        return trees_from_steps(bfb_schedule(topo))
+    except TopofinderError:                       # BFB does not handle this topology
+        return None
 
 
 def fixed_k_trees(topo: Topology, k: int, *, prefer_low_trees: bool = False,
