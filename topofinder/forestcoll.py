@@ -25,6 +25,7 @@ from scipy.sparse.csgraph import connected_components
 
 from topofinder.bfb import bfb_schedule, bfb_score
 from topofinder.errors import TopofinderError
+from topofinder.greedy_trees import greedy_pack
 from topofinder.step_trees import trees_from_steps
 from topofinder.switch_split import split_switches
 from topofinder.topology import Topology
@@ -409,6 +410,11 @@ class _Packer:
         return done
 
 
+# From this many (compute) nodes on, the breadth-first packing (greedy_trees) is tried before
+# the exact Bérczi–Frank packing; it is exact when it completes and falls back when stuck.
+GREEDY_MIN_NODES = 128
+
+
 # ---- symmetry ------------------------------------------------------------------------------
 MAX_AUTO_TRANSLATION_NODES = 4096   # "auto" builds an N×N table of shifts; beyond, skip
 
@@ -483,16 +489,20 @@ def _switched_schedule(topo: Topology, src, dst, g: np.ndarray, k: int,
     lsrc = np.array([index[u] for u, _ in keys], np.int32)
     ldst = np.array([index[w] for _, w in keys], np.int32)
     lcap = np.array([sum(c for _, c in logical[e]) for e in keys], np.int64)
-    batches = _Packer(compute.size, lsrc, ldst, lcap, prefer_low_trees).pack(
-        range(compute.size), k)
+    packed = greedy_pack(compute.size, lsrc, ldst, lcap, k) \
+        if compute.size >= GREEDY_MIN_NODES else None
+    if packed is None:
+        batches = _Packer(compute.size, lsrc, ldst, lcap, prefer_low_trees).pack(
+            range(compute.size), k)
+        packed = [(b.root, b.m, b.edges) for b in batches]
     pools = {e: [list(x) for x in logical[e]] for e in keys}
     trees = []
-    for b in batches:
+    for root, mult, tree_edges in packed:
         edges, routes = [], {}
-        for x, y in b.edges:
+        for x, y in tree_edges:
             e = (int(compute[x]), int(compute[y]))
             edges.append(e)
-            need, got = b.m, []
+            need, got = mult, []
             while need:
                 path, have = pools[e][-1]
                 used = min(have, need)
@@ -504,7 +514,7 @@ def _switched_schedule(topo: Topology, src, dst, g: np.ndarray, k: int,
                     pools[e][-1][1] -= used
             if len(got) > 1 or len(got[0][0]) > 2:
                 routes[e] = got
-        trees.append(Tree(int(compute[b.root]), Fraction(b.m, k), edges, routes))
+        trees.append(Tree(int(compute[root]), Fraction(mult, k), edges, routes))
     return TreeSchedule(topo, trees, method="edge-splitting+berczi-frank")
 
 
@@ -524,6 +534,8 @@ def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
     if translations is not None:
         trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
         method = "translated"
+    if trees is None and n >= GREEDY_MIN_NODES:
+        trees, method = greedy_pack(n, src, dst, g, k), "greedy-bfs"
     if trees is None:
         batches = _Packer(n, src, dst, g, prefer_low_trees).pack(range(n), k)
         trees, method = [(b.root, b.m, b.edges) for b in batches], "berczi-frank"
