@@ -66,6 +66,8 @@ def test_cut_generation_equals_flow_lp(topo):
 def test_heterogeneous_lp_against_flows():
     topo = Topology(4, [0, 1, 2, 3, 0, 2, 1], [1, 2, 3, 0, 2, 0, 0], capacity=[3, 1, 2, 2, 1, 1, 2])
     assert allreduce_lp(topo).tau == pytest.approx(flow_lp5(topo), rel=1e-6)
+    mi250 = read_topology(os.path.join(DATA, "mi250_1.edges"))      # GB/s capacities 50..200
+    assert allreduce_lp(mi250).tau == pytest.approx(flow_lp5(mi250), rel=1e-6)
 
 
 @pytest.mark.parametrize("topo", [uni_ring(1, 6), complete(5), generalized_kautz(2, 10)], ids=str)

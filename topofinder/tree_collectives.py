@@ -178,6 +178,7 @@ def allreduce_lp(topo: Topology) -> AllreduceLP:
 def _violated_cuts(n, a, b, caps, x) -> list[np.ndarray]:
     """Sets S ∌ t with Σ_{v∈S} x_v > c(δ⁺S) on arcs a→b (source arcs s→v of capacity x_v),
     one per sink t whose max-flow falls short of X = Σ x (within LP_TOLERANCE)."""
+    caps, x = np.maximum(caps, 0.0), np.maximum(x, 0.0)       # solver noise below zero
     scale = _FLOW_SCALE / max(float(x.max()), float(caps.max()), 1e-12)
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(a.astype(np.int32), b.astype(np.int32),
@@ -193,5 +194,6 @@ def _violated_cuts(n, a, b, caps, x) -> list[np.ndarray]:
             side = np.asarray(mf.get_source_side_min_cut(), np.int64)
             S = np.zeros(n, bool)
             S[side[side < n]] = True
-            out.append(S)
+            if S.any() and not S[t]:
+                out.append(S)
     return out
