@@ -26,11 +26,12 @@ def describe(topo: Topology, recipe=None) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B with B the
     node bandwidth (a compute node's summed link capacity, stated as ``B``). ``tau_opt`` is
     the single-node bound (N−1)/N · B / min_v B⁻(v) ((N−1)/N on a regular homogeneous
-    fabric). With the ``recipe`` an expression names (topofinder.recipe.from_expression),
+    fabric; a self-loop counts as a port, wasted). With the ``recipe`` an expression names (topofinder.recipe.from_expression),
     the schedule of that construction is built, replayed and reported too when it is not
     plain BFB. A switched fabric gets the ForestColl scores only (BFB and all-to-all treat
     every node as a GPU)."""
-    n, d = topo.num_compute, topo.degree
+    n = topo.num_compute
+    d = int(topo.out_degrees[topo.compute_nodes].max())   # ports of a compute node
     bound = Fraction(n - 1, n) * Fraction(topo.node_bandwidth, topo.min_ingress)
     info = {
         "expr": topo.expr,
