@@ -26,19 +26,48 @@ from ortools.graph.python import max_flow
 from scipy.optimize import linprog
 
 from topofinder.errors import TopofinderError
+from topofinder.expansions import line_graph
+from topofinder.expr import load_topology
 from topofinder.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
     throughput_optimum
+from topofinder.line_trees import line_graph_trees
+from topofinder.recipe import from_expression
 from topofinder.topology import Topology
-from topofinder.tree_schedule import TreeSchedule, validate
+from topofinder.tree_schedule import Tree, TreeSchedule, validate
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 
 
+def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSchedule | None:
+    """Uniform-entry trees (topofinder.line_trees) when ``topo`` is the expression L^k(G)
+    of a base they exist for and they reach the optimum; else None."""
+    try:
+        recipe = from_expression(topo.expr)
+    except TopofinderError:
+        return None
+    if recipe.op != "line":
+        return None
+    inner, times = recipe._line_chain()
+    try:
+        base = load_topology(inner.expr)
+        if not line_graph(base, times).same_arcs(topo):
+            return None
+        sched = line_graph_trees(base, times, prefer_low)
+    except TopofinderError:
+        return None
+    sched = TreeSchedule(topo, sched.trees, method=sched.method)
+    return sched if sched.tau() == opt.tau else None
+
+
 def allgather_trees(topo: Topology, *, prefer_low_trees=False, trees_per_root=None):
-    """(schedule, its proven optimum τ in M/B): optimal or fixed-k out-trees, validated."""
+    """(schedule, its proven optimum τ in M/B): optimal or fixed-k out-trees, validated.
+    A line-graph expression gets the uniform-entry trees of topofinder.line_trees when they
+    reach the optimum; otherwise (and with --trees-per-root) ForestColl's trees."""
     if trees_per_root is None:
         opt = throughput_optimum(topo)
-        sched, tau = optimal_trees(topo, prefer_low_trees=prefer_low_trees, optimum=opt), opt.tau
+        sched, tau = _line_graph_trees(topo, opt, prefer_low_trees), opt.tau
+        if sched is None:
+            sched = optimal_trees(topo, prefer_low_trees=prefer_low_trees, optimum=opt)
     else:
         if not isinstance(trees_per_root, int) or trees_per_root < 1:
             raise TopofinderError("--trees-per-root must be a positive integer")
@@ -49,8 +78,22 @@ def allgather_trees(topo: Topology, *, prefer_low_trees=False, trees_per_root=No
 
 
 def reduce_scatter_trees(topo: Topology, **kw):
-    """In-trees for reduce-scatter: allgather out-trees of G^T reversed (paper 002 §5.6)."""
-    flipped, tau = allgather_trees(topo.transpose(), **kw)
+    """In-trees for reduce-scatter: allgather out-trees of G^T reversed (paper 002 §5.6).
+    With a reverse isomorphism p of G (identity when bidirectional; paper 001 App. B), the
+    out-trees of G itself map onto G^T by p: (a, b) ∈ G ⇔ (p[b], p[a]) ∈ G."""
+    p = topo.reverse_isomorphism
+    if p is None and topo.bidirectional:
+        p = np.arange(topo.n)
+    if p is not None:
+        ag, tau = allgather_trees(topo, **kw)
+        p = np.asarray(p, np.int64)
+        mapped = [Tree(int(p[t.root]), t.weight, p[t.edge_array()],
+                       [((int(p[u]), int(p[w])), [(tuple(int(p[x]) for x in path), wt)
+                                                  for path, wt in paths])
+                        for (u, w), paths in t.routes]) for t in ag.trees]
+        flipped = TreeSchedule(topo.transpose(), mapped, method=ag.method)
+    else:
+        flipped, tau = allgather_trees(topo.transpose(), **kw)
     sched = TreeSchedule(topo, [t.reversed() for t in flipped.trees],
                          method=flipped.method, collective="reduce-scatter")
     validate(sched, tau)

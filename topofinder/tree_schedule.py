@@ -55,7 +55,10 @@ class Tree:
         object.__setattr__(self, "weight", Fraction(self.weight))
         edges = self.edges
         if isinstance(edges, np.ndarray):
-            edges = tuple(map(tuple, edges.reshape(-1, 2).tolist()))
+            pairs = np.array(edges, np.int64).reshape(-1, 2)
+            pairs.setflags(write=False)
+            object.__setattr__(self, "_array", pairs)       # not a field: a cached view
+            edges = tuple(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
         else:
             edges = tuple((int(u), int(w)) for u, w in edges)
         object.__setattr__(self, "edges", edges)
@@ -64,6 +67,15 @@ class Tree:
                                            for p, wt in paths))
             for e, paths in (self.routes.items() if isinstance(self.routes, dict)
                              else self.routes)))
+
+    def edge_array(self) -> np.ndarray:
+        """The edges as an (E, 2) int64 array."""
+        arr = self.__dict__.get("_array")
+        if arr is None:
+            arr = np.array(self.edges, np.int64).reshape(-1, 2)
+            arr.setflags(write=False)
+            object.__setattr__(self, "_array", arr)
+        return arr
 
     def physical_paths(self):
         """(path, weight) for every edge: its routes, or the direct link with full weight."""
@@ -127,7 +139,7 @@ class TreeSchedule:
         if direct:      # routeless trees: integer weights over a common denominator, numpy
             den = lcm(*{t.weight.denominator for t in direct})
             n = self.topology.n
-            edges = np.array([e for t in direct for e in t.edges], np.int64).reshape(-1, 2)
+            edges = np.concatenate([t.edge_array() for t in direct])
             wts = np.repeat([t.weight.numerator * (den // t.weight.denominator)
                              for t in direct], [len(t.edges) for t in direct]).astype(object
                              if den > 1 << 40 else np.int64)
@@ -212,7 +224,7 @@ def _scale(topo: Topology) -> Fraction:
 
 def _tree_dict(t: Tree) -> dict:
     d = {"root": t.root, "weight": f"{t.weight.numerator}/{t.weight.denominator}",
-         "edges": [list(e) for e in t.edges]}
+         "edges": t.edges}                      # tuples: json writes them as arrays
     if t.routes:
         d["routes"] = [{"edge": list(e), "path": list(p),
                         "weight": f"{wt.numerator}/{wt.denominator}"}
@@ -313,7 +325,7 @@ def _tree_ok(t: Tree, n, ncomp, link_keys, is_switch, rounds) -> bool:
     """Vectorised: ``t`` (no routes) is a spanning out-arborescence of the compute nodes on
     existing links — N−1 edges, distinct heads other than the root, and every compute node
     reaches the root by following parents (pointer doubling)."""
-    e = np.asarray(t.edges, np.int64).reshape(-1, 2)
+    e = t.edge_array()
     if e.shape[0] != ncomp - 1:
         return False
     if e.size == 0:
