@@ -113,7 +113,7 @@ class AllreduceTrees:
         """τ_RS + τ_AG in M/B (the two phases run one after the other)."""
         return self.reduce_scatter.tau() + self.allgather.tau()
 
-    def to_dict(self) -> dict:
+    def to_dict(self, _tuples: bool = False) -> dict:
         tau = self.tau()
         doc = {"collective": "allreduce", "kind": "trees",
                "topology": self.allgather.topology.expr,
@@ -121,12 +121,12 @@ class AllreduceTrees:
                "tau_exact": f"{tau.numerator}/{tau.denominator}"}
         if self.lp is not None:
             doc["lp5_tau"] = self.lp.tau
-        doc["reduce_scatter"] = self.reduce_scatter.to_dict()
-        doc["allgather"] = self.allgather.to_dict()
+        doc["reduce_scatter"] = self.reduce_scatter.to_dict(_tuples)
+        doc["allgather"] = self.allgather.to_dict(_tuples)
         return doc
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return json.dumps(self.to_dict(_tuples=True))
 
 
 def allreduce_trees(topo: Topology, *, with_lp: bool = True, **kw) -> AllreduceTrees:

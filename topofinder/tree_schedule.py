@@ -167,7 +167,7 @@ class TreeSchedule:
         return [t.height() for t in self.trees]
 
     # ---- JSON (DESIGN §10) -----------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self, _tuples: bool = False) -> dict:
         tau = self.tau()
         topo = self.topology
         doc = {"collective": self.collective, "kind": "trees", "topology": topo.expr,
@@ -177,11 +177,11 @@ class TreeSchedule:
                "capacity_unit": topo.capacity_unit or "b"}
         if topo.has_switches:
             doc["switches"] = topo.switches.tolist()
-        doc["trees"] = [_tree_dict(t) for t in self.trees]
+        doc["trees"] = [_tree_dict(t, _tuples) for t in self.trees]
         return doc
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return json.dumps(self.to_dict(_tuples=True))   # tuples are written as JSON arrays
 
     @classmethod
     def from_dict(cls, doc: dict, topology: Topology) -> "TreeSchedule":
@@ -222,9 +222,9 @@ def _scale(topo: Topology) -> Fraction:
     return Fraction(topo.node_bandwidth, topo.num_compute)
 
 
-def _tree_dict(t: Tree) -> dict:
+def _tree_dict(t: Tree, tuples: bool = False) -> dict:
     d = {"root": t.root, "weight": f"{t.weight.numerator}/{t.weight.denominator}",
-         "edges": t.edges}                      # tuples: json writes them as arrays
+         "edges": t.edges if tuples else [list(e) for e in t.edges]}
     if t.routes:
         d["routes"] = [{"edge": list(e), "path": list(p),
                         "weight": f"{wt.numerator}/{wt.denominator}"}
