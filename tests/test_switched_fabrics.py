@@ -13,7 +13,7 @@ import pytest
 from topofinder.errors import TopofinderError
 from topofinder.export.topology import read_topology, topology_text
 from topofinder.forestcoll import (
-    optimal_trees, throughput_optimum, tree_parameters,
+    fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum, tree_parameters,
 )
 from topofinder.summary import describe
 from topofinder.switch_split import split_switches
@@ -180,3 +180,14 @@ def test_gbps_and_gbs_mix_to_one_unit(tmp_path):
     path = _write(tmp_path, "mix.txt", [(0, 1, "25GB/s"), (1, 0, "100Gbps")])
     topo = read_topology(path)
     assert topo.capacity_unit == "Gbps" and sorted(topo.arc_capacity) == [100, 200]
+
+
+@pytest.mark.parametrize("k, algbw", [(1, 320), (2, 341), (3, 343), (5, 348)])
+def test_fixed_k_mi250_2_matches_paper_table_1(k, algbw):
+    """Paper 002 Table 1 (2-box MI250, fixed k): algbw = M / T = B / τ, rounded to GB/s."""
+    topo = read_topology(os.path.join(DATA, "mi250_2.edges"))
+    best = fixed_k_optimum(topo, k)
+    assert round(topo.node_bandwidth / best.tau) == algbw
+    if k <= 2:
+        sched = fixed_k_trees(topo, k)
+        assert problems(sched, best.tau) == [] and sched.tau() == best.tau
