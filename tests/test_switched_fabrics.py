@@ -191,3 +191,15 @@ def test_fixed_k_mi250_2_matches_paper_table_1(k, algbw):
     if k <= 2:
         sched = fixed_k_trees(topo, k)
         assert problems(sched, best.tau) == [] and sched.tau() == best.tau
+
+
+def test_unbalanced_switch_and_step_export_are_user_errors(tmp_path, capsys):
+    from topofinder.cli import main
+
+    path = tmp_path / "unbalanced.txt"          # switch S: 3 in, 2 out (not Eulerian)
+    path.write_text("switch S\n0 S 2\nS 1 1\n1 0 1\n0 1 1\n1 S 1\nS 0 1\n")
+    topo = read_topology(str(path))
+    with pytest.raises(TopofinderError, match="Eulerian|ingress and egress"):
+        optimal_trees(topo)
+    assert main(["export", os.path.join(DATA, "a100_1.edges"), "--what", "schedule"]) == 2
+    assert "switch nodes" in capsys.readouterr().err

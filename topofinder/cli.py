@@ -138,7 +138,11 @@ def _export_steps(args) -> int:
     from topofinder.verify import collective_schedule
 
     if _is_file(args.expr):
-        schedule = bfb_schedule(load_topology(args.expr), collective=args.collective)
+        topo = load_topology(args.expr)
+        if topo.has_switches:
+            raise TopofinderError(f"export: {args.expr} has switch nodes; step schedules (BFB) "
+                                  "are for direct-connect fabrics, use --kind trees")
+        schedule = bfb_schedule(topo, collective=args.collective)
     else:
         schedule = collective_schedule(from_expression(args.expr), args.collective)
     validate(schedule)
@@ -159,6 +163,9 @@ def _export_trees(args) -> int:
                                 trees_per_root=args.trees_per_root)
     if args.collective != "allgather" and (args.format or "json") != "json":
         raise TopofinderError(f"export: {args.collective} tree schedules are written as json")
+    if topo.has_switches and (args.format or "json") != "json":
+        raise TopofinderError("export: tree schedules with routes through switches are "
+                              "written as json")
     _write_schedule(schedule, args)
     return 0
 
