@@ -10,8 +10,8 @@ allreduce (variable data per root, each link's bandwidth split between in- and o
                                                      F(t, s) ≥ X on (G, c^RE, v→s cap x_v)
                      c^RE_e + c^BC_e ≤ C_e,  all variables ≥ 0,
 
-and the allreduce time is M/X, i.e. τ_AR* = B/X in M/B. Solved with HiGHS (scipy) on
-switch-free fabrics (the switched variant needs multi-commodity flows, App. G, not here).
+and the allreduce time is M/X, i.e. τ_AR* = B/X in M/B. Solved with HiGHS (scipy); on
+switched fabrics a relaxation (a lower bound), see :func:`allreduce_lp`.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ class AllreduceTrees:
                "tau_exact": f"{tau.numerator}/{tau.denominator}"}
         if self.lp is not None:
             doc["lp5_tau"] = self.lp.tau
+            doc["lp5_exact"] = self.lp.exact
         doc["reduce_scatter"] = self.reduce_scatter.to_dict(_tuples)
         doc["allgather"] = self.allgather.to_dict(_tuples)
         return doc
@@ -132,7 +133,7 @@ class AllreduceTrees:
 def allreduce_trees(topo: Topology, *, with_lp: bool = True, **kw) -> AllreduceTrees:
     rs, _ = reduce_scatter_trees(topo, **kw)
     ag, _ = allgather_trees(topo, **kw)
-    lp = allreduce_lp(topo) if with_lp and not topo.has_switches else None
+    lp = allreduce_lp(topo) if with_lp else None
     return AllreduceTrees(rs, ag, lp)
 
 
@@ -151,11 +152,13 @@ def collective_trees(topo: Topology, collective: str, **kw):
 # ---- LP (5) ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AllreduceLP:
-    """LP (5): X = Σ x_v (capacity units), ``tau`` = B/X in M/B, x per compute node."""
+    """LP (5): X = Σ x_v (capacity units), ``tau`` = B/X in M/B, x per compute node;
+    ``exact`` False: a lower bound (switched fabric, see :func:`allreduce_lp`)."""
 
     X: float
     tau: float
     x: tuple[float, ...]
+    exact: bool = True
 
 
 LP_TOLERANCE = 1e-7          # relative slack accepted when checking a max-flow against X
@@ -164,23 +167,27 @@ MAX_LP_ROUNDS = 500
 
 
 def allreduce_lp(topo: Topology) -> AllreduceLP:
-    """Solve LP (5) of paper 002 App. G on a switch-free fabric by cut generation.
+    """Solve LP (5) of paper 002 App. G by cut generation.
 
     By max-flow/min-cut, F(s, t) ≥ X for every t (broadcast, capacities c^BC) holds iff
     Σ_{v∈S} x_v ≤ c^BC(δ⁺S) for every S ∌ t, and F(t, s) ≥ X (reduce, c^RE) iff
     Σ_{v∈S} x_v ≤ c^RE(δ⁻S). So LP (5) is the LP over (x, c^BC, c^RE) with these cut rows;
     starting from the single-node cuts, each round solves the LP (HiGHS) and adds the cuts
     that the 2·N max-flows of Theorem 1 find violated, until none is (same optimum as the
-    flow formulation of (5), which has 2·N·(|E| + N) flow variables)."""
-    if topo.has_switches:
-        raise TopofinderError("LP (5) is implemented for switch-free fabrics only "
-                              "(switched fabrics need multi-commodity flows, paper 002 App. G)")
+    flow formulation of (5), which has 2·N·(|E| + N) flow variables).
+
+    On a switched fabric the same LP is taken on G itself (x_v = 0 at switches, sinks at
+    compute nodes): its flows may merge and fork at switches, i.e. switches that multicast and
+    aggregate in-network (paper 002 §5.6). That relaxes the paper's exact variant (compute-pair
+    capacities routed by multi-commodity flows), so ``tau`` is then a lower bound — the
+    allreduce optimum with in-network aggregation — (``exact`` False)."""
     m = topo.link_matrix.tocoo()
     tail, head, cap = m.row.astype(np.int64), m.col.astype(np.int64), m.data.astype(float)
     n, ne = topo.n, tail.size
     nvar = n + 2 * ne                         # x | c^BC | c^RE
+    compute = topo.compute_nodes
     cuts: list[tuple[int, np.ndarray]] = []   # (0: out-cut on c^BC, 1: in-cut on c^RE), S
-    for v in range(n):
+    for v in compute.tolist():
         for d in (0, 1):
             one = np.zeros(n, bool)
             one[v] = True
@@ -199,26 +206,28 @@ def allreduce_lp(topo: Topology) -> AllreduceLP:
             rows.append(row)
         a_ub = sp.vstack([sp.csr_matrix(np.array(rows)), share]).tocsr()
         b_ub = np.concatenate([np.zeros(len(rows)), cap])
-        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+        bounds = [(0, 0) if sw else (0, None) for sw in topo.is_switch] + [(0, None)] * (2 * ne)
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
         if res.status != 0:
             raise RuntimeError(f"LP (5) solver failed: {res.message}")
         x, bc, re = res.x[:n], res.x[n:n + ne], res.x[n + ne:]
         new = []
         for d, arcs in ((0, bc), (1, re)):
             a, b = (tail, head) if d == 0 else (head, tail)
-            for S in _violated_cuts(n, a, b, arcs, x):
+            for S in _violated_cuts(n, a, b, arcs, x, compute):
                 key = (d, S.tobytes())
                 if key not in seen:
                     seen.add(key)
                     new.append((d, S))
         if not new:
             total = float(x.sum())
-            return AllreduceLP(total, topo.node_bandwidth / total, tuple(float(v) for v in x))
+            return AllreduceLP(total, topo.node_bandwidth / total,
+                               tuple(float(v) for v in x[compute]), not topo.has_switches)
         cuts += new
     raise RuntimeError(f"LP (5): no convergence in {MAX_LP_ROUNDS} rounds")
 
 
-def _violated_cuts(n, a, b, caps, x) -> list[np.ndarray]:
+def _violated_cuts(n, a, b, caps, x, sinks) -> list[np.ndarray]:
     """Sets S ∌ t with Σ_{v∈S} x_v > c(δ⁺S) on arcs a→b (source arcs s→v of capacity x_v),
     one per sink t whose max-flow falls short of X = Σ x (within LP_TOLERANCE)."""
     caps, x = np.maximum(caps, 0.0), np.maximum(x, 0.0)       # solver noise below zero
@@ -230,7 +239,7 @@ def _violated_cuts(n, a, b, caps, x) -> list[np.ndarray]:
                               np.floor(x * scale).astype(np.int64))
     need = float(x.sum()) * scale * (1 - LP_TOLERANCE) - (a.size + n)   # floor() losses
     out = []
-    for t in range(n):
+    for t in sinks.tolist():
         if mf.solve(n, t) != mf.OPTIMAL:
             raise RuntimeError("max-flow failed in LP (5) separation")
         if mf.optimal_flow() < need:
