@@ -74,6 +74,12 @@ def _pair_up(a: list[tuple[tuple, int]], b: list[tuple[tuple, int]]):
     return out
 
 
+# Switches with at most this many ingress links get the spreading first pass of
+# _Splitter.remove (NVSwitch boxes: a star G*, trees of height 1–2); wider switches (a shared
+# IB switch) split as Algorithm 2 does, whose sparser G* keeps the number of trees small.
+SPREAD_MAX_PORTS = 16
+
+
 class _Splitter:
     """Current graph as {(x, y): _Paths}; γ of Theorem 6 by 2·N max-flows per pair."""
 
@@ -149,9 +155,24 @@ class _Splitter:
         for path, c in _pair_up(ins, outs):
             target.add(path, c)
 
-    def remove(self, w: int) -> None:
-        """Algorithm 2 for switch w: every egress slot paired with ingress slots."""
+    def remove(self, w: int, spread: bool = True) -> None:
+        """Algorithm 2 for switch w: every egress slot paired with ingress slots. With
+        ``spread`` a first pass splits each (ingress, egress) pair by at most an even share
+        of the egress link (any amount ≤ γ keeps Theorem 6's guarantee), so the logical
+        links fan out over many compute pairs (denser G*, lower trees); the second pass is
+        Algorithm 2 as written and removes what is left."""
         outs = [e for e in self.edges if e[0] == w]
+        ins = [e for e in self.edges if e[1] == w]
+        if spread and len(ins) <= SPREAD_MAX_PORTS:
+            share = {f: -(-self._cap(f) // max(1, len(ins) - 1)) for f in outs}
+            for k in range(len(ins)):                       # rotate: f_j pairs e_{j+k}
+                for j, f in enumerate(outs):
+                    e = ins[(j + k) % len(ins)]
+                    if e not in self.edges or f not in self.edges or e[0] == f[1]:
+                        continue
+                    g = min(self.gamma(e[0], w, f[1]), share[f])
+                    if g:
+                        self.split(e[0], w, f[1], g)
         for f in outs:
             t = f[1]
             for e in [e for e in self.edges if e[1] == w]:
