@@ -101,7 +101,8 @@ def test_pipelining_trees_lowers_tau_towards_the_tree_flow_value():
     doc = tree_doc("Torus(4,4)")
     taus = [program_from_document(doc, k).schedule.tau for k in (1, 2, 8)]
     tree_tau = program_from_document(doc).tree_tau
-    assert taus[0] > taus[1] > taus[2] >= tree_tau
+    assert taus[0] >= taus[1] >= taus[2] >= tree_tau
+    assert taus[2] < taus[0] or taus[0] == tree_tau       # already at the tree-flow value
 
 
 @pytest.mark.parametrize("collective", ["allreduce", "allgather"])

@@ -35,11 +35,8 @@ from topofinder.model.files import topology_text
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, validate
 from topofinder.model.topology import Topology
 from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.forestcoll import (
-    fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum,
-)
+from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
-from topofinder.scoring.trees import validate as validate_trees
 from topofinder.workload.cost import Workload
 from topofinder.workload.rank import SEARCH_FORMAT, SEARCH_VERSION, FrontierPoint
 from topofinder.workload.rank import search as _search
@@ -109,28 +106,21 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
     if kind == "steps":
         recipe = _recipe(source)
         if recipe is None:
-            steps = bfb_schedule(load(source), collective=collective)
+            topo = load(source)
+            if topo.has_switches:
+                raise TopofinderError(f"{topo.expr} has switch nodes; step schedules (BFB) are "
+                                      f"for direct-connect fabrics, use kind='trees'")
+            steps = bfb_schedule(topo, collective=collective)
         else:
             steps = collective_schedule(recipe, collective)
         validate(steps)
         return steps
     if kind != "trees":
         raise TopofinderError(f"schedule kind {kind!r}; accepted: steps, trees")
-    if collective != "allgather":
-        raise TopofinderError(f"tree schedules are allgather trees; for {collective} use "
-                              f"kind='steps'")
-    topo = load(source)
-    if trees_per_root is None:
-        opt = throughput_optimum(topo)
-        trees = optimal_trees(topo, prefer_low_trees=low_trees, optimum=opt)
-        validate_trees(trees, opt.tau)
-        return trees
-    if trees_per_root < 1:
+    if trees_per_root is not None and trees_per_root < 1:
         raise TopofinderError("trees_per_root must be a positive integer")
-    best = fixed_k_optimum(topo, trees_per_root)
-    trees = fixed_k_trees(topo, trees_per_root, prefer_low_trees=low_trees)
-    validate_trees(trees, best.tau)
-    return trees
+    return collective_trees(load(source), collective, prefer_low_trees=low_trees,
+                            trees_per_root=trees_per_root)
 
 
 def load_schedule(source: str | os.PathLike | dict, topology: Source | None = None

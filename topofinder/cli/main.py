@@ -33,6 +33,7 @@ from topofinder.finder.verify import allgather_schedule
 from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
 from topofinder.workload.rank import search
+from topofinder.workload.hierarchy import hierarchical_score, parse_intra
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -92,8 +93,10 @@ def _add_export(sub) -> None:
                         "schedule reaching T_B^FC, JSON)")
     p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce"],
                    default="allgather",
-                   help="schedule: which collective (default allgather; reduce-scatter is an "
-                        "allgather run backwards, allreduce is reduce-scatter then allgather)")
+                   help="schedule: which collective (default allgather). Steps: reduce-scatter "
+                        "is an allgather run backwards, allreduce is reduce-scatter then "
+                        "allgather. Trees: out-trees, in-trees, or in-trees then out-trees, "
+                        "reported next to the allreduce tree optimum")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -176,6 +179,13 @@ def _export_schedule(args) -> int:
                             trees_per_root=args.trees_per_root)
     if args.format == "xml" and args.kind == "steps":
         check_fits(schedule, args.channels, args.runtime, args.max_steps)
+    if args.kind == "trees" and (args.format or "json") != "json":
+        if args.collective != "allgather":
+            raise TopofinderError(f"export: {args.collective} tree schedules are written as "
+                                  f"json")
+        if schedule.topology.has_switches:
+            raise TopofinderError("export: tree schedules with routes through switches are "
+                                  "written as json")
     _write_schedule(schedule, args)
     return 0
 
@@ -253,6 +263,13 @@ def _add_search(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="also draw T_L against tau with the bounds (FILE.png or FILE.svg)")
+    p.add_argument("--gpus-per-node", type=int, default=None, metavar="G",
+                   help="hierarchical cluster: every node is a server of G GPUs; each frontier "
+                        "topology is composed with --intra and scored by ForestColl's optimum "
+                        "over all GPUs (hier_algbw, GB/s)")
+    p.add_argument("--intra", default="NVSwitch 300GB/s", metavar="FABRIC",
+                   help="with --gpus-per-node: the servers' internal fabric, 'NVSwitch BW' "
+                        "(one switch, BW per GPU) or 'mesh BW' (all GPU pairs at BW)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=_run_search)
 
@@ -265,6 +282,8 @@ def _run_search(args) -> int:
     workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True)
+    if args.gpus_per_node is not None:
+        _add_hierarchy(result, args)
     if args.plot:
         plot_frontier(result, args.plot)
     if args.json:
@@ -272,6 +291,19 @@ def _run_search(args) -> int:
     else:
         print(format_frontier(result))
     return 0
+
+
+def _add_hierarchy(result: dict, args) -> None:
+    """ForestColl on each frontier topology composed with the servers' internal fabric."""
+    parse_intra(args.intra)
+    for p in result["frontier"]:
+        p.update(hierarchical_score(load_topology(p["expr"]), args.gpus_per_node, args.intra,
+                                    args.bandwidth))
+    best = max(range(len(result["frontier"])),
+               key=lambda i: (result["frontier"][i]["hier_algbw_GBps"],
+                              -result["frontier"][i]["allreduce_time_s"]))
+    result["hierarchy"] = {"gpus_per_node": args.gpus_per_node, "intra": args.intra,
+                           "recommended": best}
 
 
 def format_frontier(result: dict) -> str:
@@ -286,9 +318,18 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
                      f"{p['allreduce_time_s'] * 1e6:.1f} us", a2a, p["schedule"]))
+    if "hierarchy" in result:
+        rows[0] += ("GPU algbw",)
+        for i, p in enumerate(result["frontier"]):
+            mark = " <" if i == result["hierarchy"]["recommended"] else ""
+            rows[i + 1] += (f"{p['hier_algbw_GBps']:.2f} GB/s{mark}",)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"N = {result['N']}, d = {result['d']}: {len(result['frontier'])} Pareto-efficient "
              f"topologies (T_L in steps, tau and tau_fc in M/B)"]
+    if "hierarchy" in result:
+        h = result["hierarchy"]
+        lines.append(f"servers of {h['gpus_per_node']} GPUs, intra {h['intra']}: GPU algbw = "
+                     "ForestColl's allgather optimum M/T over all GPUs (< marks the best)")
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     best = result["frontier"][result["recommended"]]
     lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
@@ -514,7 +555,6 @@ def _json(doc) -> str:
 
 class _ClosedStdout:
     """Standing in for a closed standard output: the first write is a one-line error."""
-
     def write(self, text: str) -> int:
         raise TopofinderError("standard output is closed; give an output file with -o")
 

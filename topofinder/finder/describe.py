@@ -16,10 +16,16 @@ from topofinder.model.units import exact
 
 
 def describe(topo: Topology, recipe=None) -> dict:
-    """Structural facts and every available score of ``topo``; τ values in M/B. With the
-    ``recipe`` an expression names (topofinder.finder.recipe.from_expression), the schedule of that
-    construction is built, replayed and reported too when it is not plain BFB."""
-    n, d = topo.n, topo.degree
+    """Structural facts and every available score of ``topo``; τ values in M/B with B the
+    node bandwidth (a compute node's summed link capacity, stated as ``B``). ``tau_opt`` is
+    the single-node bound (N−1)/N · B / min_v B⁻(v) ((N−1)/N on a regular homogeneous
+    fabric; a self-loop counts as a port, wasted). With the ``recipe`` an expression names
+    (topofinder.finder.recipe.from_expression), the schedule of that construction is built,
+    replayed and reported too when it is not plain BFB. A switched fabric gets the ForestColl scores only (BFB and all-to-all treat
+    every node as a GPU)."""
+    n = topo.num_compute
+    d = int(topo.out_degrees[topo.compute_nodes].max())   # ports of a compute node
+    bound = Fraction(n - 1, n) * Fraction(topo.node_bandwidth, topo.min_ingress)
     info = {
         "expr": topo.expr,
         "N": n,
@@ -29,13 +35,17 @@ def describe(topo: Topology, recipe=None) -> dict:
         "regular": topo.is_regular,
         "self_loops": topo.self_loops,
         "heterogeneous": topo.heterogeneous,
+        "switches": int(topo.n - n),
+        "B": f"{topo.node_bandwidth} {topo.capacity_unit or 'b'}",
         "moore_T_L": moore_bound_steps(n, d),
-        "tau_opt": (n - 1) / n,
-        "tau_opt_exact": f"{n - 1}/{n}",
+        "tau_opt": float(bound),
+        "tau_opt_exact": f"{bound.numerator}/{bound.denominator}",
     }
-    _add_bfb(info, topo)
+    if not topo.has_switches:
+        _add_bfb(info, topo)
     _add_forestcoll(info, topo)
-    _add_alltoall(info, topo)
+    if not topo.has_switches:
+        _add_alltoall(info, topo)
     if recipe is not None and recipe.method != "bfb":
         _add_named_schedule(info, recipe)
     return info
@@ -56,7 +66,7 @@ def _add_named_schedule(info: dict, recipe) -> None:
     info["schedule_T_L"] = schedule.num_steps
     info["schedule_tau"] = float(tau)
     info["schedule_tau_exact"] = exact(tau)
-    info["schedule_bw_optimal"] = tau == Fraction(info["N"] - 1, info["N"])
+    info["schedule_bw_optimal"] = tau == Fraction(info["tau_opt_exact"])
     bfb = (info["T_L"], Fraction(info["tau_bfb_exact"]))
     if bfb != (schedule.num_steps, tau) and bfb[0] <= schedule.num_steps and bfb[1] <= tau:
         info["schedule_note"] = "BFB on the same topology is at least as good in T_L and tau; " \
@@ -70,7 +80,7 @@ def _add_bfb(info: dict, topo: Topology) -> None:
     info["T_L"] = score.T_L
     info["tau_bfb"] = float(score.tau)
     info["tau_bfb_exact"] = exact(score.tau)
-    info["bw_optimal"] = score.bw_optimal
+    info["bw_optimal"] = score.tau == Fraction(info["tau_opt_exact"])
     info["moore_optimal"] = score.T_L == info["moore_T_L"]
 
 
@@ -82,6 +92,9 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
     info["tau_fc_exact"] = exact(opt.tau)
     info["bottleneck_cut_size"] = opt.cut_size
     info["bottleneck_cut_capacity"] = opt.cut_capacity
+    info["fc_ratio"] = float(opt.ratio)
+    info["fc_ratio_exact"] = exact(opt.ratio)
+    info["fc_optimal_is_bound"] = opt.tau == Fraction(info["tau_opt_exact"])
     if "tau_bfb_exact" in info:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
 

@@ -3,8 +3,10 @@ GraphML.
 
 Edge list: one ``u v [capacity]`` line per arc u→v (a k-fold multi-arc is k lines, a duplex
 link two lines), ``#`` starts a comment; capacity is an integer in units of the base link
-bandwidth b (default 1). JSON is networkx's node-link format of a MultiDiGraph with an integer
-``capacity`` per edge; GraphML the same graph in GraphML. Written files number nodes 0..N−1 as
+bandwidth b (default 1), or a physical bandwidth such as ``300GB/s`` or ``200Gbps`` (then every
+capacity must carry a unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s).
+JSON is networkx's node-link format of a MultiDiGraph with a ``capacity`` per edge and
+``"switch": true`` on switch nodes; GraphML the same graph in GraphML. Written files number nodes 0..N−1 as
 the Topology (and the schedule export) does; files read may use any labels, which are
 renumbered 0..N−1 (integer labels in increasing order, others in order of appearance).
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+
+from fractions import Fraction
 
 import networkx as nx
 
@@ -30,11 +34,14 @@ MAX_CAPACITY = 10 ** 9
 def topology_text(topo: Topology, fmt: str) -> str:
     """The file contents of ``topo`` in ``fmt`` (one of FORMATS)."""
     if fmt == "edgelist":
+        unit = topo.capacity_unit
         head = (f"# topofinder topology {topo.expr}: N = {topo.n}, {topo.num_arcs} arcs\n"
-                f"# one line per arc: u v{' capacity' if topo.heterogeneous else ''}\n")
-        if topo.heterogeneous:
-            rows = zip(topo.src.tolist(), topo.dst.tolist(), topo.capacity.tolist())
-            return head + "".join(f"{u} {w} {c}\n" for u, w, c in rows)
+                f"# one line per arc: u v{' capacity' if topo.heterogeneous or unit else ''}\n")
+        if topo.has_switches:
+            head += "switch " + " ".join(map(str, topo.switches.tolist())) + "\n"
+        if topo.heterogeneous or unit:
+            rows = zip(topo.src.tolist(), topo.dst.tolist(), topo.arc_capacity.tolist())
+            return head + "".join(f"{u} {w} {c}{unit or ''}\n" for u, w, c in rows)
         return head + "".join(f"{u} {w}\n" for u, w in zip(topo.src.tolist(), topo.dst.tolist()))
     if fmt == "json":
         data = nx.node_link_data(topo.to_networkx(), edges="edges")
@@ -66,27 +73,80 @@ def read_topology(path: str) -> Topology:
     return _read_edgelist(path, text)
 
 
+# bandwidth units accepted on capacities: prefix (GB/s per unit) and bytes (B) or bits (b)
+_PREFIX = {"T": Fraction(1000), "G": Fraction(1), "M": Fraction(1, 1000)}
+_KIND = {"Bps": Fraction(1), "bps": Fraction(1, 8)}
+_CAPACITY = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+/?[A-Za-z]*)?")
+# output units tried in turn: capacities become integers in the first that fits
+_OUTPUT_UNITS = (("GB/s", Fraction(1)), ("Gbps", Fraction(1, 8)), ("MB/s", Fraction(1, 1000)),
+                 ("Mbps", Fraction(1, 8000)))
+
+
+def _capacity(token, where: str):
+    """A capacity: positive int (units of b) or a Fraction of GB/s from '300GB/s', '200Gbps'."""
+    if isinstance(token, int) and not isinstance(token, bool):
+        if not 1 <= token <= MAX_CAPACITY:
+            raise TopofinderError(f"{where}: capacity must be an integer in 1..{MAX_CAPACITY}, "
+                                  f"got {token!r}")
+        return token
+    m = _CAPACITY.fullmatch(str(token).strip()) if isinstance(token, str) else None
+    if m is None:
+        raise TopofinderError(f"{where}: capacity must be a positive integer or a bandwidth "
+                              f"such as '300GB/s' or '200Gbps', got {token!r}")
+    value, unit = Fraction(m.group(1)), m.group(2)
+    if unit is None:
+        if value.denominator != 1 or not 1 <= value <= MAX_CAPACITY:
+            raise TopofinderError(f"{where}: capacity must be an integer in 1..{MAX_CAPACITY}, "
+                                  f"got {token!r}")
+        return int(value)
+    key = unit.replace("/s", "ps")         # GB/s → GBps (bytes), Gb/s → Gbps (bits)
+    if key[:1] not in _PREFIX or key[1:] not in _KIND or value <= 0:
+        raise TopofinderError(f"{where}: unknown bandwidth {token!r}; units accepted: GB/s, "
+                              f"Gbps (Gb/s), TB/s, Tbps, MB/s, Mbps")
+    return value * _PREFIX[key[:1]] * _KIND[key[1:]]
+
+
+def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
+    """Arcs with integer capacities: unitless as given, or all converted to the coarsest of
+    GB/s, Gbps, MB/s, Mbps in which every physical bandwidth is an integer."""
+    physical = [isinstance(c, Fraction) for _, _, c in arcs]
+    if not any(physical):
+        return arcs, None
+    if not all(physical):
+        raise TopofinderError(f"{path}: some capacities carry a bandwidth unit and others do "
+                              f"not; give every capacity a unit (e.g. 300GB/s) or none")
+    for name, size in _OUTPUT_UNITS:
+        scaled = [c / size for _, _, c in arcs]
+        if all(x.denominator == 1 for x in scaled):
+            if max(scaled) > MAX_CAPACITY:
+                raise TopofinderError(f"{path}: a capacity exceeds {MAX_CAPACITY} {name}")
+            return [(u, w, int(x)) for (u, w, _), x in zip(arcs, scaled)], name
+    raise TopofinderError(f"{path}: bandwidths finer than 1 Mbps are not supported")
+
+
 def _read_edgelist(path: str, text: str) -> Topology:
-    arcs = []
+    arcs, switches = [], []
     for lineno, line in enumerate(text.splitlines(), 1):
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
+        if fields[0].lower() == "switch":
+            if len(fields) < 2:
+                raise TopofinderError(f"{path}:{lineno}: 'switch' needs at least one node")
+            switches += fields[1:]
+            continue
         if len(fields) not in (2, 3):
-            raise TopofinderError(f"{path}:{lineno}: expected 'u v [capacity]', got "
-                                  f"{line.strip()!r}")
-        cap = 1
-        if len(fields) == 3:
-            if not re.fullmatch(r"\d{1,10}", fields[2]) or not 1 <= int(fields[2]) <= MAX_CAPACITY:
-                raise TopofinderError(f"{path}:{lineno}: capacity must be an integer in "
-                                      f"1..{MAX_CAPACITY}, "
-                                      f"got {fields[2]!r}")
-            cap = int(fields[2])
+            raise TopofinderError(f"{path}:{lineno}: expected 'u v [capacity]' or "
+                                  f"'switch X ...', got {line.strip()!r}")
+        cap = _capacity(fields[2], f"{path}:{lineno}") if len(fields) == 3 else 1
         arcs.append((fields[0], fields[1], cap))
     if not arcs:
         raise TopofinderError(f"{path}: no arcs found (expected lines 'u v [capacity]')")
     labels = list(dict.fromkeys(x for u, w, _ in arcs for x in (u, w)))
-    return _topology(path, labels, arcs, directed=True)
+    missing = [x for x in switches if x not in set(labels)]
+    if missing:
+        raise TopofinderError(f"{path}: switch {missing[0]!r} appears on no arc")
+    return _topology(path, labels, arcs, directed=True, switches=switches)
 
 
 def _read_json(path: str, text: str) -> Topology:
@@ -99,21 +159,30 @@ def _read_json(path: str, text: str) -> Topology:
             or not isinstance(data.get(key), list):
         raise TopofinderError(f"{path}: not a node-link topology (expected a JSON object with "
                               f"'nodes' and 'edges' lists)")
-    labels, arcs = [], []
+    labels, arcs, switches = [], [], []
     for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict) or "id" not in node:
             raise TopofinderError(f"{path}: nodes[{i}] has no 'id'")
         labels.append(node["id"])
+        if _is_switch(node):
+            switches.append(node["id"])
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or "source" not in edge or "target" not in edge:
             raise TopofinderError(f"{path}: {key}[{i}] needs 'source' and 'target'")
-        cap = edge.get("capacity", 1)
-        if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CAPACITY:
-            raise TopofinderError(f"{path}: {key}[{i}] capacity must be an integer in "
-                                  f"1..{MAX_CAPACITY}, "
-                                  f"got {cap!r}")
+        cap = _capacity(edge.get("capacity", 1), f"{path}: {key}[{i}]")
         arcs.append((edge["source"], edge["target"], cap))
-    return _topology(path, labels, arcs, directed=bool(data.get("directed", True)))
+    unit = (data.get("graph") or {}).get("capacity_unit") if isinstance(data.get("graph"),
+                                                                         dict) else None
+    return _topology(path, labels, arcs, directed=bool(data.get("directed", True)),
+                     switches=switches, unit=unit)
+
+
+def _is_switch(attrs: dict) -> bool:
+    """A node attribute marks a switch: ``switch`` true (bool, 1, 'true') or ``type`` 'switch'."""
+    flag = attrs.get("switch", False)
+    if isinstance(flag, str):
+        flag = flag.strip().lower() in ("1", "true", "yes")
+    return bool(flag) or str(attrs.get("type", "")).lower() == "switch"
 
 
 def _read_graphml(path: str) -> Topology:
@@ -125,19 +194,21 @@ def _read_graphml(path: str) -> Topology:
     except (nx.NetworkXError, KeyError, ValueError) as exc:
         raise TopofinderError(f"{path}: not a GraphML topology ({exc})") from None
     labels = list(g.nodes)
+    switches = [v for v, data in g.nodes(data=True) if _is_switch(data)]
     arcs = []
     for i, (u, w, data) in enumerate(g.edges(data=True)):
-        cap = data.get("capacity", 1)
-        if not isinstance(cap, int) or not 1 <= cap <= MAX_CAPACITY:
-            raise TopofinderError(f"{path}: edge {i} ({u} -> {w}) capacity must be an integer "
-                                  f"in 1..{MAX_CAPACITY}, got {cap!r}")
+        cap = _capacity(data.get("capacity", 1), f"{path}: edge {i} ({u} -> {w})")
         arcs.append((u, w, cap))
-    return _topology(path, labels, arcs, directed=g.is_directed())
+    return _topology(path, labels, arcs, directed=g.is_directed(), switches=switches,
+                     unit=g.graph.get("capacity_unit"))
 
 
-def _topology(path: str, labels: list, arcs: list, directed: bool) -> Topology:
+def _topology(path: str, labels: list, arcs: list, directed: bool, switches=(),
+              unit: str | None = None) -> Topology:
     """Renumber labels 0..N−1 (integer-like labels numerically, others in given order) and
-    build; an undirected edge is a pair of arcs."""
+    build; an undirected edge is a pair of arcs; physical capacities share one unit."""
+    arcs, physical = _unify_capacities(path, arcs)
+    unit = physical or unit
     names = [str(x) for x in labels]
     if len(set(names)) != len(names):
         raise TopofinderError(f"{path}: node labels repeat")
@@ -153,4 +224,9 @@ def _topology(path: str, labels: list, arcs: list, directed: bool) -> Topology:
             src.append(index[str(a)])
             dst.append(index[str(b)])
             cap.append(c)
-    return Topology(len(names), src, dst, expr=path, capacity=cap)
+    unknown = [x for x in switches if str(x) not in index]
+    if unknown:
+        raise TopofinderError(f"{path}: switch {unknown[0]!r} is not a node")
+    return Topology(len(names), src, dst, expr=path, capacity=cap,
+                    switches=sorted(index[str(x)] for x in switches) or None,
+                    capacity_unit=unit)

@@ -126,9 +126,9 @@ class StepSchedule:
 
     @property
     def tau(self) -> Fraction:
-        """T_B in units of M/B: Σ_t max_link load_t/cap · d/(N·P) (docs/model.md); the
+        """T_B in units of M/B: Σ_t max_link load_t/cap · B/(N·P) (B = node bandwidth); the
         BW-optimal allgather has τ = (N−1)/N."""
-        d, n = self.topology.degree, self.topology.n
+        d, n = self.topology.node_bandwidth, self.topology.n   # B = Σ capacities
         return sum(self.step_loads, Fraction(0)) * Fraction(d, n * self.shard_chunks)
 
     # ---- serialisation (docs/formats.md) ----------------------------------------------------

@@ -3,6 +3,8 @@
 A k-fold multi-arc is k entries in ``src``/``dst`` (k links, k·b bandwidth). Self-loops are kept
 (generalized Kautz graphs have them) and reported, but they carry no traffic. Heterogeneous links
 carry an integer ``capacity`` per arc in units of the base link bandwidth b; ``None`` means 1.
+A switched fabric marks its switch nodes (``switches``); the others are compute nodes, and
+collectives run between compute nodes only (paper 002 §4: V = V_c ∪ V_s).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Topology:
     in the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
     know it (scorers may then analyse one node). ``reverse_isomorphism``: a known permutation p
     with (u, w) an arc iff (p[w], p[u]) an arc, i.e. G^T ≅ G (Appendix B, Thm 2).
+    ``switches``: ids of switch nodes (paper 002 V_s; None or empty: every node computes).
+    ``capacity_unit``: the physical bandwidth of one capacity unit (e.g. "1 GB/s"), when
+    the input stated one; None means capacities are in units of the base link bandwidth b.
     """
 
     n: int
@@ -46,6 +51,8 @@ class Topology:
     bidirectional: bool | None = None
     vertex_transitive: bool = False
     reverse_isomorphism: np.ndarray | None = field(default=None, repr=False)
+    switches: np.ndarray | None = None
+    capacity_unit: str | None = None
 
     def __post_init__(self):
         n = int(self.n)
@@ -71,6 +78,15 @@ class Topology:
             object.__setattr__(self, "reverse_isomorphism", _readonly(self.reverse_isomorphism))
         if self.bidirectional is None:
             object.__setattr__(self, "bidirectional", self._arcs_equal_reverse())
+        if self.switches is not None:
+            sw = np.unique(np.asarray(self.switches, np.int64).reshape(-1))
+            if sw.size and (sw[0] < 0 or sw[-1] >= n):
+                raise TopofinderError(f"{self.expr}: a switch id lies outside 0..{n - 1}")
+            if n - sw.size < 2:
+                raise TopofinderError(f"{self.expr}: {n - sw.size} compute node(s); a "
+                                      "collective needs at least 2")
+            sw.setflags(write=False)
+            object.__setattr__(self, "switches", sw if sw.size else None)
 
     # ---- basic facts -------------------------------------------------------------------
     def __str__(self) -> str:
@@ -91,6 +107,43 @@ class Topology:
     @property
     def heterogeneous(self) -> bool:
         return self.capacity is not None
+
+    @property
+    def has_switches(self) -> bool:
+        return self.switches is not None
+
+    @cached_property
+    def is_switch(self) -> np.ndarray:
+        """Boolean per node: True for a switch node (paper 002 V_s)."""
+        mask = np.zeros(self.n, bool)
+        if self.switches is not None:
+            mask[self.switches] = True
+        mask.setflags(write=False)
+        return mask
+
+    @cached_property
+    def compute_nodes(self) -> np.ndarray:
+        """Ids of the compute nodes V_c (all nodes when there are no switches)."""
+        return np.flatnonzero(~self.is_switch)
+
+    @property
+    def num_compute(self) -> int:
+        """N = |V_c|: the nodes a collective runs between."""
+        return int(self.compute_nodes.size)
+
+    @cached_property
+    def node_bandwidth(self) -> int:
+        """B in capacity units: the largest egress bandwidth Σ C(u, ·) of a compute node (every
+        port counted, self-loops too). Equals the degree d of a homogeneous topology."""
+        out = np.bincount(self.src, self.arc_capacity, minlength=self.n)
+        return int(out[self.compute_nodes].max()) if self.num_arcs else 0
+
+    @cached_property
+    def min_ingress(self) -> int:
+        """min over compute nodes v of B⁻(v) = Σ C(·, v), every port counted (capacity
+        units): a node receives (N−1)/N of M through it, so T ≥ (N−1)/N · M/B⁻(v)."""
+        inc = np.bincount(self.dst, self.arc_capacity, minlength=self.n)
+        return int(inc[self.compute_nodes].min())
 
     @cached_property
     def out_degrees(self) -> np.ndarray:
@@ -131,14 +184,16 @@ class Topology:
         return Topology(self.n, self.dst, self.src, expr=f"T({self.expr})",
                         capacity=self.capacity, bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
-                        reverse_isomorphism=self.reverse_isomorphism)
+                        reverse_isomorphism=self.reverse_isomorphism,
+                        switches=self.switches, capacity_unit=self.capacity_unit)
 
     def renamed(self, expr: str) -> "Topology":
         """The same arcs under another expression."""
         return Topology(self.n, self.src, self.dst, expr=expr, capacity=self.capacity,
                         bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
-                        reverse_isomorphism=self.reverse_isomorphism)
+                        reverse_isomorphism=self.reverse_isomorphism,
+                        switches=self.switches, capacity_unit=self.capacity_unit)
 
     # ---- distances -----------------------------------------------------------------------
     @cached_property
@@ -200,9 +255,15 @@ class Topology:
 
     # ---- networkx ------------------------------------------------------------------------
     def to_networkx(self) -> nx.MultiDiGraph:
-        """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``."""
+        """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``; switch
+        nodes carry ``switch=True``."""
         g = nx.MultiDiGraph(name=self.expr)
         g.add_nodes_from(range(self.n))
+        if self.switches is not None:
+            for v in self.switches.tolist():
+                g.nodes[v]["switch"] = True
+        if self.capacity_unit is not None:
+            g.graph["capacity_unit"] = self.capacity_unit
         g.add_edges_from((int(u), int(w), {"capacity": int(c)})
                          for u, w, c in zip(self.src, self.dst, self.arc_capacity))
         return g
@@ -218,13 +279,15 @@ class Topology:
         except TypeError:
             pass
         index = {v: i for i, v in enumerate(nodes)}
+        switches = [index[v] for v, data in g.nodes(data=True) if data.get("switch")]
         src, dst, cap = [], [], []
         for u, w, data in g.edges(data=True):
             c = int(data.get("capacity", 1))
             src.append(index[u]); dst.append(index[w]); cap.append(c)
             if not g.is_directed():
                 src.append(index[w]); dst.append(index[u]); cap.append(c)
-        return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap)
+        return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap,
+                   switches=switches or None, capacity_unit=g.graph.get("capacity_unit"))
 
 
 def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:

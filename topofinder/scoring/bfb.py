@@ -226,7 +226,7 @@ def bfb_score(topo: Topology) -> BFBScore:
         dist = _distance_matrix(topo, slots)
         rows, row_slots = np.arange(topo.n), slots
     steps = int(dist[rows].max())
-    return BFBScore(topo.n, topo.degree, steps,
+    return BFBScore(topo.n, topo.node_bandwidth, steps,
                     _step_loads(dist, rows, row_slots, caps, steps))
 
 

@@ -2,12 +2,16 @@
 optimum of a direct-connect topology, its bottleneck cut, and spanning out-tree schedules reaching
 it.
 
-Units: link capacities C(u,w) in units of b (multi-arcs summed, self-loops carry nothing);
-B = d·b with d = topology.degree. With ratio* = max_{∅≠S⊊V} |S| / C⁺(S) (optimality (⋆)),
+Units: link capacities C(u,w) in capacity units (units of b, or physical units such as GB/s
+when the input states them; multi-arcs summed, self-loops carry nothing); B = the node
+bandwidth (a compute node's summed link capacity, Topology.node_bandwidth; d·b on a
+homogeneous d-regular fabric). N = |V_c| compute nodes; switch nodes V_s relay only. With
 
-    T_B^FC = (M/N)·ratio*/b = (d/N)·ratio*   [M/B].
+    ratio* = max_{S ⊂ V, S ⊉ V_c} |S ∩ V_c| / C⁺(S)      (optimality (⋆), 1/capacity unit)
+    T_B^FC = (M/N)·ratio* = (B/N)·ratio*   [M/B].
 
-Every node is a compute node (direct-connect: no switches, so no edge splitting, §5.3).
+On a switched fabric the trees are packed on the compute-only graph G* that edge splitting
+(topofinder.scoring.switch_split, paper 002 §5.3) leaves, and mapped back to routes through switches.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ from math import gcd
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
+from topofinder.scoring.bfb import bfb_schedule, bfb_score
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
+from topofinder.scoring.greedy_trees import greedy_pack
+from topofinder.scoring.step_trees import trees_from_steps
+from topofinder.scoring.switch_split import split_switches
 from topofinder.scoring.trees import Tree, TreeSchedule
 
 
@@ -43,27 +51,31 @@ def _cut_capacity(members: np.ndarray, src, dst, cap) -> int:
 
 
 class _RootedOracle:
-    """The auxiliary network G_x of 002 App. E.1: super-source s = N with an arc s→u of
-    capacity x to every node. Theorem 1: min_v F(s, v) ≥ N·x iff x·|S| ≤ C⁺(S) for all S.
-    Capacities are kept integral by scaling (arcs ``link_scale``·C, source arcs ``x_num``)."""
+    """The auxiliary network G_x of 002 App. E.1: super-source s = n with an arc s→c of
+    capacity x to every compute node c. Theorem 1: min_{v ∈ V_c} F(s, v) ≥ N·x iff
+    x·|S ∩ V_c| ≤ C⁺(S) for all S ⊉ V_c. Capacities are kept integral by scaling (arcs
+    ``link_scale``·C, source arcs ``x_num``)."""
 
-    def __init__(self, n: int, src, dst, cap):
+    def __init__(self, n: int, src, dst, cap, compute=None):
         from ortools.graph.python import max_flow   # heavy; loaded on the first max-flow
 
         self.n, self.cap = n, cap
+        compute = np.arange(n) if compute is None else np.asarray(compute)
+        self.compute = compute.astype(np.int32)
         self.mf = max_flow.SimpleMaxFlow()
         self.mf.add_arcs_with_capacity(src, dst, cap)
-        self.mf.add_arcs_with_capacity(np.full(n, n, np.int32), np.arange(n, dtype=np.int32),
-                                       np.zeros(n, np.int64))
+        self.mf.add_arcs_with_capacity(np.full(compute.size, n, np.int32), self.compute,
+                                       np.zeros(compute.size, np.int64))
         self._link_arcs = np.arange(cap.size, dtype=np.int32)
-        self._source_arcs = np.arange(cap.size, cap.size + n, dtype=np.int32)
+        self._source_arcs = np.arange(cap.size, cap.size + compute.size, dtype=np.int32)
         self.solves = 0
         self.need = 0
 
     def set_capacities(self, link_caps: np.ndarray, source_cap: int) -> None:
         self.mf.set_arcs_capacity(self._link_arcs, np.asarray(link_caps, np.int64))
-        self.mf.set_arcs_capacity(self._source_arcs, np.full(self.n, source_cap, np.int64))
-        self.need = self.n * source_cap
+        self.mf.set_arcs_capacity(self._source_arcs,
+                                  np.full(self.compute.size, source_cap, np.int64))
+        self.need = int(self.compute.size) * source_cap
 
     def violated_cut(self, v: int) -> np.ndarray | None:
         """None if F(s, v) ≥ N·x, else the source side S ∌ v of a minimum s–v cut (it
@@ -95,10 +107,16 @@ def _bisect(lo: Fraction, hi: Fraction, feasible, resolution: Fraction):
     return lo, hi
 
 
-def _probe_nodes(topo: Topology) -> range:
-    """Sinks whose max-flows decide Theorem 1: one node suffices when every node looks the
-    same (for any S, an automorphism moves a node outside S onto node 0)."""
-    return range(1) if topo.vertex_transitive else range(topo.n)
+def _probe_nodes(topo: Topology):
+    """Sinks whose max-flows decide Theorem 1 (the compute nodes): one node suffices when
+    every node looks the same (for any S, an automorphism moves a node outside S onto 0)."""
+    nodes = topo.compute_nodes.tolist()
+    return nodes[:1] if topo.vertex_transitive and not topo.has_switches else nodes
+
+
+def _scale(topo: Topology) -> Fraction:
+    """B/N: τ in M/B per unit of ratio (module docstring)."""
+    return Fraction(topo.node_bandwidth, topo.num_compute)
 
 
 # ---- the optimum ---------------------------------------------------------------------------
@@ -106,17 +124,21 @@ def _probe_nodes(topo: Topology) -> range:
 class Optimum:
     """``ratio`` = max |S|/C⁺(S) = 1/x* (002 optimality (⋆), capacities in b); ``tau`` =
     T_B^FC in M/B; ``cut`` a bottleneck cut S (sorted nodes) with ``cut_capacity`` = C⁺(S);
-    ``maxflows``: max-flow solves used."""
+    ``maxflows``: max-flow solves used. ``bandwidth`` = B and ``unit`` its capacity unit.
+    A cut S may contain switches; ``cut_size`` counts its compute nodes |S ∩ V_c|."""
 
     ratio: Fraction
     tau: Fraction
     cut: tuple[int, ...]
     cut_capacity: int
     maxflows: int
+    bandwidth: int = 0
+    unit: str | None = None
+    cut_compute: int | None = None
 
     @property
     def cut_size(self) -> int:
-        return len(self.cut)
+        return len(self.cut) if self.cut_compute is None else self.cut_compute
 
 
 def throughput_optimum(topo: Topology) -> Optimum:
@@ -129,18 +151,20 @@ def throughput_optimum(topo: Topology) -> Optimum:
     once and the final λ is exact.
     """
     src, dst, cap = _links(topo)
-    n = topo.n
+    n, compute, is_comp = topo.n, topo.compute_nodes, ~topo.is_switch
+    nc = compute.size
     in_cap = np.bincount(dst, cap, minlength=n).astype(np.int64)
     out_cap = np.bincount(src, cap, minlength=n).astype(np.int64)
-    v_in, u_out = int(np.argmin(in_cap)), int(np.argmin(out_cap))
-    best = Fraction(n - 1, int(in_cap[v_in]))
+    v_in = int(compute[np.argmin(in_cap[compute])])
+    u_out = int(compute[np.argmin(out_cap[compute])])
+    best = Fraction(nc - 1, int(in_cap[v_in]))
     cut = np.ones(n, bool)
     cut[v_in] = False
     if Fraction(1, int(out_cap[u_out])) > best:
         best = Fraction(1, int(out_cap[u_out]))
         cut = np.zeros(n, bool)
         cut[u_out] = True
-    oracle = _RootedOracle(n, src, dst, cap)
+    oracle = _RootedOracle(n, src, dst, cap, compute)
     current = None
     for v in _probe_nodes(topo):
         while True:
@@ -150,12 +174,13 @@ def throughput_optimum(topo: Topology) -> Optimum:
             members = oracle.violated_cut(v)
             if members is None:
                 break
-            ratio = Fraction(int(members.sum()), _cut_capacity(members, src, dst, cap))
+            ratio = Fraction(int(members[is_comp].sum()), _cut_capacity(members, src, dst, cap))
             if ratio <= best:
                 raise RuntimeError("max-flow deficit without a better cut")
             best, cut = ratio, members
-    return Optimum(best, Fraction(topo.degree, n) * best, tuple(np.flatnonzero(cut).tolist()),
-                   _cut_capacity(cut, src, dst, cap), oracle.solves)
+    return Optimum(best, _scale(topo) * best, tuple(np.flatnonzero(cut).tolist()),
+                   _cut_capacity(cut, src, dst, cap), oracle.solves, topo.node_bandwidth,
+                   topo.capacity_unit, int(cut[is_comp].sum()))
 
 
 def tau_fc(topo: Topology) -> Fraction:
@@ -230,22 +255,22 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
         raise TopofinderError(f"fixed-k needs a positive integer number of trees per root, "
                               f"got {k!r}")
     src, dst, cap = _links(topo)
-    n = topo.n
+    n, nc = topo.n, topo.num_compute
     opt = optimum or throughput_optimum(topo)
     x_max = int(cap.max())
-    oracle = _RootedOracle(n, src, dst, cap)
+    oracle = _RootedOracle(n, src, dst, cap, topo.compute_nodes)
     nodes = _probe_nodes(topo)
 
     def feasible(U: Fraction) -> bool:
         oracle.set_capacities(_floor_caps(U, cap), k)
         return oracle.feasible(nodes)
 
-    min_in = int(np.bincount(dst, cap, minlength=n).min())
-    lo = Fraction((n - 1) * k, min_in) - Fraction(1, 2 * x_max * x_max)   # below U*: infeasible
-    hi = Fraction((n - 1) * k)                                          # always feasible
+    min_in = int(np.bincount(dst, cap, minlength=n)[topo.compute_nodes].min())
+    lo = Fraction((nc - 1) * k, min_in) - Fraction(1, 2 * x_max * x_max)  # below U*: infeasible
+    hi = Fraction((nc - 1) * k)                                         # always feasible
     lo, hi = _bisect(lo, hi, feasible, Fraction(1, x_max * x_max))
     U = max(Fraction((hi.numerator * int(c)) // hi.denominator, int(c)) for c in np.unique(cap))
-    scale = Fraction(topo.degree, n)
+    scale = _scale(topo)
     return FixedK(k, U, scale * U / k, scale * (opt.ratio + Fraction(1, k * int(cap.min()))))
 
 
@@ -389,6 +414,11 @@ class _Packer:
         return done
 
 
+# From this many (compute) nodes on, the breadth-first packing (greedy_trees) is tried before
+# the exact Bérczi–Frank packing; it is exact when it completes and falls back when stuck.
+GREEDY_MIN_NODES = 128
+
+
 # ---- symmetry ------------------------------------------------------------------------------
 MAX_AUTO_TRANSLATION_NODES = 4096   # "auto" builds an N×N table of shifts; beyond, skip
 
@@ -450,10 +480,54 @@ def _symmetric_pack(n, src, dst, g, k, prefer_low, perms):
     return out
 
 
+def _switched_schedule(topo: Topology, src, dst, g: np.ndarray, k: int,
+                       prefer_low_trees: bool) -> TreeSchedule:
+    """Edge splitting removes the switches from the slot graph G({g}) (Alg. 3), trees are
+    packed on the compute-only G* (Alg. 4), and every tree edge takes its slots' physical
+    paths from the routing table (App. E.3)."""
+    compute = topo.compute_nodes
+    links = {(int(u), int(w)): int(c) for u, w, c in zip(src, dst, g) if c > 0}
+    logical, _ = split_switches(topo.n, compute, topo.switches, links, k)
+    index = {int(c): i for i, c in enumerate(compute.tolist())}
+    keys = sorted(logical)
+    lsrc = np.array([index[u] for u, _ in keys], np.int32)
+    ldst = np.array([index[w] for _, w in keys], np.int32)
+    lcap = np.array([sum(c for _, c in logical[e]) for e in keys], np.int64)
+    packed = greedy_pack(compute.size, lsrc, ldst, lcap, k) \
+        if compute.size >= GREEDY_MIN_NODES else None
+    if packed is None:
+        batches = _Packer(compute.size, lsrc, ldst, lcap, prefer_low_trees).pack(
+            range(compute.size), k)
+        packed = [(b.root, b.m, b.edges) for b in batches]
+    pools = {e: [list(x) for x in logical[e]] for e in keys}
+    trees = []
+    for root, mult, tree_edges in packed:
+        edges, routes = [], {}
+        for x, y in tree_edges:
+            e = (int(compute[x]), int(compute[y]))
+            edges.append(e)
+            need, got = mult, []
+            while need:
+                path, have = pools[e][-1]
+                used = min(have, need)
+                got.append((path, Fraction(used, k)))
+                need -= used
+                if used == have:
+                    pools[e].pop()
+                else:
+                    pools[e][-1][1] -= used
+            if len(got) > 1 or len(got[0][0]) > 2:
+                routes[e] = got
+        trees.append(Tree(int(compute[root]), Fraction(mult, k), edges, routes))
+    return TreeSchedule(topo, trees, method="edge-splitting+berczi-frank")
+
+
 def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
               translations) -> TreeSchedule:
     src, dst, _ = _links(topo)
     n = topo.n
+    if topo.has_switches:
+        return _switched_schedule(topo, src, dst, g, k, prefer_low_trees)
     if isinstance(translations, str):
         if translations != "auto":
             raise TopofinderError(f"translations must be 'auto', None or an N×N array, "
@@ -464,6 +538,8 @@ def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
     if translations is not None:
         trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
         method = "translated"
+    if trees is None and n >= GREEDY_MIN_NODES:
+        trees, method = greedy_pack(n, src, dst, g, k), "greedy-bfs"
     if trees is None:
         batches = _Packer(n, src, dst, g, prefer_low_trees).pack(range(n), k)
         trees, method = [(b.root, b.m, b.edges) for b in batches], "berczi-frank"
@@ -476,16 +552,36 @@ def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
     """A tree schedule reaching T_B^FC exactly: k trees per root of weight m/k on the links'
     U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
 
-    ``prefer_low_trees``: grow trees from their shallowest members first (a heuristic; the
-    minimum-height packing is NP-hard). ``translations``: "auto" (cyclic shifts for
+    With ``translations`` "auto", a topology whose optimal BFB schedule already reaches
+    T_B^FC gets that schedule's first-receipt trees (topofinder.scoring.step_trees: shortest-path
+    trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
+    members first (a heuristic; the minimum-height packing is NP-hard). ``translations``:
+    "auto" (cyclic shifts for
     vertex-transitive topologies), None, or an N×N array of automorphisms with
     perms[c][0] = c; root 0's trees are then translated to every root when orbit budgets
     allow it, otherwise all roots are packed."""
     opt = optimum or throughput_optimum(topo)
+    if isinstance(translations, str) and translations == "auto":
+        lowest = _bfb_trees(topo, opt)
+        if lowest is not None:
+            return lowest
     params = tree_parameters(topo, opt)
     _, _, cap = _links(topo)
     g = cap * params.U.numerator // params.U.denominator
     return _schedule(topo, g, params.k, prefer_low_trees, translations)
+
+
+def _bfb_trees(topo: Topology, opt: Optimum) -> TreeSchedule | None:
+    """The first-receipt trees of the optimal BFB schedule when its τ equals T_B^FC (then
+    the trees are optimal and shortest-path trees: the lowest possible); else None."""
+    if topo.has_switches:
+        return None
+    try:
+        if bfb_score(topo).tau != opt.tau:
+            return None
+        return trees_from_steps(bfb_schedule(topo))
+    except TopofinderError:                       # BFB does not handle this topology
+        return None
 
 
 def fixed_k_trees(topo: Topology, k: int, *, prefer_low_trees: bool = False,

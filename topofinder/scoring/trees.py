@@ -1,12 +1,17 @@
 """Tree-flow allgather schedules (paper 002 §4–5; docs/formats.md): data model, time, JSON,
 validator.
 
-Every node r broadcasts its shard along weighted spanning out-trees rooted at r; a tree of
-weight w carries the fraction w of r's shard (size w·M/N) over each of its edges, all trees
-streaming at once. A link u→w of capacity C (units of b, multi-arcs summed) then needs
-(M/N)·Σ_{trees ∋ (u,w)} w / (C·b), so with B = d·b (d = topology.degree)
+Every compute node r broadcasts its shard along weighted spanning out-trees rooted at r; a
+tree of weight w carries the fraction w of r's shard (size w·M/N, N = compute nodes) over
+each of its edges, all trees streaming at once. On a switched fabric a tree edge u→t joins
+two compute nodes and is carried by routes through switches (paper 002 App. E.3: the edge
+splitting's routing table), each route a physical path with a part of the weight. A link
+u→w of capacity C (capacity units, multi-arcs summed) then needs (M/N)·load / C, so with B
+the node bandwidth (Topology.node_bandwidth: a compute node's summed link capacity)
 
-    T_B = (d/N) · max_{(u,w)} Σ_{trees ∋ (u,w)} w / C(u,w)     [M/B].
+    T_B = (B/N) · max_{(u,w)} load(u,w) / C(u,w)     [M/B].
+
+Reduce-scatter uses in-trees (the same model with every edge pointing towards the root).
 
 The validator checks this model independently of how the trees were built (see
 :func:`problems`).
@@ -18,6 +23,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
+from math import lcm
 
 import numpy as np
 
@@ -35,22 +42,67 @@ def link_capacities(topo: Topology) -> dict[tuple[int, int], int]:
 
 @dataclass(frozen=True)
 class Tree:
-    """A spanning out-tree rooted at ``root`` carrying ``weight`` (a fraction of the root's
-    shard); ``edges`` are (u, w) pairs, parent u → child w."""
+    """A spanning tree over the compute nodes rooted at ``root`` carrying ``weight`` (a
+    fraction of the root's shard); ``edges`` are (u, w) pairs in the direction data flows
+    (out-tree: parent → child; in-tree of reduce-scatter: child → parent). ``routes``:
+    for edges realised through switches, ((u, w), ((path, weight), ...)) with physical node
+    paths u … w whose weights sum to the tree's weight; other edges are direct links."""
 
     root: int
     weight: Fraction
     edges: tuple[tuple[int, int], ...]
+    routes: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "root", int(self.root))
         object.__setattr__(self, "weight", Fraction(self.weight))
-        object.__setattr__(self, "edges", tuple((int(u), int(w)) for u, w in self.edges))
+        edges = self.edges
+        if isinstance(edges, np.ndarray):
+            pairs = np.array(edges, np.int64).reshape(-1, 2)
+            pairs.setflags(write=False)
+            object.__setattr__(self, "_array", pairs)       # not a field: a cached view
+            edges = tuple(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+        else:
+            edges = tuple((int(u), int(w)) for u, w in edges)
+        object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "routes", tuple(
+            ((int(e[0]), int(e[1])), tuple((tuple(int(x) for x in p), Fraction(wt))
+                                           for p, wt in paths))
+            for e, paths in (self.routes.items() if isinstance(self.routes, dict)
+                             else self.routes)))
+
+    def edge_array(self) -> np.ndarray:
+        """The edges as an (E, 2) int64 array."""
+        arr = self.__dict__.get("_array")
+        if arr is None:
+            arr = np.array(self.edges, np.int64).reshape(-1, 2)
+            arr.setflags(write=False)
+            object.__setattr__(self, "_array", arr)
+        return arr
+
+    def physical_paths(self):
+        """(path, weight) for every edge: its routes, or the direct link with full weight."""
+        routed = dict(self.routes)
+        for e in self.edges:
+            if e in routed:
+                yield from routed[e]
+            else:
+                yield e, self.weight
+
+    def reversed(self) -> "Tree":
+        """The same tree with every edge and route reversed (out-tree ↔ in-tree)."""
+        return Tree(self.root, self.weight, [(w, u) for u, w in self.edges],
+                    [((w, u), [(p[::-1], wt) for p, wt in paths])
+                     for (u, w), paths in self.routes])
 
     def height(self) -> int:
-        """Largest number of hops from the root to a node (the tree must be valid)."""
+        """Largest number of tree edges between the root and a node (the tree must be valid;
+        in- and out-trees alike)."""
         children = defaultdict(list)
+        inward = any(w == self.root for _, w in self.edges)
         for u, w in self.edges:
+            if inward:
+                u, w = w, u
             children[u].append(w)
         depth, frontier = 0, [self.root]
         while True:
@@ -62,11 +114,13 @@ class Tree:
 
 @dataclass(frozen=True)
 class TreeSchedule:
-    """Allgather as weighted spanning out-trees on ``topology``."""
+    """Allgather as weighted spanning out-trees on ``topology`` (``collective``
+    "reduce-scatter": in-trees, data flowing towards each root)."""
 
     topology: Topology
     trees: tuple[Tree, ...] = field(default_factory=tuple)
     method: str = ""            # how the trees were built (reported, not checked)
+    collective: str = "allgather"
 
     def __post_init__(self):
         object.__setattr__(self, "trees", tuple(self.trees))
@@ -74,14 +128,33 @@ class TreeSchedule:
     # ---- time --------------------------------------------------------------------------
     def link_loads(self) -> dict[tuple[int, int], Fraction]:
         """Σ of tree weights over each used link (u, w), in units of the shard M/N."""
+        return dict(self._loads)
+
+    @cached_property
+    def _loads(self) -> dict[tuple[int, int], Fraction]:
         load: dict[tuple[int, int], Fraction] = defaultdict(Fraction)
+        direct = [t for t in self.trees if not t.routes]
         for t in self.trees:
-            for e in t.edges:
-                load[e] += t.weight
+            if t.routes:
+                for path, wt in t.physical_paths():
+                    for e in zip(path[:-1], path[1:]):
+                        load[e] += wt
+        if direct:      # routeless trees: integer weights over a common denominator, numpy
+            den = lcm(*{t.weight.denominator for t in direct})
+            n = self.topology.n
+            edges = np.concatenate([t.edge_array() for t in direct])
+            wts = np.repeat([t.weight.numerator * (den // t.weight.denominator)
+                             for t in direct], [len(t.edges) for t in direct]).astype(object
+                             if den > 1 << 40 else np.int64)
+            keys, inv = np.unique(edges[:, 0] * n + edges[:, 1], return_inverse=True)
+            sums = np.zeros(keys.size, wts.dtype)
+            np.add.at(sums, inv.reshape(-1), wts)
+            for key, total in zip(keys.tolist(), sums.tolist()):
+                load[(key // n, key % n)] += Fraction(int(total), den)
         return dict(load)
 
     def tau(self) -> Fraction:
-        """T_B in M/B: (d/N)·max over links of load / capacity (module docstring)."""
+        """T_B in M/B: (B/N)·max over links of load / capacity (module docstring)."""
         cap = link_capacities(self.topology)
         worst = Fraction(0)
         for (u, w), load in self.link_loads().items():
@@ -90,25 +163,29 @@ class TreeSchedule:
                 raise TopofinderError(f"tree edge {u}->{w} is not a link of "
                                       f"{self.topology.expr}")
             worst = max(worst, load / c)
-        return Fraction(self.topology.degree, self.topology.n) * worst
+        return _scale(self.topology) * worst
 
     def heights(self) -> list[int]:
         """Height of every tree, in the order of ``trees``."""
         return [t.height() for t in self.trees]
 
     # ---- JSON (docs/formats.md) -----------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self, _tuples: bool = False) -> dict:
         tau = self.tau()
-        return {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
-                "collective": "allgather", "kind": "trees", "topology": self.topology.expr,
-                "num_nodes": self.topology.n, "method": self.method, "tau": float(tau),
-                "tau_exact": exact(tau),
-                "trees": [{"root": t.root,
-                           "weight": exact(t.weight),
-                           "edges": [list(e) for e in t.edges]} for t in self.trees]}
+        topo = self.topology
+        doc = {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
+               "collective": self.collective, "kind": "trees", "topology": topo.expr,
+               "num_nodes": topo.n, "method": self.method, "tau": float(tau),
+               "tau_exact": exact(tau),
+               "node_bandwidth": topo.node_bandwidth,
+               "capacity_unit": topo.capacity_unit or "b"}
+        if topo.has_switches:
+            doc["switches"] = topo.switches.tolist()
+        doc["trees"] = [_tree_dict(t, _tuples) for t in self.trees]
+        return doc
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return json.dumps(self.to_dict(_tuples=True))   # tuples are written as JSON arrays
 
     @classmethod
     def from_dict(cls, doc: dict, topology: Topology) -> "TreeSchedule":
@@ -122,8 +199,13 @@ class TreeSchedule:
             if int(doc["num_nodes"]) != topology.n:
                 raise TopofinderError(f"tree schedule has num_nodes = {doc['num_nodes']} but "
                                       f"{topology.expr} has N = {topology.n}")
-            trees = [Tree(t["root"], Fraction(t["weight"]), [tuple(e) for e in t["edges"]])
+            trees = [Tree(t["root"], Fraction(t["weight"]), [tuple(e) for e in t["edges"]],
+                          _routes_from(t.get("routes", [])))
                      for t in doc["trees"]]
+            collective = doc.get("collective", "allgather")
+            if collective not in ("allgather", "reduce-scatter"):
+                raise TopofinderError(f"tree schedule collective {collective!r}: expected "
+                                      "allgather or reduce-scatter")
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             if isinstance(exc, TopofinderError):
                 raise
@@ -131,7 +213,7 @@ class TreeSchedule:
                 f"malformed tree schedule JSON ({exc!r}); expected {{\"kind\": \"trees\", "
                 "\"num_nodes\": N, \"trees\": [{\"root\": r, \"weight\": \"p/q\", "
                 "\"edges\": [[u, w], ...]}, ...]}") from None
-        return cls(topology, trees, method=str(doc.get("method", "")))
+        return cls(topology, trees, method=str(doc.get("method", "")), collective=collective)
 
     @classmethod
     def from_json(cls, text: str, topology: Topology) -> "TreeSchedule":
@@ -142,32 +224,80 @@ class TreeSchedule:
         return cls.from_dict(doc, topology)
 
 
-def problems(schedule: TreeSchedule, tau: Fraction | None = None) -> list[str]:
-    """Everything wrong with ``schedule`` as an allgather (empty list: valid).
+def _scale(topo: Topology) -> Fraction:
+    """B/N: node bandwidth (capacity units) over the number of compute nodes."""
+    return Fraction(topo.node_bandwidth, topo.num_compute)
 
-    Checks: every tree is an out-arborescence rooted at its root spanning all N nodes and
-    using only existing links (no self-loops); weights are positive and sum to 1 per root,
-    for every node; and, when ``tau`` (M/B) is given, every link's load fits its capacity
-    at that time: (d/N)·Σw ≤ tau·C.
+
+def _tree_dict(t: Tree, tuples: bool = False) -> dict:
+    d = {"root": t.root, "weight": f"{t.weight.numerator}/{t.weight.denominator}",
+         "edges": t.edges if tuples else [list(e) for e in t.edges]}
+    if t.routes:
+        d["routes"] = [{"edge": list(e), "path": list(p),
+                        "weight": f"{wt.numerator}/{wt.denominator}"}
+                       for e, paths in t.routes for p, wt in paths]
+    return d
+
+
+def _routes_from(rows) -> dict:
+    routes: dict = defaultdict(list)
+    for r in rows:
+        routes[tuple(r["edge"])].append((tuple(r["path"]), Fraction(r["weight"])))
+    return dict(routes)
+
+
+def problems(schedule: TreeSchedule, tau: Fraction | None = None) -> list[str]:
+    """Everything wrong with ``schedule`` as an allgather (reduce-scatter: as in-trees, by
+    checking the reversed trees on G^T) — empty list: valid.
+
+    Checks: every tree is an out-arborescence rooted at its root spanning all N compute
+    nodes (and no switch) with edges that are links or carried by routes: paths of links
+    from u to w through switches only, weights positive and summing to the tree's weight;
+    tree weights are positive and sum to 1 per compute node; and, when ``tau`` (M/B) is
+    given, every link's load fits its capacity at that time: (B/N)·load ≤ tau·C.
     """
+    if schedule.collective == "reduce-scatter":
+        flipped = TreeSchedule(schedule.topology.transpose(),
+                               [t.reversed() for t in schedule.trees], schedule.method)
+        return problems(flipped, tau)
+    if schedule.collective != "allgather":
+        return [f"collective {schedule.collective!r}: trees describe allgather or "
+                "reduce-scatter"]
     topo = schedule.topology
     n, cap = topo.n, link_capacities(topo)
+    is_switch = topo.is_switch
+    ncomp = topo.num_compute
+    link_keys = np.sort(np.array([u * n + w for u, w in cap], np.int64))
+    rounds = max(1, int(n).bit_length())
     out: list[str] = []
     per_root: dict[int, Fraction] = defaultdict(Fraction)
     for i, t in enumerate(schedule.trees):
-        if not 0 <= t.root < n:
-            out.append(f"tree {i}: root {t.root} outside 0..{n - 1}")
+        if not 0 <= t.root < n or is_switch[t.root]:
+            out.append(f"tree {i}: root {t.root} is not a compute node")
             continue
         if t.weight <= 0:
             out.append(f"tree {i}: weight {t.weight} is not positive")
         per_root[t.root] += t.weight
-        if len(t.edges) != n - 1:
-            out.append(f"tree {i}: {len(t.edges)} edges, a spanning tree has {n - 1}")
+        if not t.routes and _tree_ok(t, n, ncomp, link_keys, is_switch, rounds):
+            continue                     # numpy check passed; the loop below explains faults
+        if len(t.edges) != ncomp - 1:
+            out.append(f"tree {i}: {len(t.edges)} edges, a spanning tree has {ncomp - 1}")
         parent = np.full(n, -1, np.int64)
         children = defaultdict(list)
+        routed = dict(t.routes)
         bad = False
         for u, w in t.edges:
-            if not (0 <= u < n and 0 <= w < n) or (u, w) not in cap:
+            if not (0 <= u < n and 0 <= w < n) or is_switch[u] or is_switch[w]:
+                out.append(f"tree {i}: edge {u}->{w} does not join two compute nodes")
+                bad = True
+                continue
+            if (u, w) in routed:
+                found = _route_problems(routed[(u, w)], u, w, t.weight, cap, is_switch)
+                if found:
+                    out += [f"tree {i}: edge {u}->{w}: {p}" for p in found]
+                    bad = True
+                    continue
+            elif (u, w) not in cap:
                 out.append(f"tree {i}: edge {u}->{w} is not a link of {topo.expr}")
                 bad = True
                 continue
@@ -183,18 +313,60 @@ def problems(schedule: TreeSchedule, tau: Fraction | None = None) -> list[str]:
         while frontier:
             frontier = [w for u in frontier for w in children[u] if w not in seen]
             seen.update(frontier)
-        if len(seen) != n:
-            out.append(f"tree {i}: reaches {len(seen)} of {n} nodes from root {t.root}")
-    for r in range(n):
+        if len(seen) != ncomp:
+            out.append(f"tree {i}: reaches {len(seen)} of {ncomp} nodes from root {t.root}")
+    for r in topo.compute_nodes.tolist():
         if per_root.get(r, Fraction(0)) != 1:
             out.append(f"root {r}: tree weights sum to {per_root.get(r, Fraction(0))}, not 1")
     if tau is not None:
-        scale = Fraction(topo.degree, n)
+        scale = _scale(topo)
         for (u, w), load in schedule.link_loads().items():
             c = cap.get((u, w), 0)
             if c and scale * load > tau * c:
                 out.append(f"link {u}->{w}: load {load} shards over capacity {c} exceeds "
                            f"tau = {tau} M/B")
+    return out
+
+
+def _tree_ok(t: Tree, n, ncomp, link_keys, is_switch, rounds) -> bool:
+    """Vectorised: ``t`` (no routes) is a spanning out-arborescence of the compute nodes on
+    existing links — N−1 edges, distinct heads other than the root, and every compute node
+    reaches the root by following parents (pointer doubling)."""
+    e = t.edge_array()
+    if e.shape[0] != ncomp - 1:
+        return False
+    if e.size == 0:
+        return True
+    if e.min() < 0 or e.max() >= n:
+        return False
+    u, w = e[:, 0], e[:, 1]
+    if is_switch[u].any() or is_switch[w].any() or (w == t.root).any():
+        return False
+    keys = u * n + w
+    pos = np.minimum(np.searchsorted(link_keys, keys), link_keys.size - 1)
+    if link_keys.size == 0 or not np.array_equal(link_keys[pos], keys):
+        return False
+    if np.bincount(w, minlength=n).max() > 1:
+        return False
+    anc = np.full(n, t.root, np.int64)
+    anc[w] = u
+    for _ in range(rounds):
+        anc = anc[anc]
+    return bool((anc == t.root).all())
+
+
+def _route_problems(paths, u, w, weight, cap, is_switch) -> list[str]:
+    out = []
+    if sum((wt for _, wt in paths), Fraction(0)) != weight:
+        out.append(f"route weights sum to {sum((wt for _, wt in paths), Fraction(0))}, "
+                   f"not the tree weight {weight}")
+    for path, wt in paths:
+        if wt <= 0 or len(path) < 2 or path[0] != u or path[-1] != w:
+            out.append(f"route {list(path)} (weight {wt}) does not lead from {u} to {w}")
+        elif any(not is_switch[x] for x in path[1:-1]):
+            out.append(f"route {list(path)} passes a compute node")
+        elif any(e not in cap for e in zip(path[:-1], path[1:])):
+            out.append(f"route {list(path)} uses a missing link")
     return out
 
 
