@@ -132,10 +132,11 @@ def _rank_ops(schedule: StepSchedule) -> list[list[_Op]]:
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
-                 name: str | None = None) -> str:
+                 name: str | None = None, extra: dict | None = None) -> str:
     """The MSCCL-style XML of ``schedule`` (module doc). ``channels``: instances of the
     schedule on separate channels, each moving 1/channels of every chunk; ``protocol``:
-    Simple, LL or LL128."""
+    Simple, LL or LL128; ``extra``: more attributes of ``<algo>`` (strings). A topology with
+    node labels gives every ``<gpu>`` a ``label`` attribute (its host name)."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
     if not isinstance(channels, int) or not 1 <= channels <= 32:
@@ -151,7 +152,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         "coll": coll.replace("-", ""), "inplace": "1" if inplace else "0",
         "outofplace": "0" if coll == "allreduce" else "1", "minBytes": "0", "maxBytes": "0",
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
-        "reduce_scatter_steps": str(schedule.reduce_steps)})
+        "reduce_scatter_steps": str(schedule.reduce_steps), **(extra or {})})
     data = "o" if coll == "allgather" else "i"
     for u in range(n):
         send_peers = {op.peer for op in ops[u] if op.kind == "s"}
@@ -178,6 +179,8 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         gpu = ET.SubElement(algo, "gpu", {"id": str(u), "i_chunks": str(
             per_shard if coll == "allgather" else n * per_shard), "o_chunks": str(o_chunks),
             "s_chunks": "0"})
+        if topo.labels is not None:
+            gpu.set("label", topo.labels[u])
         for j in range(k):
             for b, q in enumerate(peers):
                 tb = ET.SubElement(gpu, "tb", {

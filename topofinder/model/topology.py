@@ -36,6 +36,8 @@ class Topology:
     the other direction (None: computed). ``vertex_transitive``: a hint set by generators that
     know it (scorers may then analyse one node). ``reverse_isomorphism``: a known permutation p
     with (u, w) an arc iff (p[w], p[u]) an arc, i.e. G^T ≅ G (Appendix B, Thm 2).
+    ``labels``: the name of every node (rank) as the input file gave it (host names such as
+    ``gpu-00``), a tuple of N distinct strings; None means the names are the ranks 0..N−1.
     """
 
     n: int
@@ -46,6 +48,7 @@ class Topology:
     bidirectional: bool | None = None
     vertex_transitive: bool = False
     reverse_isomorphism: np.ndarray | None = field(default=None, repr=False)
+    labels: tuple[str, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         n = int(self.n)
@@ -71,6 +74,13 @@ class Topology:
             object.__setattr__(self, "reverse_isomorphism", _readonly(self.reverse_isomorphism))
         if self.bidirectional is None:
             object.__setattr__(self, "bidirectional", self._arcs_equal_reverse())
+        if self.labels is not None:
+            labels = tuple(str(x) for x in self.labels)
+            if len(labels) != n or len(set(labels)) != n:
+                raise TopofinderError(f"{self.expr}: node labels must be {n} distinct names")
+            if labels == tuple(str(i) for i in range(n)):
+                labels = None
+            object.__setattr__(self, "labels", labels)
 
     # ---- basic facts -------------------------------------------------------------------
     def __str__(self) -> str:
@@ -78,6 +88,31 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology({self.expr!r}, N={self.n}, arcs={self.num_arcs})"
+
+    def label(self, rank: int) -> str:
+        """The name of node ``rank`` (its number when the topology carries no labels)."""
+        return str(rank) if self.labels is None else self.labels[rank]
+
+    def unreachable(self) -> tuple[int, int] | None:
+        """A pair (u, v) such that v cannot be reached from u, or None when the topology is
+        strongly connected (the witness a connectivity error names)."""
+        if self.strongly_connected:
+            return None
+        reach = shortest_path(self.link_matrix, method="D", unweighted=True, directed=True,
+                              indices=[0])[0]
+        missing = np.flatnonzero(~np.isfinite(reach))
+        if missing.size:
+            return 0, int(missing[0])
+        back = shortest_path(self.link_matrix.T.tocsr(), method="D", unweighted=True,
+                             directed=True, indices=[0])[0]
+        return int(np.flatnonzero(~np.isfinite(back))[0]), 0
+
+    def unreachable_text(self) -> str:
+        """'node a cannot reach node b' for :meth:`unreachable` ('' when connected)."""
+        pair = self.unreachable()
+        if pair is None:
+            return ""
+        return f"node {self.label(pair[0])} cannot reach node {self.label(pair[1])}"
 
     @property
     def num_arcs(self) -> int:
@@ -131,14 +166,14 @@ class Topology:
         return Topology(self.n, self.dst, self.src, expr=f"T({self.expr})",
                         capacity=self.capacity, bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
-                        reverse_isomorphism=self.reverse_isomorphism)
+                        reverse_isomorphism=self.reverse_isomorphism, labels=self.labels)
 
     def renamed(self, expr: str) -> "Topology":
         """The same arcs under another expression."""
         return Topology(self.n, self.src, self.dst, expr=expr, capacity=self.capacity,
                         bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
-                        reverse_isomorphism=self.reverse_isomorphism)
+                        reverse_isomorphism=self.reverse_isomorphism, labels=self.labels)
 
     # ---- distances -----------------------------------------------------------------------
     @cached_property
@@ -161,7 +196,8 @@ class Topology:
         """Largest shortest-path distance; TopofinderError if not strongly connected."""
         dist = self.distances
         if np.any(dist < 0):
-            raise TopofinderError(f"{self.expr} is not strongly connected: no finite diameter")
+            raise TopofinderError(f"{self.expr} is not strongly connected "
+                                  f"({self.unreachable_text()}): no finite diameter")
         return int(dist.max())
 
     # ---- symmetry ------------------------------------------------------------------------
@@ -210,8 +246,8 @@ class Topology:
     @classmethod
     def from_networkx(cls, g: nx.Graph, expr: str | None = None) -> "Topology":
         """From any networkx graph; undirected edges become arc pairs; nodes are renumbered
-        0..N-1 in sorted order (insertion order if unsortable); ``capacity`` attribute used
-        when present."""
+        0..N-1 in sorted order (insertion order if unsortable) and keep their names as
+        ``labels``; ``capacity`` attribute used when present."""
         nodes = list(g.nodes)
         try:
             nodes = sorted(nodes)
@@ -224,7 +260,9 @@ class Topology:
             src.append(index[u]); dst.append(index[w]); cap.append(c)
             if not g.is_directed():
                 src.append(index[w]); dst.append(index[u]); cap.append(c)
-        return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap)
+        names = [str(v) for v in nodes]
+        return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap,
+                   labels=names if len(set(names)) == len(names) else None)
 
 
 def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:

@@ -98,7 +98,8 @@ class TreeSchedule:
     # ---- JSON (docs/formats.md) -----------------------------------------------------------
     def to_dict(self) -> dict:
         tau = self.tau()
-        return {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
+        labels = {} if self.topology.labels is None else {"labels": list(self.topology.labels)}
+        return {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION, **labels,
                 "collective": "allgather", "kind": "trees", "topology": self.topology.expr,
                 "num_nodes": self.topology.n, "method": self.method, "tau": float(tau),
                 "tau_exact": exact(tau),
