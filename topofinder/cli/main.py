@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -17,9 +18,11 @@ from topofinder.batch import bench, sweep
 from topofinder.compute import parallel
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
+from topofinder.export.check import apply_diff, check, read_sends
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
+from topofinder.export.ranks import ranks_text
+from topofinder.export.relabel import read_mapping, relabel_topology
 from topofinder.export.plot import plot_frontier
-from topofinder.families.build import load_topology
 from topofinder.families.catalog import listing
 from topofinder.finder import catalog_build
 from topofinder.model.files import write_topology
@@ -51,12 +54,29 @@ def _add_score(sub) -> None:
                                    "a construction other than BFB (line graph, catalog "
                                    "schedule, ...), that schedule's own T_L and tau.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    _add_undirected(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
 
+def _add_undirected(p) -> None:
+    p.add_argument("--undirected", action="store_const", const=True, default=None,
+                   help="topology file: every line/edge is one undirected cable (two arcs), "
+                        "as networkx.write_edgelist writes")
+    p.add_argument("--directed", dest="undirected", action="store_const", const=False,
+                   help="topology file: read every line/edge as one arc even when the file "
+                        "looks like one line per cable")
+
+
+def _source(args):
+    """EXPR as given, or the topology read from a file with --undirected/--directed."""
+    if args.undirected is None:
+        return args.expr
+    return api.load(args.expr, undirected=args.undirected)
+
+
 def _run_score(args) -> int:
-    info = api.score(args.expr)
+    info = api.score(_source(args))
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -74,8 +94,10 @@ def _add_export(sub) -> None:
                    help="topology expression or file path (with --pick: a search --json file)")
     p.add_argument("--pick", type=int, default=None, metavar="I",
                    help="EXPR is a 'search --json' result: export its frontier point I")
-    p.add_argument("--what", choices=["topology", "schedule", "patch-panel"],
-                   default="topology", help="what to export (default: topology)")
+    p.add_argument("--what", choices=["topology", "schedule", "patch-panel", "ranks"],
+                   default="topology",
+                   help="what to export (default: topology); ranks: which host runs which "
+                        "rank (node names from the topology file)")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
@@ -89,7 +111,8 @@ def _add_export(sub) -> None:
                    help="trees: prefer low trees (heuristic)")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o)")
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     p.add_argument("--channels", type=int, default=1,
                    help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
     p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
@@ -101,7 +124,18 @@ def _add_export(sub) -> None:
                    help="patch-panel: ports per panel; each connection uses two (default 1008)")
     p.add_argument("--diff", default=None, metavar="OLD.csv",
                    help="patch-panel: list the fibres to move from the plan OLD.csv to this "
-                        "topology (nodes relabelled to keep fibres), as action,... CSV rows")
+                        "topology (nodes relabelled to keep fibres: an exact isomorphism "
+                        "when there is one, else a QAP search), as action,... CSV rows")
+    p.add_argument("--mapping", default=None, metavar="MAP.csv",
+                   help="with --diff: write the relabelling (node,node_label,physical_node,"
+                        "physical_label) here (default with -o OUT.csv: OUT-mapping.csv)")
+    p.add_argument("--diff-method", choices=["exact", "heuristic"], default="exact",
+                   help="with --diff: exact (isomorphism test, then QAP search; default) or "
+                        "heuristic (iterated linear assignment only)")
+    p.add_argument("--relabel", default=None, metavar="MAP.csv",
+                   help="topology, schedule, ranks: rename nodes by a diff's mapping, so the "
+                        "export uses the numbering of the cables after the diff")
+    _add_undirected(p)
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(run=_run_export)
 
@@ -124,24 +158,49 @@ def _run_export(args) -> int:
     if args.pick is not None:
         args.expr = _picked_expression(args.expr, args.pick)
 
+    if args.relabel and args.what == "patch-panel":
+        raise TopofinderError("export: --relabel applies to topology, schedule and ranks; a "
+                              "diff's patch plan is already in the old plan's numbering")
+    if (args.mapping or args.diff_method != "exact") and not args.diff:
+        raise TopofinderError("export: --mapping and --diff-method need --diff OLD.csv")
+    mapping = read_mapping(args.relabel) if args.relabel else None
     if args.what == "patch-panel":
         return _export_patch_panel(args)
     if args.what == "schedule":
-        return _export_schedule(args)
-    topo = load_topology(args.expr)
+        return _export_schedule(args, mapping)
+    topo = api.load(args.expr, undirected=args.undirected)
+    if mapping is not None:
+        topo = relabel_topology(topo, mapping)
+    if args.what == "ranks":
+        _write_text(ranks_text(topo, args.format or "csv"), args.output)
+        return 0
     write_topology(topo, args.format or "edgelist", args.output)
     return 0
 
 
-def _export_schedule(args) -> int:
-    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`)."""
-    schedule = api.schedule(args.expr, args.collective, args.kind, low_trees=args.low_trees,
-                            trees_per_root=args.trees_per_root)
-    _write_schedule(schedule, args)
+def _write_text(text: str, path: str | None) -> None:
+    if path:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise TopofinderError(f"cannot write {path}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+
+
+def _export_schedule(args, mapping=None) -> int:
+    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`), renamed
+    by a diff's mapping when given."""
+    schedule = api.schedule(_source(args), args.collective, args.kind,
+                            low_trees=args.low_trees, trees_per_root=args.trees_per_root)
+    if mapping is not None:
+        schedule = api.relabel(schedule, mapping)
+    _write_schedule(schedule, args, None if mapping is None else mapping.physical)
     return 0
 
 
-def _write_schedule(schedule, args) -> None:
+def _write_schedule(schedule, args, physical=None) -> None:
     """Write a step or tree schedule as json, xml (MSCCL-style) or npz (docs/formats.md)."""
     fmt = args.format or "json"
     if fmt == "npz":
@@ -150,10 +209,10 @@ def _write_schedule(schedule, args) -> None:
         save_npz(schedule, args.output)
         return
     if fmt == "json":
-        text = api.export_schedule(schedule, "json")
+        text = api.export_schedule(schedule, "json", physical=physical)
     elif fmt == "xml":
         text = api.export_schedule(schedule, "xml", channels=args.channels,
-                                   protocol=args.protocol)
+                                   protocol=args.protocol, physical=physical)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     if args.output:
@@ -165,13 +224,26 @@ def _write_schedule(schedule, args) -> None:
 
 def _export_patch_panel(args) -> int:
     """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr)."""
-    topo = load_topology(args.expr)
+    topo = api.load(args.expr, undirected=args.undirected)
     if args.diff:
-        diff = diff_plans(read_plan(args.diff), topo, args.cabling, args.panel_size)
+        diff = diff_plans(read_plan(args.diff), topo, args.cabling, args.panel_size,
+                          method=args.diff_method)
         out = diff
         kept = diff.new.num_rows - diff.added.shape[0]
+        iso = {True: "isomorphic to the old cabling", False: "not isomorphic",
+               None: "isomorphism not decided (install pynauty)"}[diff.isomorphic]
         print(f"patch-panel diff: {diff.moves} fibres to move ({diff.removed.shape[0]} "
-              f"unplugged, {diff.added.shape[0]} plugged, {kept} kept)", file=sys.stderr)
+              f"unplugged, {diff.added.shape[0]} plugged, {kept} kept); {iso}; relabelling "
+              f"by {diff.method}", file=sys.stderr)
+        mapping = args.mapping
+        if mapping is None and args.output:
+            stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
+            mapping = stem + "-mapping.csv"
+        if mapping:
+            diff.write_mapping(mapping)
+            print(f"relabelling written to {mapping}; export the schedule as cabled after "
+                  f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
+                  f"--relabel {shlex.quote(mapping)}", file=sys.stderr)
     else:
         out = plan_patch_panel(topo, args.cabling, args.panel_size)
     if args.output:
@@ -432,6 +504,37 @@ def _run_sweep(args) -> int:
     return 0
 
 
+def _add_check(sub) -> None:
+    p = sub.add_parser(
+        "check", help="verify that a schedule only sends on fibres a patch plan cables",
+        description="Check a schedule (step or tree JSON, MSCCL XML, .npz) against a "
+                    "patch-panel plan CSV: every send u -> w must ride a cabled fibre from "
+                    "u to w (simplex in that direction, duplex either way), and every "
+                    "k-fold multi-arc of the schedule's topology needs k fibres. Exit 0 when "
+                    "it holds; otherwise exit 2 with the first offending send. After a "
+                    "--diff, export the schedule with --relabel MAP.csv to check it against "
+                    "the new plan.")
+    p.add_argument("plan", metavar="PLAN.csv", help="patch-panel plan (export --what "
+                                                    "patch-panel, or a diff's new plan)")
+    p.add_argument("schedule", metavar="SCHEDULE", help="schedule file (.json, .xml, .npz)")
+    p.add_argument("--diff", default=None, metavar="DIFF.csv",
+                   help="first apply this diff (export --what patch-panel --diff) to the plan: "
+                        "unplug its remove rows (each must be in the plan), plug its add rows")
+    p.set_defaults(run=_run_check)
+
+
+def _run_check(args) -> int:
+    plan = read_plan(args.plan)
+    if args.diff:
+        plan = apply_diff(plan, args.diff)
+    report = check(plan, read_sends(args.schedule))
+    if report.note:
+        print(f"check: note: {report.note}", file=sys.stderr)
+    print(f"check: ok — {report.sends} sends on {report.pairs} node pairs ride the plan's "
+          f"{report.fibres} fibre directions")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -442,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(sub)
     _add_score(sub)
     _add_export(sub)
+    _add_check(sub)
     _add_bench(sub)
     _add_catalog(sub)
     _add_sweep(sub)

@@ -223,7 +223,8 @@ def parse_msccl_xml(text: str) -> dict:
     peer's threadblock of the same channel; dependencies name existing steps; every channel
     carries the same sends. Returns {"collective", "topology", "num_nodes", "shard_chunks",
     "channels", "protocol", "reduce_scatter_steps", "sends": (S, 6) array (t, v, lo, hi, u, w)
-    in chunk units, sorted}."""
+    in chunk units, sorted, "labels" (the gpus' ``label`` attributes or None), "physical"
+    (the ``physical`` attribute of an ``export --relabel`` file, or None)}."""
     try:
         algo = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -235,6 +236,11 @@ def parse_msccl_xml(text: str) -> dict:
         coll = {"allgather": "allgather", "reducescatter": "reduce-scatter",
                 "allreduce": "allreduce"}[algo.get("coll")]
         per_channel: list[list] = [[] for _ in range(k)]
+        names = {int(g.get("id")): g.get("label") for g in algo.iter("gpu")}
+        labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) \
+            else None
+        physical = [int(x) for x in algo.get("physical").split()] \
+            if algo.get("physical") else None
         queues: dict[tuple, list] = defaultdict(list)   # (u, w, chan) → [(kind, off, cnt)]
         for gpu in algo.iter("gpu"):
             u = int(gpu.get("id"))
@@ -282,7 +288,7 @@ def parse_msccl_xml(text: str) -> dict:
     return {"collective": coll, "topology": algo.get("topology"), "num_nodes": n,
             "shard_chunks": p, "channels": k, "protocol": algo.get("proto"),
             "reduce_scatter_steps": int(algo.get("reduce_scatter_steps", 0)),
-            "sends": rows[0]}
+            "sends": rows[0], "labels": labels, "physical": physical}
 
 
 def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
