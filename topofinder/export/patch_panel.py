@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
 from topofinder.errors import TopofinderError
-from topofinder.export.relabelling import best_relabelling
+from topofinder.export.relabelling import best_relabelling, find_isomorphism
 from topofinder.model.topology import Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
@@ -519,17 +519,23 @@ def diff_plans(old: PatchPlan, topo: Topology, cabling: str = "auto",
     if cabling == "auto" and old.num_rows:
         cabling = "duplex" if topo.bidirectional and np.any(old.kinds == DUPLEX) else "simplex"
     old_topo = old.to_topology()
+    decided = False
+    if method == "exact":
+        phys, decided = find_isomorphism(old_topo, topo)
+        if phys is not None:
+            return _diff_with(old, topo, phys, cabling, panel_size, True, "isomorphism")
     heuristic = match_nodes(old_topo, topo)
     best = _diff_with(old, topo, heuristic, cabling, panel_size)
     if method == "heuristic":
         return best
-    found = best_relabelling(old_topo, topo, seeds=(heuristic,))
-    diff = _diff_with(old, topo, found.physical, cabling, panel_size, found.isomorphic,
-                      found.method)
+    found = best_relabelling(old_topo, topo, seeds=(heuristic,), exact=False)
+    diff = _diff_with(old, topo, found.physical, cabling, panel_size,
+                      False if decided else None, found.method)
     if diff.moves <= best.moves:
         return diff
     return PlanDiff(best.old, best.new, best.physical, best.removed, best.removed_kinds,
-                    best.added, best.added_kinds, found.isomorphic, "heuristic", topo)
+                    best.added, best.added_kinds, False if decided else None, "heuristic",
+                    topo)
 
 
 def _diff_with(old: PatchPlan, topo: Topology, phys: np.ndarray, cabling: str,
