@@ -17,6 +17,9 @@ from topofinder.export.check import apply_diff, check, read_sends
 from topofinder.export.patch_panel import (
     DUPLEX, diff_plans, parse_plan, plan_patch_panel, read_plan,
 )
+from topofinder.export.physical import (
+    CONFIG_HEADER, LAYOUT_HEADER, configure, connect_changes, fibres, make_layout,
+)
 from topofinder.export.ranks import ranks_text
 from topofinder.export.relabel import parse_mapping, read_mapping
 from topofinder.export.relabelling import best_relabelling, find_isomorphism, kept_arcs, _counts
@@ -320,3 +323,60 @@ def test_frontier_diff_n1024(record_property):
     assert exact.moves <= heuristic.moves
     assert exact.isomorphic is (False if HAVE_NAUTY else None)
     assert np.count_nonzero(exact.new.kinds == DUPLEX) == 0
+
+
+# ---- the physical model: fixed layout, cross-connects, trunks ---------------------------------
+def _multiset(fs):
+    return sorted(map(tuple, fs))
+
+
+@pytest.mark.parametrize("expr, panel_size", [("Torus(4,4)", 1008), ("Pi(4,64)", 128),
+                                              ("BiRing(4,6)", 16), ("DBJ(2,5)", 40)])
+def test_cross_connects_realise_the_plan(expr, panel_size):
+    """Following every cord from a node's TX port through the trunks ends at the RX port the
+    plan says, for one panel and for several panels with trunks."""
+    topo = load_topology(expr)
+    plan = plan_patch_panel(topo)
+    lay = make_layout(topo.n, topo.degree, panel_size, [plan])
+    assert lay.ports_used <= panel_size
+    assert (lay.panels == 1) == (2 * topo.n * topo.degree <= panel_size)
+    conf = configure(lay, plan)
+    assert _multiset(conf.trace()) == _multiset(fibres(plan))
+    ends = [(c[0], c[1]) for c in conf.connects] + [(c[0], c[2]) for c in conf.connects]
+    assert len(set(ends)) == len(ends)                  # a panel port holds one cord
+    one_panel = sum(lay.panel_of(u) == lay.panel_of(w) for u, _, w, _ in fibres(plan))
+    assert len(conf.connects) == one_panel + 2 * (len(fibres(plan)) - one_panel)
+
+
+def test_cross_connect_changes_of_a_diff(tmp_path, capsys):
+    old, new = load_topology("Pi(4,64)"), load_topology("Torus(8,8)")
+    plan = plan_patch_panel(old)
+    diff = diff_plans(plan, new)
+    lay = make_layout(64, 4, 160, [diff.old, diff.new])
+    assert lay.panels > 1
+    before = configure(lay, diff.old)
+    after = configure(lay, diff.new, previous=before)
+    removed, added = connect_changes(before, after)
+    assert 0 < len(removed) <= 2 * diff.removed.shape[0]
+    applied = (set(before.connects) - set(removed)) | set(added)
+    assert applied == set(after.connects)
+    assert _multiset(after.trace()) == _multiset(fibres(diff.new))
+    # a renumbered copy needs no cord moved
+    same = diff_plans(plan, _renumbered(old, 1))
+    conf = configure(lay, same.new, previous=before)
+    assert connect_changes(before, conf) == ([], [])
+    # the command line
+    p = tmp_path
+    plan.write_csv(p / "old.csv")
+    assert main(["export", "Torus(8,8)", "--what", "cross-connects", "--panel-size", "160",
+                 "--diff", str(p / "old.csv"), "--layout", str(p / "layout.csv"),
+                 "-o", str(p / "cc.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "cross-connects:" in err and "panel(s) of 160 ports" in err
+    rows = (p / "cc.csv").read_text().splitlines()
+    assert rows[0] == "action," + ",".join(CONFIG_HEADER)
+    layout_rows = (p / "layout.csv").read_text().splitlines()
+    assert layout_rows[0] == ",".join(LAYOUT_HEADER)
+    assert main(["export", "Torus(8,8)", "--what", "cross-connects", "--panel-size", "160",
+                 "--trunks", "1"]) == 2
+    assert "needs more than the 1 trunk fibres" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
 from topofinder.export.check import apply_diff, check, read_sends
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
+from topofinder.export.physical import configure, connect_changes, make_layout, write_changes
 from topofinder.export.ranks import ranks_text
 from topofinder.export.relabel import read_mapping, relabel_topology
 from topofinder.export.plot import plot_frontier
@@ -94,10 +95,12 @@ def _add_export(sub) -> None:
                    help="topology expression or file path (with --pick: a search --json file)")
     p.add_argument("--pick", type=int, default=None, metavar="I",
                    help="EXPR is a 'search --json' result: export its frontier point I")
-    p.add_argument("--what", choices=["topology", "schedule", "patch-panel", "ranks"],
+    p.add_argument("--what", choices=["topology", "schedule", "patch-panel", "ranks",
+                                      "cross-connects"],
                    default="topology",
                    help="what to export (default: topology); ranks: which host runs which "
-                        "rank (node names from the topology file)")
+                        "rank (node names from the topology file); cross-connects: the "
+                        "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
@@ -122,6 +125,12 @@ def _add_export(sub) -> None:
                         "the topology is bidirectional)")
     p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
                    help="patch-panel: ports per panel; each connection uses two (default 1008)")
+    p.add_argument("--trunks", type=int, default=None, metavar="T",
+                   help="cross-connects: trunk fibres per ordered pair of panels (default: "
+                        "the fewest the configurations need)")
+    p.add_argument("--layout", default=None, metavar="LAYOUT.csv",
+                   help="cross-connects: also write the fixed layout (which node port end "
+                        "and trunk end sits on which panel port)")
     p.add_argument("--diff", default=None, metavar="OLD.csv",
                    help="patch-panel: list the fibres to move from the plan OLD.csv to this "
                         "topology (nodes relabelled to keep fibres: an exact isomorphism "
@@ -164,7 +173,7 @@ def _run_export(args) -> int:
     if (args.mapping or args.diff_method != "exact") and not args.diff:
         raise TopofinderError("export: --mapping and --diff-method need --diff OLD.csv")
     mapping = read_mapping(args.relabel) if args.relabel else None
-    if args.what == "patch-panel":
+    if args.what in ("patch-panel", "cross-connects"):
         return _export_patch_panel(args)
     if args.what == "schedule":
         return _export_schedule(args, mapping)
@@ -246,10 +255,38 @@ def _export_patch_panel(args) -> int:
                   f"--relabel {shlex.quote(mapping)}", file=sys.stderr)
     else:
         out = plan_patch_panel(topo, args.cabling, args.panel_size)
+    if args.what == "cross-connects":
+        return _export_cross_connects(args, topo, out)
     if args.output:
         out.write_csv(args.output)
     else:
         out.write_csv(sys.stdout)
+    return 0
+
+
+def _export_cross_connects(args, topo, out) -> int:
+    """The configuration (or, with --diff, the cross-connect changes) on a fixed layout."""
+    plans = [out.old, out.new] if args.diff else [out]
+    d = max([topo.degree] + [int(p.rows[:, [3, 5]].max()) + 1 for p in plans if p.num_rows])
+    if args.trunks is not None and args.trunks < 0:
+        raise TopofinderError("export: --trunks must be >= 0")
+    layout = make_layout(plans[0].n, d, args.panel_size, plans, args.trunks)
+    if args.layout:
+        layout.write_csv(args.layout)
+    summary = (f"layout: {layout.panels} panel(s) of {layout.panel_size} ports, "
+               f"{layout.per_panel} nodes each, "
+               f"{sum(t for _, _, t in layout.trunks)} trunk fibres, at most "
+               f"{layout.ports_used} ports used per panel")
+    first = configure(layout, plans[0])
+    target = sys.stdout if not args.output else args.output
+    if args.diff:
+        removed, added = connect_changes(first, configure(layout, plans[1], previous=first))
+        print(f"cross-connects: {len(removed)} to remove, {len(added)} to add; {summary}",
+              file=sys.stderr)
+        write_changes(removed, added, target)
+    else:
+        print(f"cross-connects: {len(first.connects)}; {summary}", file=sys.stderr)
+        first.write_csv(target)
     return 0
 
 
