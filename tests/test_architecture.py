@@ -134,7 +134,7 @@ def test_packaging_lists_every_package_and_ships_the_data():
 
 
 @pytest.mark.parametrize("command", ["", "search", "score", "export", "bench", "catalog",
-                                     "sweep", "catalog list", "catalog build"])
+                                     "sweep", "catalog list", "catalog build", "check"])
 def test_help_is_self_contained(command, capsys):
     """No help text sends the reader to a section of a document that is not there."""
     with pytest.raises(SystemExit) as done:

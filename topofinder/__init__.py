@@ -19,7 +19,7 @@ from topofinder.model.topology import Topology
 
 __version__ = "0.2.0"
 
-_API = ("load", "score", "schedule", "load_schedule", "search", "export_topology",
+_API = ("load", "score", "schedule", "load_schedule", "relabel", "search", "export_topology",
         "export_schedule",
         "export_patch_panel", "records", "SearchResult", "Workload", "StepSchedule",
         "TreeSchedule")

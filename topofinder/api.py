@@ -22,10 +22,12 @@ import os
 from dataclasses import asdict, dataclass
 
 import networkx as nx
+import numpy as np
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
+from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
 from topofinder.families.build import load_topology
 from topofinder.finder.describe import describe
@@ -44,10 +46,11 @@ from topofinder.workload.rank import search as _search
 Source = str | os.PathLike | Topology | nx.Graph
 
 
-def load(source: Source) -> Topology:
+def load(source: Source, undirected: bool | None = None) -> Topology:
     """A topology from an expression (``"Pi(4,1024)"``), a topology file (edge list,
-    node-link JSON, GraphML), a networkx graph (undirected edges become arc pairs; a
-    ``capacity`` edge attribute is honoured) or a Topology (returned as it is).
+    node-link JSON, GraphML; ``undirected=True`` reads every edge as one cable, i.e. two
+    arcs), a networkx graph (undirected edges become arc pairs; a ``capacity`` edge attribute
+    is honoured; node names kept as labels) or a Topology (returned as it is).
 
     >>> load("Torus(4,4)").n
     16
@@ -66,7 +69,7 @@ def load(source: Source) -> Topology:
     if not isinstance(source, str):
         raise TopofinderError(f"load: expected an expression, a file path, a networkx graph "
                               f"or a Topology, got {type(source).__name__}")
-    return load_topology(source)
+    return load_topology(source, undirected)
 
 
 def _recipe(source: Source):
@@ -152,6 +155,10 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
             raise TopofinderError("the schedule names no topology; pass topology=")
         topology = source["topology"]
     topo = load(topology)
+    if isinstance(source.get("physical"), list):      # written with export --relabel
+        labels = source.get("labels")
+        topo = relabel_topology(topo, Mapping(np.asarray(source["physical"], np.int64),
+                                              tuple(labels) if labels else None))
     if source.get("kind") == "trees":
         return TreeSchedule.from_dict(source, topo)
     return StepSchedule.from_json(source, topo)
@@ -178,15 +185,32 @@ def export_topology(source: Source, fmt: str = "edgelist",
     return _emit(topology_text(load(source), fmt), path)
 
 
+def relabel(sched: StepSchedule | TreeSchedule, mapping: str | os.PathLike | Mapping
+            ) -> StepSchedule | TreeSchedule:
+    """A schedule renamed by a patch-panel diff's mapping (the CSV ``export --what
+    patch-panel --diff OLD --mapping MAP.csv`` writes): node x becomes the old plan's node
+    φ(x), so its sends ride the fibres as cabled after the diff. Export it with
+    ``export_schedule(..., physical=mapping.physical)`` so the file records φ."""
+    m = mapping if isinstance(mapping, Mapping) else read_mapping(mapping)
+    return relabel_schedule(sched, m)
+
+
 def export_schedule(sched: StepSchedule | TreeSchedule, fmt: str = "json",
-                    path: str | os.PathLike | None = None, **xml_options) -> str:
+                    path: str | os.PathLike | None = None, *, physical=None,
+                    **xml_options) -> str:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`).
-    Also written to ``path`` when given."""
+    ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
+    recorded so readers rebuild its topology. Also written to ``path`` when given."""
     if fmt == "json":
-        return _emit(sched.to_json() + "\n", path)
+        doc = sched.to_dict()
+        if physical is not None:
+            doc["physical"] = [int(x) for x in physical]
+        return _emit(json.dumps(doc) + "\n", path)
     if fmt == "xml":
         steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+        if physical is not None:
+            xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
         return _emit(to_msccl_xml(steps, **xml_options), path)
     raise TopofinderError(f"schedule format {fmt!r}; accepted: json, xml")
 
@@ -256,6 +280,7 @@ def records(result: SearchResult | dict) -> list[dict]:
                           f"{type(result).__name__}")
 
 
-__all__ = ["Source", "load", "score", "schedule", "load_schedule", "search", "export_topology",
+__all__ = ["Source", "load", "score", "schedule", "load_schedule", "relabel", "search",
+           "export_topology",
            "export_schedule", "export_patch_panel", "SearchResult", "records", "Workload",
            "Topology", "StepSchedule", "TreeSchedule", "TopofinderError"]

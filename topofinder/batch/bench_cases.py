@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import numpy as np
 from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
 from topofinder.scoring.bfb import product_schedule
-from topofinder.export.patch_panel import plan_patch_panel
+from topofinder.export.patch_panel import diff_plans, plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring
@@ -142,6 +144,33 @@ def _patch_circulant(topo):
       group="export", setup=lambda: generalized_kautz(4, 1024))
 def _patch_pi(topo):
     plan_patch_panel(topo)
+
+
+def _diff_setup(old, new):
+    def setup():
+        return plan_patch_panel(old()), new()
+    return setup
+
+
+def _renumbered_pi():
+    g = generalized_kautz(4, 1024)
+    p = np.random.default_rng(0).permutation(g.n)
+    return Topology(g.n, p[g.src], p[g.dst], expr="perm(Pi(4,1024))")
+
+
+@case("patch-panel diff L^3(C(16,{3,4})) -> Pi(4,1024), exact + QAP (N=1024, d=4)", 30.0,
+      group="export", repeat=1,
+      setup=_diff_setup(lambda: line_graph(circulant(16, [3, 4]), 3),
+                        lambda: generalized_kautz(4, 1024)))
+def _diff_frontier(args):
+    diff_plans(*args)
+
+
+@case("patch-panel diff Pi(4,1024) -> renumbered copy, isomorphism (N=1024, d=4)", 30.0,
+      group="export", repeat=1,
+      setup=_diff_setup(lambda: generalized_kautz(4, 1024), _renumbered_pi))
+def _diff_isomorphic(args):
+    assert diff_plans(*args).moves == 0
 
 
 def _fresh(build):

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import signal
+import shlex
 import sys
 import threading
 from fractions import Fraction
@@ -22,7 +23,11 @@ from topofinder.errors import TopofinderError
 from topofinder.execute import is_quiet_rank
 from topofinder.execute import mpi as execute_mpi
 from topofinder.export.npz import save_npz
+from topofinder.export.check import apply_diff, check, read_sends
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
+from topofinder.export.physical import configure, connect_changes, make_layout, write_changes
+from topofinder.export.ranks import ranks_text
+from topofinder.export.relabel import read_mapping, relabel_topology
 from topofinder.export.plot import plot_frontier
 from topofinder.export.schedule_xml import check_fits
 from topofinder.families.build import load_topology
@@ -63,12 +68,29 @@ def _add_score(sub) -> None:
                                    "a construction other than BFB (line graph, catalog "
                                    "schedule, ...), that schedule's own T_L and tau.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    _add_undirected(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
 
+def _add_undirected(p) -> None:
+    p.add_argument("--undirected", action="store_const", const=True, default=None,
+                   help="topology file: every line/edge is one undirected cable (two arcs), "
+                        "as networkx.write_edgelist writes")
+    p.add_argument("--directed", dest="undirected", action="store_const", const=False,
+                   help="topology file: read every line/edge as one arc even when the file "
+                        "looks like one line per cable")
+
+
+def _source(args):
+    """EXPR as given, or the topology read from a file with --undirected/--directed."""
+    if args.undirected is None:
+        return args.expr
+    return api.load(args.expr, undirected=args.undirected)
+
+
 def _run_score(args) -> int:
-    info = api.score(args.expr)
+    info = api.score(_source(args))
     if args.json:
         print(_json(info))
     else:
@@ -86,8 +108,12 @@ def _add_export(sub) -> None:
                    help="topology expression or file path (with --pick: a search --json file)")
     p.add_argument("--pick", type=int, default=None, metavar="I",
                    help="EXPR is a 'search --json' result: export its frontier point I")
-    p.add_argument("--what", choices=["topology", "schedule", "patch-panel"],
-                   default="topology", help="what to export (default: topology)")
+    p.add_argument("--what", choices=["topology", "schedule", "patch-panel", "ranks",
+                                      "cross-connects"],
+                   default="topology",
+                   help="what to export (default: topology); ranks: which host runs which "
+                        "rank (node names from the topology file); cross-connects: the "
+                        "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
@@ -103,7 +129,8 @@ def _add_export(sub) -> None:
                    help="trees: prefer low trees (heuristic)")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o)")
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     p.add_argument("--channels", type=int, default=1,
                    help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
     p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
@@ -129,9 +156,26 @@ def _add_export(sub) -> None:
                         "the topology is bidirectional)")
     p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
                    help="patch-panel: ports per panel; each connection uses two (default 1008)")
+    p.add_argument("--trunks", type=int, default=None, metavar="T",
+                   help="cross-connects: trunk fibres per ordered pair of panels (default: "
+                        "the fewest the configurations need)")
+    p.add_argument("--layout", default=None, metavar="LAYOUT.csv",
+                   help="cross-connects: also write the fixed layout (which node port end "
+                        "and trunk end sits on which panel port)")
     p.add_argument("--diff", default=None, metavar="OLD.csv",
                    help="patch-panel: list the fibres to move from the plan OLD.csv to this "
-                        "topology (nodes relabelled to keep fibres), as action,... CSV rows")
+                        "topology (nodes relabelled to keep fibres: an exact isomorphism "
+                        "when there is one, else a QAP search), as action,... CSV rows")
+    p.add_argument("--mapping", default=None, metavar="MAP.csv",
+                   help="with --diff: write the relabelling (node,node_label,physical_node,"
+                        "physical_label) here (default with -o OUT.csv: OUT-mapping.csv)")
+    p.add_argument("--diff-method", choices=["exact", "heuristic"], default="exact",
+                   help="with --diff: exact (isomorphism test, then QAP search; default) or "
+                        "heuristic (iterated linear assignment only)")
+    p.add_argument("--relabel", default=None, metavar="MAP.csv",
+                   help="topology, schedule, ranks: rename nodes by a diff's mapping, so the "
+                        "export uses the numbering of the cables after the diff")
+    _add_undirected(p)
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(run=_run_export)
 
@@ -159,24 +203,40 @@ def _run_export(args) -> int:
     if args.pick is not None:
         args.expr = _picked_expression(args.expr, args.pick)
 
-    if args.what == "patch-panel":
+    if args.relabel and args.what == "patch-panel":
+        raise TopofinderError("export: --relabel applies to topology, schedule and ranks; a "
+                              "diff's patch plan is already in the old plan's numbering")
+    if (args.mapping or args.diff_method != "exact") and not args.diff:
+        raise TopofinderError("export: --mapping and --diff-method need --diff OLD.csv")
+    mapping = read_mapping(args.relabel) if args.relabel else None
+    if args.what in ("patch-panel", "cross-connects"):
         return _export_patch_panel(args)
     if args.what == "schedule":
-        return _export_schedule(args)
-    topo = load_topology(args.expr)
+        return _export_schedule(args, mapping)
+    topo = api.load(args.expr, undirected=args.undirected)
+    if mapping is not None:
+        topo = relabel_topology(topo, mapping)
+    if args.what == "ranks":
+        write_text(args.output, ranks_text(topo, args.format or "csv"))
+        return 0
     write_topology(topo, args.format or "edgelist", args.output)
     return 0
 
 
-def _export_schedule(args) -> int:
-    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`). For XML
-    the runtime's limits are checked first on the allgather (cheap, before the whole schedule
-    is built), then on the schedule itself; nothing is written when it does not fit."""
-    if args.format == "xml" and args.kind == "steps" and not os.path.isfile(args.expr):
-        check_fits(allgather_schedule(from_expression(args.expr)), args.channels, args.runtime,
+def _export_schedule(args, mapping=None) -> int:
+    """The replay-validated step or tree schedule (:func:`topofinder.api.schedule`), renamed
+    by a diff's mapping when given. For XML the runtime's limits are checked first on the
+    allgather (cheap, before the whole schedule is built), then on the schedule itself;
+    nothing is written when it does not fit."""
+    source = _source(args)
+    if args.format == "xml" and args.kind == "steps" and isinstance(source, str) \
+            and not os.path.isfile(source):
+        check_fits(allgather_schedule(from_expression(source)), args.channels, args.runtime,
                    args.max_steps, collective=args.collective)
-    schedule = api.schedule(args.expr, args.collective, args.kind, low_trees=args.low_trees,
+    schedule = api.schedule(source, args.collective, args.kind, low_trees=args.low_trees,
                             trees_per_root=args.trees_per_root)
+    if mapping is not None:
+        schedule = api.relabel(schedule, mapping)
     if args.format == "xml" and args.kind == "steps":
         check_fits(schedule, args.channels, args.runtime, args.max_steps)
     if args.kind == "trees" and (args.format or "json") != "json":
@@ -186,11 +246,11 @@ def _export_schedule(args) -> int:
         if schedule.topology.has_switches:
             raise TopofinderError("export: tree schedules with routes through switches are "
                                   "written as json")
-    _write_schedule(schedule, args)
+    _write_schedule(schedule, args, None if mapping is None else mapping.physical)
     return 0
 
 
-def _write_schedule(schedule, args) -> None:
+def _write_schedule(schedule, args, physical=None) -> None:
     """Write a step or tree schedule as json, xml (MSCCL-style) or npz (docs/formats.md)."""
     fmt = args.format or "json"
     if fmt == "npz":
@@ -199,12 +259,13 @@ def _write_schedule(schedule, args) -> None:
         save_npz(schedule, args.output)
         return
     if fmt == "json":
-        text = api.export_schedule(schedule, "json")
+        text = api.export_schedule(schedule, "json", physical=physical)
     elif fmt == "xml":
         text = api.export_schedule(schedule, "xml", channels=args.channels,
                                    protocol=args.protocol, runtime=args.runtime,
                                    inplace=args.inplace, max_steps=args.max_steps,
-                                   min_bytes=args.min_bytes, max_bytes=args.max_bytes)
+                                   min_bytes=args.min_bytes, max_bytes=args.max_bytes,
+                                   physical=physical)
     else:
         raise TopofinderError(f"export: schedule format {fmt!r}; accepted are json, xml, npz")
     write_text(args.output, text)
@@ -212,19 +273,60 @@ def _write_schedule(schedule, args) -> None:
 
 def _export_patch_panel(args) -> int:
     """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr)."""
-    topo = load_topology(args.expr)
+    topo = api.load(args.expr, undirected=args.undirected)
     if args.diff:
-        diff = diff_plans(read_plan(args.diff), topo, args.cabling, args.panel_size)
+        diff = diff_plans(read_plan(args.diff), topo, args.cabling, args.panel_size,
+                          method=args.diff_method)
         out = diff
         kept = diff.new.num_rows - diff.added.shape[0]
+        iso = {True: "isomorphic to the old cabling", False: "not isomorphic",
+               None: "isomorphism not decided (install pynauty)"}[diff.isomorphic]
         print(f"patch-panel diff: {diff.moves} fibres to move ({diff.removed.shape[0]} "
-              f"unplugged, {diff.added.shape[0]} plugged, {kept} kept)", file=sys.stderr)
+              f"unplugged, {diff.added.shape[0]} plugged, {kept} kept); {iso}; relabelling "
+              f"by {diff.method}", file=sys.stderr)
+        mapping = args.mapping
+        if mapping is None and args.output:
+            stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
+            mapping = stem + "-mapping.csv"
+        if mapping:
+            diff.write_mapping(mapping)
+            print(f"relabelling written to {mapping}; export the schedule as cabled after "
+                  f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
+                  f"--relabel {shlex.quote(mapping)}", file=sys.stderr)
     else:
         out = plan_patch_panel(topo, args.cabling, args.panel_size)
+    if args.what == "cross-connects":
+        return _export_cross_connects(args, topo, out)
     if args.output:
         out.write_csv(args.output)
     else:
         out.write_csv(sys.stdout)
+    return 0
+
+
+def _export_cross_connects(args, topo, out) -> int:
+    """The configuration (or, with --diff, the cross-connect changes) on a fixed layout."""
+    plans = [out.old, out.new] if args.diff else [out]
+    d = max([topo.degree] + [int(p.rows[:, [3, 5]].max()) + 1 for p in plans if p.num_rows])
+    if args.trunks is not None and args.trunks < 0:
+        raise TopofinderError("export: --trunks must be >= 0")
+    layout = make_layout(plans[0].n, d, args.panel_size, plans, args.trunks)
+    if args.layout:
+        layout.write_csv(args.layout)
+    summary = (f"layout: {layout.panels} panel(s) of {layout.panel_size} ports, "
+               f"{layout.per_panel} nodes each, "
+               f"{sum(t for _, _, t in layout.trunks)} trunk fibres, at most "
+               f"{layout.ports_used} ports used per panel")
+    first = configure(layout, plans[0])
+    target = sys.stdout if not args.output else args.output
+    if args.diff:
+        removed, added = connect_changes(first, configure(layout, plans[1], previous=first))
+        print(f"cross-connects: {len(removed)} to remove, {len(added)} to add; {summary}",
+              file=sys.stderr)
+        write_changes(removed, added, target)
+    else:
+        print(f"cross-connects: {len(first.connects)}; {summary}", file=sys.stderr)
+        first.write_csv(target)
     return 0
 
 
@@ -527,6 +629,37 @@ def _add_run(sub) -> None:
     p.set_defaults(run=execute_mpi.run)
 
 
+def _add_check(sub) -> None:
+    p = sub.add_parser(
+        "check", help="verify that a schedule only sends on fibres a patch plan cables",
+        description="Check a schedule (step or tree JSON, MSCCL XML, .npz) against a "
+                    "patch-panel plan CSV: every send u -> w must ride a cabled fibre from "
+                    "u to w (simplex in that direction, duplex either way), and every "
+                    "k-fold multi-arc of the schedule's topology needs k fibres. Exit 0 when "
+                    "it holds; otherwise exit 2 with the first offending send. After a "
+                    "--diff, export the schedule with --relabel MAP.csv to check it against "
+                    "the new plan.")
+    p.add_argument("plan", metavar="PLAN.csv", help="patch-panel plan (export --what "
+                                                    "patch-panel, or a diff's new plan)")
+    p.add_argument("schedule", metavar="SCHEDULE", help="schedule file (.json, .xml, .npz)")
+    p.add_argument("--diff", default=None, metavar="DIFF.csv",
+                   help="first apply this diff (export --what patch-panel --diff) to the plan: "
+                        "unplug its remove rows (each must be in the plan), plug its add rows")
+    p.set_defaults(run=_run_check)
+
+
+def _run_check(args) -> int:
+    plan = read_plan(args.plan)
+    if args.diff:
+        plan = apply_diff(plan, args.diff)
+    report = check(plan, read_sends(args.schedule))
+    if report.note:
+        print(f"check: note: {report.note}", file=sys.stderr)
+    print(f"check: ok — {report.sends} sends on {report.pairs} node pairs ride the plan's "
+          f"{report.fibres} fibre directions")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topofinder",
                      description="Topology/schedule co-design search for direct-connect "
@@ -537,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(sub)
     _add_score(sub)
     _add_export(sub)
+    _add_check(sub)
     _add_bench(sub)
     _add_catalog(sub)
     _add_sweep(sub)

@@ -5,7 +5,7 @@ w each contiguous, which deflate compresses far better than rows), in the narrow
 type that holds it, plus the topology's arcs, so a file re-imports without parsing expressions:
 keys ``kind`` ("steps"), ``collective``, ``topology`` (expression), ``method``,
 ``shard_chunks``, ``reduce_steps``, ``n``, ``src``, ``dst``, ``capacity`` (empty: all ones),
-``sends``. A tree schedule (kind "trees") stores ``roots``, ``weight_num``/``weight_den``
+``labels`` (host name of every rank; empty: none), ``sends``. A tree schedule (kind "trees") stores ``roots``, ``weight_num``/``weight_den``
 (exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2).
 """
 
@@ -37,7 +37,8 @@ def _narrow(a: np.ndarray) -> np.ndarray:
 def _topology_arrays(topo: Topology) -> dict:
     return {"topology": np.array(topo.expr), "n": np.array(topo.n),
             "src": _narrow(topo.src), "dst": _narrow(topo.dst),
-            "capacity": _narrow(topo.capacity if topo.capacity is not None else [])}
+            "capacity": _narrow(topo.capacity if topo.capacity is not None else []),
+            "labels": np.array(topo.labels if topo.labels is not None else [], dtype=str)}
 
 
 def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
@@ -75,7 +76,9 @@ def load_npz(path) -> StepSchedule | TreeSchedule:
     try:
         cap = a["capacity"].astype(np.int64)
         topo = Topology(int(a["n"]), a["src"].astype(np.int64), a["dst"].astype(np.int64),
-                        expr=str(a["topology"]), capacity=cap if cap.size else None)
+                        expr=str(a["topology"]), capacity=cap if cap.size else None,
+                        labels=[str(x) for x in a["labels"]] if a.get("labels") is not None
+                        and a["labels"].size else None)
         kind = str(a["kind"])
         if kind == "steps":
             return StepSchedule(topo, int(a["shard_chunks"]), a["sends"].T.astype(np.int64),

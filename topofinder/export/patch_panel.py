@@ -41,9 +41,11 @@ from scipy.sparse.csgraph import connected_components, maximum_bipartite_matchin
 
 from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
+from topofinder.export.relabelling import best_relabelling, find_isomorphism
 from topofinder.model.topology import Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
+LABEL_COLUMNS = ["src_label", "dst_label"]      # present when the nodes have names
 
 
 def _to_path(out, write) -> bool:
@@ -61,12 +63,17 @@ DEFAULT_PANEL_SIZE = 1008    # ports of the paper's optical patch panel (paper 0
 @dataclass(frozen=True, eq=False)
 class PatchPlan:
     """A cabling plan. ``rows``: int64 (R, 6) = panel, panel_port, src_node, src_port,
-    dst_node, dst_port; ``kinds``: int8 (R,) codes into :data:`KINDS`; ``n``: nodes."""
+    dst_node, dst_port; ``kinds``: int8 (R,) codes into :data:`KINDS`; ``n``: nodes;
+    ``labels``: the node names (host names, by node number) or None."""
 
     n: int
     rows: np.ndarray
     kinds: np.ndarray
     panel_size: int | None = None
+    labels: tuple[str, ...] | None = None
+
+    def label(self, node: int) -> str:
+        return str(node) if self.labels is None else self.labels[node]
 
     @property
     def num_rows(self) -> int:
@@ -92,7 +99,7 @@ class PatchPlan:
         """The topology the plan realises (unit capacities; capacity is a property of the
         transceivers, not of the cabling)."""
         src, dst = self.arcs()
-        return Topology(self.n, src, dst, expr=expr)
+        return Topology(self.n, src, dst, expr=expr, labels=self.labels)
 
     def port_usage(self) -> tuple[np.ndarray, np.ndarray]:
         """(tx, rx): for every (node, port) end, how many fibres transmit / receive there."""
@@ -102,13 +109,15 @@ class PatchPlan:
         return tx, rx
 
     def write_csv(self, out) -> None:
-        """Write the CSV (header :data:`HEADER`) to a path or a text file object."""
+        """Write the CSV (header :data:`HEADER`, plus :data:`LABEL_COLUMNS` when the nodes
+        have names) to a path or a text file object."""
         if _to_path(out, self.write_csv):
             return
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(HEADER)
+        w.writerow(HEADER + (LABEL_COLUMNS if self.labels else []))
         for row, k in zip(self.rows.tolist(), self.kinds.tolist()):
-            w.writerow(row + [KINDS[k]])
+            names = [self.label(row[2]), self.label(row[4])] if self.labels else []
+            w.writerow(row + [KINDS[k]] + names)
 
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -336,7 +345,7 @@ def plan_patch_panel(topo: Topology, cabling: str = "auto",
         kind = np.where(src == dst, LOOPBACK, SIMPLEX).astype(np.int8)
     conn = np.column_stack([src, sport, dst, dport])
     rows, kinds = _place(conn, kind, panel_size)
-    return PatchPlan(topo.n, rows, kinds, panel_size)
+    return PatchPlan(topo.n, rows, kinds, panel_size, topo.labels)
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -356,14 +365,16 @@ def parse_plan(text: str, n: int | None = None) -> PatchPlan:
     """Parse plan CSV text (header :data:`HEADER`); see :func:`read_plan`."""
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
-    if header is None or [h.strip() for h in header] != HEADER:
-        raise TopofinderError(f"patch-panel plan: the header must be {','.join(HEADER)}")
-    rows, kinds = [], []
+    header = None if header is None else [h.strip() for h in header]
+    if header not in (HEADER, HEADER + LABEL_COLUMNS):
+        raise TopofinderError(f"patch-panel plan: the header must be {','.join(HEADER)} "
+                              f"(optionally followed by {','.join(LABEL_COLUMNS)})")
+    rows, kinds, names = [], [], {}
     for line, rec in enumerate(reader, start=2):
         if not rec:
             continue
-        if len(rec) != len(HEADER):
-            raise TopofinderError(f"patch-panel plan line {line}: expected {len(HEADER)} "
+        if len(rec) != len(header):
+            raise TopofinderError(f"patch-panel plan line {line}: expected {len(header)} "
                                   f"fields, got {len(rec)}")
         try:
             vals = [int(x) for x in rec[:6]]
@@ -377,11 +388,22 @@ def parse_plan(text: str, n: int | None = None) -> PatchPlan:
         if kind == "loopback" and vals[2] != vals[4]:
             raise TopofinderError(f"patch-panel plan line {line}: a loopback joins a node to "
                                   "itself")
+        for node, name in zip((vals[2], vals[4]), rec[7:9]):
+            if names.setdefault(node, name.strip()) != name.strip():
+                raise TopofinderError(f"patch-panel plan line {line}: node {node} is named "
+                                      f"{name.strip()!r} here but {names[node]!r} before")
         rows.append(vals)
         kinds.append(KINDS.index(kind))
     arr = np.array(rows, np.int64).reshape(-1, 6)
     nodes = int(arr[:, [2, 4]].max()) + 1 if arr.size else 0
-    return PatchPlan(max(n or 0, nodes, 2), arr, np.array(kinds, np.int8))
+    n = max(n or 0, nodes, 2)
+    labels = None
+    if names:
+        labels = [names.get(i, str(i)) for i in range(n)]
+        if len(set(labels)) != n:
+            raise TopofinderError("patch-panel plan: two nodes have the same label")
+    return PatchPlan(n, arr, np.array(kinds, np.int8), labels=None if labels is None
+                     else tuple(labels))
 
 
 # ---- diff ------------------------------------------------------------------------------------
@@ -390,7 +412,9 @@ class PlanDiff:
     """Moving from ``old`` to a plan for a new topology. ``physical[x]`` is the node of the
     old plan that plays node x of the new topology; ``new`` is the new plan in the old plan's
     node names, reusing old ports and panel positions for every connection it keeps;
-    ``removed``/``added`` are the rows to unplug and to plug."""
+    ``removed``/``added`` are the rows to unplug and to plug. ``isomorphic``: the new topology
+    is the old cabling renamed (True), provably is not (False), or undecided (None);
+    ``method``: how ``physical`` was found; ``topology``: the new topology."""
 
     old: PatchPlan
     new: PatchPlan
@@ -399,6 +423,9 @@ class PlanDiff:
     removed_kinds: np.ndarray
     added: np.ndarray
     added_kinds: np.ndarray
+    isomorphic: bool | None = None
+    method: str = "heuristic"
+    topology: Topology | None = None
 
     @property
     def moves(self) -> int:
@@ -410,11 +437,29 @@ class PlanDiff:
         if _to_path(out, self.write_csv):
             return
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(["action"] + HEADER)
+        named = self.old.labels is not None
+        w.writerow(["action"] + HEADER + (LABEL_COLUMNS if named else []))
         for action, rows, kinds in (("remove", self.removed, self.removed_kinds),
                                     ("add", self.added, self.added_kinds)):
             for row, k in zip(rows.tolist(), kinds.tolist()):
-                w.writerow([action] + row + [KINDS[k]])
+                names = [self.old.label(row[2]), self.old.label(row[4])] if named else []
+                w.writerow([action] + row + [KINDS[k]] + names)
+
+    def write_mapping(self, out) -> None:
+        """The relabelling as CSV ``node,node_label,physical_node,physical_label``: node x of
+        the new topology (its own numbering and name) is cabled as node ``physical_node`` of
+        the old plan (its host). Feed it to ``export --relabel`` to get the new topology's
+        schedule in the numbering of the cables after the diff."""
+        if _to_path(out, self.write_mapping):
+            return
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(MAPPING_HEADER)
+        for x, u in enumerate(self.physical.tolist()):
+            name = str(x) if self.topology is None else self.topology.label(x)
+            w.writerow([x, name, u, self.old.label(u)])
+
+
+MAPPING_HEADER = ["node", "node_label", "physical_node", "physical_label"]
 
 
 def _adjacency(n: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_matrix:
@@ -464,12 +509,43 @@ def _row_keys(rows: np.ndarray, kinds: np.ndarray) -> list[tuple]:
 
 
 def diff_plans(old: PatchPlan, topo: Topology, cabling: str = "auto",
-               panel_size: int | None = DEFAULT_PANEL_SIZE) -> PlanDiff:
-    """Plan ``topo`` on the hardware cabled by ``old`` with few fibre moves: relabel nodes
-    (:func:`match_nodes`), keep every old connection that the relabelled topology still has
-    (same ports, same panel position), and cable the rest on free ports and positions."""
+               panel_size: int | None = DEFAULT_PANEL_SIZE, method: str = "exact") -> PlanDiff:
+    """Plan ``topo`` on the hardware cabled by ``old`` with few fibre moves: relabel nodes,
+    keep every old connection that the relabelled topology still has (same ports, same panel
+    position), and cable the rest on free ports and positions. ``method``: ``exact`` (an
+    isomorphism when there is one — 0 moves — else QAP search seeded with the heuristic;
+    :mod:`topofinder.export.relabelling`; never more moves than the heuristic) or
+    ``heuristic`` (:func:`match_nodes` alone). ``cabling`` ``auto`` follows the old plan:
+    duplex when it has duplex cables and ``topo`` is bidirectional, else simplex."""
     _check_panel_size(panel_size)
-    phys = match_nodes(old.to_topology(), topo)
+    if method not in ("exact", "heuristic"):
+        raise TopofinderError(f"diff method {method!r}: accepted are exact, heuristic")
+    if cabling == "auto" and old.num_rows:
+        cabling = "duplex" if topo.bidirectional and np.any(old.kinds == DUPLEX) else "simplex"
+    old_topo = old.to_topology()
+    decided = False
+    if method == "exact":
+        phys, decided = find_isomorphism(old_topo, topo)
+        if phys is not None:
+            return _diff_with(old, topo, phys, cabling, panel_size, True, "isomorphism")
+    heuristic = match_nodes(old_topo, topo)
+    best = _diff_with(old, topo, heuristic, cabling, panel_size)
+    if method == "heuristic":
+        return best
+    found = best_relabelling(old_topo, topo, seeds=(heuristic,), exact=False)
+    diff = _diff_with(old, topo, found.physical, cabling, panel_size,
+                      False if decided else None, found.method)
+    if diff.moves <= best.moves:
+        return diff
+    return PlanDiff(best.old, best.new, best.physical, best.removed, best.removed_kinds,
+                    best.added, best.added_kinds, False if decided else None, "heuristic",
+                    topo)
+
+
+def _diff_with(old: PatchPlan, topo: Topology, phys: np.ndarray, cabling: str,
+               panel_size: int | None, isomorphic: bool | None = None,
+               method: str = "heuristic") -> PlanDiff:
+    """The diff for a given relabelling ``phys`` (new node x → old node phys[x])."""
     target = plan_patch_panel(Topology(old.n, phys[topo.src], phys[topo.dst],
                                        expr=topo.expr), cabling, None)
     # connections wanted, as (src, dst, kind) with multiplicity; keep matching old rows
@@ -512,8 +588,9 @@ def diff_plans(old: PatchPlan, topo: Topology, cabling: str = "auto",
     add_rows = np.array([a for a, _ in added], np.int64).reshape(-1, 6)
     add_kinds = np.array([k for _, k in added], np.int8)
     new = PatchPlan(old.n, np.concatenate([kept_rows, add_rows]),
-                    np.concatenate([kept_kinds, add_kinds]), panel_size)
-    return PlanDiff(old, new, phys, old.rows[~keep], old.kinds[~keep], add_rows, add_kinds)
+                    np.concatenate([kept_kinds, add_kinds]), panel_size, old.labels)
+    return PlanDiff(old, new, phys, old.rows[~keep], old.kinds[~keep], add_rows, add_kinds,
+                    isomorphic, method, topo)
 
 
 def _free_port(u: int, d: int, tx_used, rx_used) -> int:

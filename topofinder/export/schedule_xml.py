@@ -493,7 +493,8 @@ def _follows(a, b) -> bool:
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
                  name: str | None = None, runtime: str = "msccl-executor",
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
-                 max_bytes: int | None = None, stage: bool | None = None) -> str:
+                 max_bytes: int | None = None, stage: bool | None = None,
+                 extra: dict | None = None) -> str:
     """The MSCCL XML of ``schedule`` (module doc). ``channels``: instances on separate
     channels, each moving 1/channels of every chunk; ``protocol``: Simple, LL or LL128;
     ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant (else
@@ -502,7 +503,10 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     output for allgather, of the input for reduce-scatter) the runtime may select it for,
     None = unbounded; ``stage``: send allgather-phase messages that are not one contiguous range
     through scratch (True), never (False), or only if the direct program does not fit (None).
-    Refuses (TopofinderError, one line) anything the runtime cannot load."""
+    ``extra``: more ``<algo>`` attributes (strings, e.g. the ``physical`` relabelling of
+    `export --relabel`). A topology with node labels gives every ``<gpu>`` a ``label``
+    attribute (its host name). Refuses (TopofinderError, one line) anything the runtime
+    cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
     rt, limit = _options(runtime, channels, max_steps)
@@ -520,7 +524,8 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
             break
     if problem is not None:
         raise TopofinderError(f"{what}: {problem}")
-    text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes)
+    text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes,
+                 extra)
     try:
         check_limits(text, runtime, limit)
     except MscclCheckError as exc:       # a writer bug, never the user's input
@@ -555,7 +560,8 @@ def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     return None
 
 
-def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes) -> str:
+def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
+          extra=None) -> str:
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
     kp = k * p
@@ -571,7 +577,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
         "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
         "reduce_scatter_steps": str(schedule.reduce_steps),
-        "layout": "channel" if coll == "allreduce" else "shard"})
+        "layout": "channel" if coll == "allreduce" else "shard", **(extra or {})})
     i_chunks = kp if coll == "allgather" else n * kp
     o_chunks = kp if coll == "reduce-scatter" else n * kp
     for prog in progs:
@@ -582,6 +588,8 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes)
         gpu = ET.SubElement(algo, "gpu", {"id": str(prog.u), "i_chunks": str(i_chunks),
                                           "o_chunks": str(o_chunks),
                                           "s_chunks": str(k * scratch)})
+        if topo.labels is not None:
+            gpu.set("label", topo.labels[prog.u])
         sidx = {}
         for b in used:
             idx, cur = [], 0
@@ -635,7 +643,9 @@ def parse_msccl_xml(text: str) -> dict:
     checks that the program computes its collective and that every channel carries the same
     sends. Returns {"collective", "topology", "num_nodes", "shard_chunks", "channels",
     "protocol", "reduce_scatter_steps", "sends": (S, 6) array (t, v, lo, hi, u, w), sorted,
-    consecutive chunks of one (t, v, u, w) merged into one row}."""
+    consecutive chunks of one (t, v, u, w) merged into one row, "labels" (the gpus' ``label``
+    attributes or None), "physical" (the ``physical`` attribute of an `export --relabel` file,
+    or None)}."""
     algo = parse(text)
     a = algo.attrs
     try:
@@ -667,9 +677,18 @@ def parse_msccl_xml(text: str) -> dict:
             rows.append([t, v, c, c + 1, u, w])
     sends = np.array(rows, np.int64).reshape(-1, 6)
     sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
+    root = ET.fromstring(text)
+    names = {int(g.get("id")): g.get("label") for g in root.iter("gpu")}
+    labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) else None
+    try:
+        physical = [int(x) for x in a["physical"].split()] if a.get("physical") else None
+    except ValueError:
+        raise TopofinderError("MSCCL XML: the physical attribute is not a list of node ids") \
+            from None
     return {"collective": algo.collective, "topology": a.get("topology"), "num_nodes": n,
             "shard_chunks": p, "channels": k, "protocol": algo.proto,
-            "reduce_scatter_steps": int(a.get("reduce_scatter_steps", 0)), "sends": sends}
+            "reduce_scatter_steps": int(a.get("reduce_scatter_steps", 0)), "sends": sends,
+            "labels": labels, "physical": physical}
 
 
 def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:

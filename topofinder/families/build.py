@@ -192,11 +192,15 @@ def parse(text: str) -> Topology:
         raise TopofinderError("topology expression nested too deeply") from None
 
 
-def load_topology(expr_or_path: str) -> Topology:
+def load_topology(expr_or_path: str, undirected: bool | None = None) -> Topology:
     """A topology from an existing file (edge list, node-link JSON, GraphML; see
-    topofinder.model.files.read_topology) or else from an expression."""
+    topofinder.model.files.read_topology, which ``undirected`` is passed to) or else from an
+    expression."""
     if os.path.isfile(expr_or_path):
-        return read_topology(expr_or_path)
+        return read_topology(expr_or_path, undirected)
+    if undirected:
+        raise TopofinderError(f"--undirected applies to topology files; {expr_or_path!r} is "
+                              "not an existing file")
     try:
         return parse(expr_or_path)
     except TopofinderError:

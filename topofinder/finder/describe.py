@@ -21,8 +21,11 @@ def describe(topo: Topology, recipe=None) -> dict:
     the single-node bound (N−1)/N · B / min_v B⁻(v) ((N−1)/N on a regular homogeneous
     fabric; a self-loop counts as a port, wasted). With the ``recipe`` an expression names
     (topofinder.finder.recipe.from_expression), the schedule of that construction is built,
-    replayed and reported too when it is not plain BFB. A switched fabric gets the ForestColl scores only (BFB and all-to-all treat
-    every node as a GPU)."""
+    replayed and reported too when it is not plain BFB. A switched fabric gets the ForestColl
+    scores only (BFB and all-to-all treat every node as a GPU)."""
+    if not topo.strongly_connected:
+        raise TopofinderError(f"{topo.expr} is not strongly connected "
+                              f"({topo.unreachable_text()}): no collective can complete on it")
     n = topo.num_compute
     d = int(topo.out_degrees[topo.compute_nodes].max())   # ports of a compute node
     bound = Fraction(n - 1, n) * Fraction(topo.node_bandwidth, topo.min_ingress)
@@ -39,7 +42,7 @@ def describe(topo: Topology, recipe=None) -> dict:
         "B": f"{topo.node_bandwidth} {topo.capacity_unit or 'b'}",
         "moore_T_L": moore_bound_steps(n, d),
         "tau_opt": float(bound),
-        "tau_opt_exact": f"{bound.numerator}/{bound.denominator}",
+        "tau_opt_exact": exact(bound),
     }
     if not topo.has_switches:
         _add_bfb(info, topo)

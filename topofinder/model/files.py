@@ -6,9 +6,17 @@ link two lines), ``#`` starts a comment; capacity is an integer in units of the 
 bandwidth b (default 1), or a physical bandwidth such as ``300GB/s`` or ``200Gbps`` (then every
 capacity must carry a unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s).
 JSON is networkx's node-link format of a MultiDiGraph with a ``capacity`` per edge and
-``"switch": true`` on switch nodes; GraphML the same graph in GraphML. Written files number nodes 0..N−1 as
-the Topology (and the schedule export) does; files read may use any labels, which are
-renumbered 0..N−1 (integer labels in increasing order, others in order of appearance).
+``"switch": true`` on switch nodes; GraphML the same graph in GraphML. Files read may use any
+node names (host names such as ``gpu-00``); nodes are numbered 0..N−1 (the ranks): by an
+explicit rank when the file gives one (``# node RANK NAME`` lines of an edge list, a ``rank``
+attribute on every JSON/GraphML node), else integer names in increasing order, others in order
+of appearance; the names are kept as :attr:`Topology.labels`. Written files carry the same
+name ↔ rank map, so a file written and read back has the same ranks and names.
+
+Undirected input: ``undirected=True`` reads every line / edge as one cable, i.e. a pair of
+arcs (``networkx.write_edgelist`` writes one line per undirected edge). When an edge list read
+as arcs is not strongly connected but is connected as cables, reading stops with a message
+that names a node that cannot be reached and suggests ``--undirected``.
 """
 
 from __future__ import annotations
@@ -31,23 +39,42 @@ FORMATS = ("edgelist", "json", "graphml")
 MAX_CAPACITY = 10 ** 9
 
 
+def _labelled_networkx(topo: Topology) -> nx.MultiDiGraph:
+    """to_networkx with nodes named by their labels and a ``rank`` attribute on each."""
+    g = topo.to_networkx()
+    if topo.labels is None:
+        return g
+    nx.set_node_attributes(g, {i: i for i in range(topo.n)}, "rank")
+    return nx.relabel_nodes(g, dict(enumerate(topo.labels)))
+
+
 def topology_text(topo: Topology, fmt: str) -> str:
     """The file contents of ``topo`` in ``fmt`` (one of FORMATS)."""
     if fmt == "edgelist":
         unit = topo.capacity_unit
         head = (f"# topofinder topology {topo.expr}: N = {topo.n}, {topo.num_arcs} arcs\n"
                 f"# one line per arc: u v{' capacity' if topo.heterogeneous or unit else ''}\n")
+        names = [str(i) for i in range(topo.n)]
+        if topo.labels is not None:
+            bad = next((x for x in topo.labels if not re.fullmatch(r"[^\s#]+", x)), None)
+            if bad is not None:
+                raise TopofinderError(f"node name {bad!r} has a space or '#'; write this "
+                                      "topology as json or graphml")
+            names = list(topo.labels)
+            head += "".join(f"# node {i} {x}\n" for i, x in enumerate(names))
         if topo.has_switches:
-            head += "switch " + " ".join(map(str, topo.switches.tolist())) + "\n"
+            head += "switch " + " ".join(names[s] for s in topo.switches.tolist()) + "\n"
+        src = [names[u] for u in topo.src.tolist()]
+        dst = [names[w] for w in topo.dst.tolist()]
         if topo.heterogeneous or unit:
-            rows = zip(topo.src.tolist(), topo.dst.tolist(), topo.arc_capacity.tolist())
+            rows = zip(src, dst, topo.arc_capacity.tolist())
             return head + "".join(f"{u} {w} {c}{unit or ''}\n" for u, w, c in rows)
-        return head + "".join(f"{u} {w}\n" for u, w in zip(topo.src.tolist(), topo.dst.tolist()))
+        return head + "".join(f"{u} {w}\n" for u, w in zip(src, dst))
     if fmt == "json":
-        data = nx.node_link_data(topo.to_networkx(), edges="edges")
+        data = nx.node_link_data(_labelled_networkx(topo), edges="edges")
         return json.dumps(data) + "\n"
     if fmt == "graphml":
-        return "\n".join(nx.generate_graphml(topo.to_networkx())) + "\n"
+        return "\n".join(nx.generate_graphml(_labelled_networkx(topo))) + "\n"
     raise TopofinderError(f"unknown topology format {fmt!r}; accepted: {', '.join(FORMATS)}")
 
 
@@ -57,9 +84,12 @@ def write_topology(topo: Topology, fmt: str, path: str | None) -> None:
     write_text(path, topology_text(topo, fmt))
 
 
-def read_topology(path: str) -> Topology:
+def read_topology(path: str, undirected: bool | None = None) -> Topology:
     """Read an edge list, node-link JSON or GraphML file (recognised by its first character:
-    ``{`` JSON, ``<`` GraphML, else edge list). The topology's expr is the path."""
+    ``{`` JSON, ``<`` GraphML, else edge list). The topology's expr is the path.
+    ``undirected``: True reads every edge as one cable (two arcs); False as the file says
+    (arcs for an edge list); None as False, but an edge list that is strongly connected only
+    when read as cables is refused with a hint (module doc)."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -67,10 +97,10 @@ def read_topology(path: str) -> Topology:
         raise TopofinderError(f"cannot read topology file {path}: {exc}") from None
     head = text.lstrip()[:1]
     if head == "{":
-        return _read_json(path, text)
+        return _read_json(path, text, undirected)
     if head == "<":
-        return _read_graphml(path)
-    return _read_edgelist(path, text)
+        return _read_graphml(path, undirected)
+    return _read_edgelist(path, text, undirected)
 
 
 # bandwidth units accepted on capacities: prefix (GB/s per unit) and bytes (B) or bits (b)
@@ -124,9 +154,16 @@ def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
     raise TopofinderError(f"{path}: bandwidths finer than 1 Mbps are not supported")
 
 
-def _read_edgelist(path: str, text: str) -> Topology:
-    arcs, switches = [], []
+def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
+    arcs, declared, switches = [], {}, []
     for lineno, line in enumerate(text.splitlines(), 1):
+        directive = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(\S+)\s*", line)
+        if directive:
+            rank, name = int(directive.group(1)), directive.group(2)
+            if rank in declared:
+                raise TopofinderError(f"{path}:{lineno}: rank {rank} is declared twice")
+            declared[rank] = name
+            continue
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
@@ -142,14 +179,42 @@ def _read_edgelist(path: str, text: str) -> Topology:
         arcs.append((fields[0], fields[1], cap))
     if not arcs:
         raise TopofinderError(f"{path}: no arcs found (expected lines 'u v [capacity]')")
-    labels = list(dict.fromkeys(x for u, w, _ in arcs for x in (u, w)))
+    if declared:
+        if sorted(declared) != list(range(len(declared))):
+            raise TopofinderError(f"{path}: the '# node RANK NAME' lines must number the nodes "
+                                  f"0..{len(declared) - 1}")
+        labels, ranked = [declared[r] for r in range(len(declared))], True
+    else:
+        labels, ranked = list(dict.fromkeys(x for u, w, _ in arcs for x in (u, w))), False
     missing = [x for x in switches if x not in set(labels)]
     if missing:
         raise TopofinderError(f"{path}: switch {missing[0]!r} appears on no arc")
-    return _topology(path, labels, arcs, directed=True, switches=switches)
+    if undirected:
+        return _topology(path, labels, arcs, directed=False, ranked=ranked, switches=switches)
+    topo = _topology(path, labels, arcs, directed=True, ranked=ranked, switches=switches)
+    if undirected is None and not topo.strongly_connected:
+        cables = _topology(path, labels, arcs, directed=False, ranked=ranked,
+                           switches=switches)
+        if cables.strongly_connected:
+            raise TopofinderError(
+                f"{path}: read as one arc per line (u -> v), {topo.unreachable_text()}, but as "
+                f"one undirected cable per line (networkx.write_edgelist) every node reaches "
+                f"every other: pass --undirected to read it as cables")
+    return topo
 
 
-def _read_json(path: str, text: str) -> Topology:
+def _ranked(path: str, nodes: list) -> bool:
+    """True when every node carries an integer ``rank`` attribute and they number 0..N−1."""
+    ranks = [node.get("rank") if isinstance(node, dict) else None for node in nodes]
+    if not ranks or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+        return False
+    if sorted(ranks) != list(range(len(ranks))):
+        raise TopofinderError(f"{path}: the nodes' 'rank' attributes must number them "
+                              f"0..{len(ranks) - 1}")
+    return True
+
+
+def _read_json(path: str, text: str, undirected: bool | None = None) -> Topology:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -166,6 +231,9 @@ def _read_json(path: str, text: str) -> Topology:
         labels.append(node["id"])
         if _is_switch(node):
             switches.append(node["id"])
+    ranked = _ranked(path, data["nodes"])
+    if ranked:
+        labels = [node["id"] for node in sorted(data["nodes"], key=lambda x: x["rank"])]
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or "source" not in edge or "target" not in edge:
             raise TopofinderError(f"{path}: {key}[{i}] needs 'source' and 'target'")
@@ -173,7 +241,8 @@ def _read_json(path: str, text: str) -> Topology:
         arcs.append((edge["source"], edge["target"], cap))
     unit = (data.get("graph") or {}).get("capacity_unit") if isinstance(data.get("graph"),
                                                                          dict) else None
-    return _topology(path, labels, arcs, directed=bool(data.get("directed", True)),
+    return _topology(path, labels, arcs, ranked=ranked,
+                     directed=not undirected and bool(data.get("directed", True)),
                      switches=switches, unit=unit)
 
 
@@ -185,7 +254,7 @@ def _is_switch(attrs: dict) -> bool:
     return bool(flag) or str(attrs.get("type", "")).lower() == "switch"
 
 
-def _read_graphml(path: str) -> Topology:
+def _read_graphml(path: str, undirected: bool | None = None) -> Topology:
     try:
         g = nx.read_graphml(path, force_multigraph=True)
     except ET.ParseError as exc:
@@ -195,24 +264,28 @@ def _read_graphml(path: str) -> Topology:
         raise TopofinderError(f"{path}: not a GraphML topology ({exc})") from None
     labels = list(g.nodes)
     switches = [v for v, data in g.nodes(data=True) if _is_switch(data)]
+    ranked = _ranked(path, [g.nodes[v] for v in labels])
+    if ranked:
+        labels.sort(key=lambda v: g.nodes[v]["rank"])
     arcs = []
     for i, (u, w, data) in enumerate(g.edges(data=True)):
         cap = _capacity(data.get("capacity", 1), f"{path}: edge {i} ({u} -> {w})")
         arcs.append((u, w, cap))
-    return _topology(path, labels, arcs, directed=g.is_directed(), switches=switches,
-                     unit=g.graph.get("capacity_unit"))
+    return _topology(path, labels, arcs, directed=not undirected and g.is_directed(),
+                     ranked=ranked, switches=switches, unit=g.graph.get("capacity_unit"))
 
 
-def _topology(path: str, labels: list, arcs: list, directed: bool, switches=(),
-              unit: str | None = None) -> Topology:
-    """Renumber labels 0..N−1 (integer-like labels numerically, others in given order) and
-    build; an undirected edge is a pair of arcs; physical capacities share one unit."""
+def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool = False,
+              switches=(), unit: str | None = None) -> Topology:
+    """Renumber labels 0..N−1 (in the given order when ``ranked``, else integer-like labels
+    numerically, others in given order) and build, keeping the names; an undirected edge is a
+    pair of arcs; physical capacities share one unit."""
     arcs, physical = _unify_capacities(path, arcs)
     unit = physical or unit
     names = [str(x) for x in labels]
     if len(set(names)) != len(names):
         raise TopofinderError(f"{path}: node labels repeat")
-    if all(re.fullmatch(r"-?\d+", s) for s in names):
+    if not ranked and all(re.fullmatch(r"-?\d+", s) for s in names):
         names = sorted(names, key=int)
     index = {s: i for i, s in enumerate(names)}
     src, dst, cap = [], [], []
@@ -227,6 +300,9 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, switches=(),
     unknown = [x for x in switches if str(x) not in index]
     if unknown:
         raise TopofinderError(f"{path}: switch {unknown[0]!r} is not a node")
-    return Topology(len(names), src, dst, expr=path, capacity=cap,
-                    switches=sorted(index[str(x)] for x in switches) or None,
+    sw = sorted(index[str(x)] for x in switches) or None
+    if len(names) < 2:
+        return Topology(len(names), src, dst, expr=path, capacity=cap, switches=sw,
+                        capacity_unit=unit)
+    return Topology(len(names), src, dst, expr=path, capacity=cap, labels=names, switches=sw,
                     capacity_unit=unit)

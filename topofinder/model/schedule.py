@@ -142,6 +142,8 @@ class StepSchedule:
                "tau": float(self.tau), "tau_exact": exact(self.tau)}
         if self.collective == "allreduce":
             doc["reduce_scatter_steps"] = self.reduce_steps
+        if self.topology.labels is not None:
+            doc["labels"] = list(self.topology.labels)     # labels[rank] = host name
         doc["columns"] = list(SEND_COLUMNS)
         doc["sends"] = self.sends.tolist()
         return doc

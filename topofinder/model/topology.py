@@ -41,6 +41,8 @@ class Topology:
     ``switches``: ids of switch nodes (paper 002 V_s; None or empty: every node computes).
     ``capacity_unit``: the physical bandwidth of one capacity unit (e.g. "1 GB/s"), when
     the input stated one; None means capacities are in units of the base link bandwidth b.
+    ``labels``: the name of every node (rank) as the input file gave it (host names such as
+    ``gpu-00``), a tuple of N distinct strings; None means the names are the ranks 0..N−1.
     """
 
     n: int
@@ -53,6 +55,7 @@ class Topology:
     reverse_isomorphism: np.ndarray | None = field(default=None, repr=False)
     switches: np.ndarray | None = None
     capacity_unit: str | None = None
+    labels: tuple[str, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self):
         n = int(self.n)
@@ -87,6 +90,13 @@ class Topology:
                                       "collective needs at least 2")
             sw.setflags(write=False)
             object.__setattr__(self, "switches", sw if sw.size else None)
+        if self.labels is not None:
+            labels = tuple(str(x) for x in self.labels)
+            if len(labels) != n or len(set(labels)) != n:
+                raise TopofinderError(f"{self.expr}: node labels must be {n} distinct names")
+            if labels == tuple(str(i) for i in range(n)):
+                labels = None
+            object.__setattr__(self, "labels", labels)
 
     # ---- basic facts -------------------------------------------------------------------
     def __str__(self) -> str:
@@ -94,6 +104,31 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology({self.expr!r}, N={self.n}, arcs={self.num_arcs})"
+
+    def label(self, rank: int) -> str:
+        """The name of node ``rank`` (its number when the topology carries no labels)."""
+        return str(rank) if self.labels is None else self.labels[rank]
+
+    def unreachable(self) -> tuple[int, int] | None:
+        """A pair (u, v) such that v cannot be reached from u, or None when the topology is
+        strongly connected (the witness a connectivity error names)."""
+        if self.strongly_connected:
+            return None
+        reach = shortest_path(self.link_matrix, method="D", unweighted=True, directed=True,
+                              indices=[0])[0]
+        missing = np.flatnonzero(~np.isfinite(reach))
+        if missing.size:
+            return 0, int(missing[0])
+        back = shortest_path(self.link_matrix.T.tocsr(), method="D", unweighted=True,
+                             directed=True, indices=[0])[0]
+        return int(np.flatnonzero(~np.isfinite(back))[0]), 0
+
+    def unreachable_text(self) -> str:
+        """'node a cannot reach node b' for :meth:`unreachable` ('' when connected)."""
+        pair = self.unreachable()
+        if pair is None:
+            return ""
+        return f"node {self.label(pair[0])} cannot reach node {self.label(pair[1])}"
 
     @property
     def num_arcs(self) -> int:
@@ -185,7 +220,8 @@ class Topology:
                         capacity=self.capacity, bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
                         reverse_isomorphism=self.reverse_isomorphism,
-                        switches=self.switches, capacity_unit=self.capacity_unit)
+                        switches=self.switches, capacity_unit=self.capacity_unit,
+                        labels=self.labels)
 
     def renamed(self, expr: str) -> "Topology":
         """The same arcs under another expression."""
@@ -193,7 +229,8 @@ class Topology:
                         bidirectional=self.bidirectional,
                         vertex_transitive=self.vertex_transitive,
                         reverse_isomorphism=self.reverse_isomorphism,
-                        switches=self.switches, capacity_unit=self.capacity_unit)
+                        switches=self.switches, capacity_unit=self.capacity_unit,
+                        labels=self.labels)
 
     # ---- distances -----------------------------------------------------------------------
     @cached_property
@@ -216,7 +253,8 @@ class Topology:
         """Largest shortest-path distance; TopofinderError if not strongly connected."""
         dist = self.distances
         if np.any(dist < 0):
-            raise TopofinderError(f"{self.expr} is not strongly connected: no finite diameter")
+            raise TopofinderError(f"{self.expr} is not strongly connected "
+                                  f"({self.unreachable_text()}): no finite diameter")
         return int(dist.max())
 
     # ---- symmetry ------------------------------------------------------------------------
@@ -271,8 +309,8 @@ class Topology:
     @classmethod
     def from_networkx(cls, g: nx.Graph, expr: str | None = None) -> "Topology":
         """From any networkx graph; undirected edges become arc pairs; nodes are renumbered
-        0..N-1 in sorted order (insertion order if unsortable); ``capacity`` attribute used
-        when present."""
+        0..N-1 in sorted order (insertion order if unsortable) and keep their names as
+        ``labels``; ``capacity`` attribute used when present."""
         nodes = list(g.nodes)
         try:
             nodes = sorted(nodes)
@@ -286,8 +324,10 @@ class Topology:
             src.append(index[u]); dst.append(index[w]); cap.append(c)
             if not g.is_directed():
                 src.append(index[w]); dst.append(index[u]); cap.append(c)
+        names = [str(v) for v in nodes]
         return cls(len(nodes), src, dst, expr=expr or g.graph.get("name") or "G", capacity=cap,
-                   switches=switches or None, capacity_unit=g.graph.get("capacity_unit"))
+                   switches=switches or None, capacity_unit=g.graph.get("capacity_unit"),
+                   labels=names if len(set(names)) == len(names) else None)
 
 
 def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:

@@ -104,9 +104,10 @@ class _Arcs:
 def _check(topo: Topology) -> _Arcs:
     arcs = _Arcs.of(topo)
     if not topo.strongly_connected:
-        raise TopofinderError(f"{topo.expr} is not strongly connected: some node pair has no "
-                              "path, so the all-to-all throughput is 0; give a strongly "
-                              "connected topology")
+        raise TopofinderError(f"{topo.expr} is not strongly connected "
+                              f"({topo.unreachable_text()}): some node pair has no path, "
+                              "so the all-to-all throughput is 0; give a strongly connected "
+                              "topology")
     return arcs
 
 

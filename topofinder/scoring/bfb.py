@@ -115,8 +115,9 @@ def _distance_matrix(topo: Topology, slots: np.ndarray) -> np.ndarray:
         return np.unpackbits(bits.view(np.uint8), axis=1, count=n, bitorder="little")
 
     if not unpack(reach).all():
-        raise TopofinderError(f"{topo.expr} is not strongly connected: BFB needs every node "
-                              f"to reach every other")
+        raise TopofinderError(f"{topo.expr} is not strongly connected "
+                              f"({topo.unreachable_text()}): BFB needs every node to reach "
+                              f"every other")
     dtype = _unsigned(len(planes))
     dist = np.zeros((n, n), dtype)
     for p, plane in enumerate(planes):
@@ -139,8 +140,9 @@ def _distances_to_nodes(topo: Topology, nodes: np.ndarray) -> np.ndarray:
     d = shortest_path(topo.link_matrix.T.tocsr(), method="D", unweighted=True, directed=True,
                       indices=nodes)
     if not np.all(np.isfinite(d)):
-        raise TopofinderError(f"{topo.expr} is not strongly connected: BFB needs every node "
-                              f"to reach every other")
+        raise TopofinderError(f"{topo.expr} is not strongly connected "
+                              f"({topo.unreachable_text()}): BFB needs every node to reach "
+                              f"every other")
     return d.astype(np.int32)
 
 

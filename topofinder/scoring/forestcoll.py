@@ -39,8 +39,9 @@ def _links(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     m = topo.link_matrix
     ncomp, _ = connected_components(m, directed=True, connection="strong")
     if ncomp != 1:
-        raise TopofinderError(f"{topo.expr} is not strongly connected: some nodes can never "
-                              "receive every shard, so no allgather throughput exists")
+        raise TopofinderError(f"{topo.expr} is not strongly connected "
+                              f"({topo.unreachable_text()}): some nodes can never receive "
+                              "every shard, so no allgather throughput exists")
     coo = m.tocoo()
     return (coo.row.astype(np.int32), coo.col.astype(np.int32), coo.data.astype(np.int64))
 

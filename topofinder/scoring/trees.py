@@ -174,6 +174,7 @@ class TreeSchedule:
         tau = self.tau()
         topo = self.topology
         doc = {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
+               **({} if topo.labels is None else {"labels": list(topo.labels)}),
                "collective": self.collective, "kind": "trees", "topology": topo.expr,
                "num_nodes": topo.n, "method": self.method, "tau": float(tau),
                "tau_exact": exact(tau),

@@ -1,0 +1,216 @@
+"""``topofinder check PLAN.csv SCHEDULE``: does every send of a schedule ride a cabled fibre?
+
+A send u → w (a step-schedule row, a tree edge, an MSCCL ``s`` instruction) needs a fibre from a
+TX end of node u to an RX end of node w in the plan: a ``simplex`` row src → dst, either
+direction of a ``duplex`` row, or a ``loopback`` (u = w). "Enough ports": the schedule's
+T_L and τ assume every k-fold multi-arc u → w of its topology is k links (paper 001 §2: a
+topology is a multigraph of unit links), so the plan must carry at least k fibres u → w for
+every pair the schedule uses. The topology is the one the document carries (.npz), or the one
+its ``topology`` field names, renamed by its ``physical`` map (written by ``export --relabel``);
+when that cannot be rebuilt, one fibre per used pair is required. When plan and schedule both
+name their nodes, the names must agree rank by rank.
+
+The schedule is checked against the plan's node numbers: a schedule exported for the cabling
+before a diff, or not renamed with the diff's mapping, fails with the first send that has no
+fibre.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from topofinder.errors import TopofinderError
+from topofinder.export.npz import load_npz
+from topofinder.export.patch_panel import KINDS, PatchPlan, parse_plan
+from topofinder.export.relabel import Mapping, relabel_topology
+from topofinder.export.schedule_xml import parse_msccl_xml
+from topofinder.families.build import load_topology
+from topofinder.model.schedule import StepSchedule
+from topofinder.model.topology import Topology
+
+
+@dataclass(frozen=True)
+class Sends:
+    """Every send of a schedule: ``rows`` (S, 6) = t, v, lo, hi, u, w (a tree edge: t = tree
+    index + 1, v = root, lo = hi = 0); the topology it was built for (None if unknown); the
+    node names it carries."""
+
+    rows: np.ndarray
+    kind: str
+    num_nodes: int
+    topology: Topology | None
+    labels: tuple[str, ...] | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    sends: int
+    pairs: int
+    fibres: int
+    note: str
+
+
+def _named_topology(expr, physical, labels) -> tuple[Topology | None, str]:
+    if not isinstance(expr, str):
+        return None, "the schedule names no topology: one fibre per used pair required"
+    try:
+        topo = load_topology(expr)
+    except TopofinderError as exc:
+        return None, (f"cannot rebuild the schedule's topology ({exc}): one fibre per used "
+                      "pair required")
+    if physical is not None:
+        topo = relabel_topology(topo, Mapping(np.asarray(physical, np.int64), labels))
+    return topo, ""
+
+
+def read_sends(path) -> Sends:
+    """The sends of a schedule file: step or tree JSON, MSCCL XML, or .npz."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        sched = load_npz(path)
+        return _from_object(sched)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
+    if text.lstrip().startswith("<"):
+        doc = parse_msccl_xml(text)
+        physical = doc.get("physical")
+        labels = doc.get("labels")
+        topo, note = _named_topology(doc["topology"], physical, labels)
+        return Sends(doc["sends"], "steps", doc["num_nodes"], topo, labels, note)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TopofinderError(f"schedule {path} is neither JSON nor MSCCL XML ({exc})") from None
+    if not isinstance(doc, dict) or "num_nodes" not in doc:
+        raise TopofinderError(f"schedule {path}: not a topofinder schedule document")
+    labels = tuple(doc["labels"]) if isinstance(doc.get("labels"), list) else None
+    topo, note = _named_topology(doc.get("topology"), doc.get("physical"), labels)
+    try:
+        if doc.get("kind") == "trees":
+            rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
+                    for u, w in t["edges"]]
+            kind = "trees"
+        else:
+            rows, kind = doc["sends"], "steps"
+        arr = np.array(rows, np.int64).reshape(-1, 6)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TopofinderError(f"schedule {path}: malformed sends ({exc!r})") from None
+    return Sends(arr, kind, int(doc["num_nodes"]), topo, labels, note)
+
+
+def _from_object(sched) -> Sends:
+    topo = sched.topology
+    if isinstance(sched, StepSchedule):
+        return Sends(sched.sends, "steps", topo.n, topo, topo.labels)
+    rows = [(i + 1, t.root, 0, 0, u, w) for i, t in enumerate(sched.trees) for u, w in t.edges]
+    return Sends(np.array(rows, np.int64).reshape(-1, 6), "trees", topo.n, topo, topo.labels)
+
+
+def apply_diff(plan: PatchPlan, path) -> PatchPlan:
+    """The plan after a diff CSV (``action,`` + plan columns): every ``remove`` row must be a
+    row of the plan (it is unplugged), every ``add`` row is plugged; a port end or panel
+    position used twice afterwards is an error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopofinderError(f"cannot read diff {path}: {exc}") from None
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("action,"):
+        raise TopofinderError(f"{path}: a diff CSV starts with the header action,panel,...")
+    body = [ln.split(",", 1) for ln in lines[1:] if ln.strip()]
+    if any(len(b) != 2 or b[0] not in ("remove", "add") for b in body):
+        raise TopofinderError(f"{path}: every row starts with remove or add")
+    table = parse_plan("\n".join([lines[0].split(",", 1)[1]] + [b[1] for b in body]), plan.n)
+    keys = [tuple(r) + (int(k),) for r, k in zip(table.rows.tolist(), table.kinds.tolist())]
+    have: dict[tuple, list[int]] = {}
+    for i, key in enumerate(tuple(r) + (int(k),) for r, k in zip(plan.rows.tolist(),
+                                                                 plan.kinds.tolist())):
+        have.setdefault(key, []).append(i)
+    keep = np.ones(plan.num_rows, bool)
+    added = []
+    for line, ((action, _), key) in enumerate(zip(body, keys), start=2):
+        if action == "remove":
+            if not have.get(key):
+                raise TopofinderError(f"{path} line {line}: remove {','.join(map(str, key[:6]))}"
+                                      f",{KINDS[key[6]]}: the plan has no such connection")
+            keep[have[key].pop()] = False
+        else:
+            added.append(line - 2)
+    rows = np.concatenate([plan.rows[keep], table.rows[added]])
+    kinds = np.concatenate([plan.kinds[keep], table.kinds[added]])
+    after = PatchPlan(max(plan.n, table.n), rows, kinds, plan.panel_size,
+                      plan.labels if plan.labels is not None else table.labels)
+    tx, rx = after.port_usage()
+    for ends, side in ((tx, "transmit"), (rx, "receive")):
+        uniq, counts = np.unique(ends, axis=0, return_counts=True)
+        if (counts > 1).any():
+            u, port = uniq[int(np.flatnonzero(counts > 1)[0])].tolist()
+            raise TopofinderError(f"after the diff {path}, port {port} of node {u} would "
+                                  f"{side} on two fibres")
+    uniq, counts = np.unique(rows[:, :2], axis=0, return_counts=True)
+    if (counts > 1).any():
+        panel, pos = uniq[int(np.flatnonzero(counts > 1)[0])].tolist()
+        raise TopofinderError(f"after the diff {path}, panel {panel} port {pos} holds two "
+                              "connections")
+    return after
+
+
+def _describe(sends: Sends, row, plan: PatchPlan) -> str:
+    t, v, lo, hi, u, w = (int(x) for x in row)
+
+    def name(x):
+        return f"node {x}" + (f" ({plan.label(x)})" if plan.labels else "")
+
+    if sends.kind == "trees":
+        return f"tree {t} (root {v}): edge {name(u)} -> {name(w)}"
+    return f"step {t}: {name(u)} sends chunks [{lo},{hi}) of node {v}'s shard to {name(w)}"
+
+
+def check(plan: PatchPlan, sends: Sends) -> CheckReport:
+    """TopofinderError naming the first offending send, else a :class:`CheckReport`."""
+    if sends.num_nodes > plan.n:
+        raise TopofinderError(f"the schedule has {sends.num_nodes} ranks, the plan cables "
+                              f"{plan.n} nodes")
+    if plan.labels is not None and sends.labels is not None:
+        for r, (a, b) in enumerate(zip(plan.labels, sends.labels)):
+            if a != b:
+                raise TopofinderError(f"rank {r} is {a!r} in the plan but {b!r} in the "
+                                      "schedule: export the schedule with --relabel (the "
+                                      "diff's mapping)")
+    n = plan.n
+    src, dst = plan.arcs()
+    fibres = np.bincount(src * n + dst, minlength=n * n)
+    need = None
+    if sends.topology is not None:
+        t = sends.topology
+        if t.n > n:
+            raise TopofinderError(f"the schedule's topology has {t.n} nodes, the plan {n}")
+        need = np.bincount(t.src * n + t.dst, minlength=n * n)
+    rows = sends.rows
+    key = rows[:, 4] * n + rows[:, 5] if rows.size else np.zeros(0, np.int64)
+    if rows.size and (rows[:, 4:6].min() < 0 or rows[:, 4:6].max() >= n):
+        bad = int(np.flatnonzero((rows[:, 4:6] < 0).any(1) | (rows[:, 4:6] >= n).any(1))[0])
+        raise TopofinderError(f"{_describe(sends, rows[bad], plan)}: a node outside the plan")
+    missing = fibres[key] == 0
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        u, w = int(rows[i, 4]), int(rows[i, 5])
+        raise TopofinderError(f"{_describe(sends, rows[i], plan)}: no fibre from node {u} to "
+                              f"node {w} in the plan")
+    if need is not None:
+        short = fibres[key] < need[key]
+        if short.any():
+            i = int(np.flatnonzero(short)[0])
+            u, w = int(rows[i, 4]), int(rows[i, 5])
+            raise TopofinderError(
+                f"{_describe(sends, rows[i], plan)}: the schedule's topology has "
+                f"{int(need[key[i]])} links {u} -> {w} but the plan cables "
+                f"{int(fibres[key[i]])} fibre(s)")
+    return CheckReport(int(rows.shape[0]), int(np.unique(key).size), int(src.size), sends.note)

@@ -1,0 +1,95 @@
+"""A topology or schedule in the numbering of the cables after a patch-panel diff.
+
+``export NEW --what patch-panel --diff OLD.csv --mapping MAP.csv`` writes the relabelling φ
+(CSV ``node,node_label,physical_node,physical_label``: node x of NEW is cabled as node φ(x) of
+the old plan, whose host is ``physical_label``). Renaming every node x to φ(x) is a graph
+isomorphism, so a schedule of NEW renamed the same way (paper 001 Def. 7, schedule
+isomorphism) has the same T_L and τ and sends only on fibres that exist after the diff.
+Documents written this way keep ``topology`` = NEW's expression and add ``physical`` (φ as a
+list), so :func:`topofinder.api.load_schedule` rebuilds the renamed topology.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from topofinder.errors import TopofinderError
+from topofinder.export.patch_panel import MAPPING_HEADER
+from topofinder.model.schedule import StepSchedule, relabel
+from topofinder.model.topology import Topology
+from topofinder.scoring.trees import Tree, TreeSchedule
+
+@dataclass(frozen=True)
+class Mapping:
+    """φ: ``physical[x]`` = the node (rank after the diff) that plays node x; ``labels``:
+    the host name of every rank after the diff (None: plain numbers)."""
+
+    physical: np.ndarray
+    labels: tuple[str, ...] | None
+
+
+def parse_mapping(text: str, source: str = "mapping") -> Mapping:
+    """Parse mapping CSV text (header :data:`MAPPING_HEADER`)."""
+    reader = csv.reader(io.StringIO(text))
+    header = [h.strip() for h in next(reader, [])]
+    if header != MAPPING_HEADER:
+        raise TopofinderError(f"{source}: the header must be {','.join(MAPPING_HEADER)} (the "
+                              "file 'export --what patch-panel --diff ... --mapping' writes)")
+    phys, names = {}, {}
+    for line, rec in enumerate(reader, start=2):
+        if not rec:
+            continue
+        try:
+            x, u = int(rec[0]), int(rec[2])
+            name = rec[3].strip()
+        except (ValueError, IndexError):
+            raise TopofinderError(f"{source} line {line}: expected node,node_label,"
+                                  "physical_node,physical_label with integer nodes") from None
+        if x in phys:
+            raise TopofinderError(f"{source} line {line}: node {x} is mapped twice")
+        phys[x], names[u] = u, name
+    n = len(phys)
+    if sorted(phys) != list(range(n)) or sorted(phys.values()) != list(range(n)):
+        raise TopofinderError(f"{source}: the mapping must be a permutation of 0..{n - 1} (the "
+                              "old plan and the new topology must have the same node count)")
+    labels = tuple(names[u] for u in range(n))
+    if labels == tuple(str(i) for i in range(n)):
+        labels = None
+    return Mapping(np.array([phys[x] for x in range(n)], np.int64), labels)
+
+
+def read_mapping(path) -> Mapping:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopofinderError(f"cannot read mapping {path}: {exc}") from None
+    return parse_mapping(text, str(path))
+
+
+def relabel_topology(topo: Topology, mapping: Mapping) -> Topology:
+    """``topo`` with node x renamed φ(x) (same expression; the hosts' labels)."""
+    phys = mapping.physical
+    if phys.size != topo.n:
+        raise TopofinderError(f"the mapping is for {phys.size} nodes, {topo.expr} has "
+                              f"{topo.n}")
+    return Topology(topo.n, phys[topo.src], phys[topo.dst], expr=topo.expr,
+                    capacity=topo.capacity, bidirectional=topo.bidirectional,
+                    labels=mapping.labels)
+
+
+def relabel_schedule(schedule: StepSchedule | TreeSchedule, mapping: Mapping
+                     ) -> StepSchedule | TreeSchedule:
+    """The schedule with every node x renamed φ(x), on :func:`relabel_topology`."""
+    topo = relabel_topology(schedule.topology, mapping)
+    phys = mapping.physical
+    if isinstance(schedule, StepSchedule):
+        return relabel(schedule, phys, topo)
+    trees = [Tree(int(phys[t.root]), t.weight, [(int(phys[u]), int(phys[w]))
+                                                 for u, w in t.edges])
+             for t in schedule.trees]
+    return TreeSchedule(topo, trees, method=schedule.method)
