@@ -22,7 +22,7 @@ from topofinder.export.physical import (
 )
 from topofinder.export.ranks import ranks_text
 from topofinder.export.relabel import parse_mapping, read_mapping
-from topofinder.export.relabelling import best_relabelling, find_isomorphism, kept_arcs, _counts
+from topofinder.export.node_matching import best_relabelling, find_isomorphism, kept_arcs, _counts
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import load_topology
 from topofinder.model.files import read_topology, topology_text

@@ -31,8 +31,8 @@ def _candidate_from_score(s: dict) -> Candidate:
 
 #: Peak bytes of one verification per unit of N²·d: a schedule's sends grow with N² (every node
 #: receives every shard) times the pieces shards are split into, and the replay holds several
-#: copies. Measured: N = 1796, d = 16 (N²·d = 5.2e7) peaked at ~7.5 GB per worker.
-VERIFY_BYTES_PER_N2D = 160
+#: copies. Measured: N = 1796, d = 16 (N²·d = 5.2e7) peaked at 9.9 GB for one worker.
+VERIFY_BYTES_PER_N2D = 200
 
 
 def _available_memory() -> int:
