@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from ortools.graph.python import max_flow
 
 from topofinder.errors import TopofinderError
 
@@ -110,6 +109,7 @@ class _Splitter:
         stopping early once it reaches N·k (no slot can then be split)."""
         tails, heads, caps = base
         inf = sum(caps) + 1
+        from ortools.graph.python import max_flow   # heavy; loaded on first use
         mf = max_flow.SimpleMaxFlow()
         mf.add_arcs_with_capacity(np.array(tails + [a for a, _ in fixed] + self.compute, np.int32),
                                   np.array(heads + [b for _, b in fixed]

@@ -22,8 +22,6 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from ortools.graph.python import max_flow
-from scipy.optimize import linprog
 
 from topofinder.model.schedule import SCHEDULE_FORMAT, SCHEDULE_VERSION
 from topofinder.model.units import exact
@@ -216,6 +214,7 @@ def allreduce_lp(topo: Topology) -> AllreduceLP:
         a_ub = sp.vstack([sp.csr_matrix(np.array(rows)), share]).tocsr()
         b_ub = np.concatenate([np.zeros(len(rows)), cap])
         bounds = [(0, 0) if sw else (0, None) for sw in topo.is_switch] + [(0, None)] * (2 * ne)
+        from scipy.optimize import linprog        # heavy; only LP (5) needs it
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
         if res.status != 0:
             raise RuntimeError(f"LP (5) solver failed: {res.message}")
@@ -241,6 +240,7 @@ def _violated_cuts(n, a, b, caps, x, sinks) -> list[np.ndarray]:
     one per sink t whose max-flow falls short of X = Σ x (within LP_TOLERANCE)."""
     caps, x = np.maximum(caps, 0.0), np.maximum(x, 0.0)       # solver noise below zero
     scale = _FLOW_SCALE / max(float(x.max()), float(caps.max()), 1e-12)
+    from ortools.graph.python import max_flow   # heavy; loaded on first use
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(a.astype(np.int32), b.astype(np.int32),
                               np.floor(caps * scale).astype(np.int64))
