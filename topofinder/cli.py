@@ -28,6 +28,12 @@ def _add_score(sub) -> None:
                                    "'L^3(C(16,{3,4}))', 'Pi(4,1024)', 'Torus(8,8)') or a "
                                    "topology file (edge list, node-link JSON, GraphML).")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",
+                   help="all-to-all concurrent flow (paper 001 LP (3)): a certified bracket "
+                        "[alltoall_f, alltoall_f_upper] of relative gap <= --alltoall-gap "
+                        "(default), the exact LP optimum, or only the hop-count/Moore bounds")
+    p.add_argument("--alltoall-gap", type=float, default=0.01, metavar="G",
+                   help="largest relative gap of the all-to-all bracket (default 0.01)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
@@ -39,7 +45,7 @@ def _run_score(args) -> int:
 
     topo = load_topology(args.expr)
     recipe = None if _is_file(args.expr) else from_expression(args.expr)
-    info = describe(topo, recipe)
+    info = describe(topo, recipe, alltoall=args.alltoall, alltoall_gap=args.alltoall_gap)
     if args.json:
         print(json.dumps(info, indent=2))
     else:

@@ -22,10 +22,12 @@ def moore_bound_steps(n: int, d: int) -> int:
     return k
 
 
-def describe(topo: Topology, recipe=None) -> dict:
+def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
+             alltoall_gap: float = 0.01) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B. With the
     ``recipe`` an expression names (topofinder.recipe.from_expression), the schedule of that
-    construction is built, replayed and reported too when it is not plain BFB."""
+    construction is built, replayed and reported too when it is not plain BFB. ``alltoall``:
+    "bracket" (certified [f, upper] of relative gap ≤ ``alltoall_gap``), "exact" or "bound"."""
     n, d = topo.n, topo.degree
     info = {
         "expr": topo.expr,
@@ -42,7 +44,7 @@ def describe(topo: Topology, recipe=None) -> dict:
     }
     _add_bfb(info, topo)
     _add_forestcoll(info, topo)
-    _add_alltoall(info, topo)
+    _add_alltoall(info, topo, alltoall, alltoall_gap)
     if recipe is not None and recipe.method != "bfb":
         _add_named_schedule(info, recipe)
     return info
@@ -93,9 +95,9 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
 
 
-def _add_alltoall(info: dict, topo: Topology) -> None:
-    """All-to-all concurrent flow f (link capacity 1), its certified upper bound, the Moore
-    bound and the all-to-all time in M/B (paper 001 LP (3), DESIGN §8)."""
+def _add_alltoall(info: dict, topo: Topology, mode: str = "bracket", gap: float = 0.01) -> None:
+    """All-to-all concurrent flow f (link capacity 1) as a certified bracket, the Moore bound
+    and the all-to-all time in M/B (paper 001 LP (3), App. A.5)."""
     from topofinder.alltoall import alltoall_summary
 
-    info.update(alltoall_summary(topo))
+    info.update(alltoall_summary(topo, mode=mode, gap=gap))
