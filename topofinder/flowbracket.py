@@ -144,21 +144,27 @@ class _Master:
 
 
 def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 500,
-                            time_limit: float = 600.0, smoothing: float = 0.5,
-                            progress=None) -> Bracket:
+                            time_limit: float = 600.0, ascent_steps: int = 12,
+                            step: float = 0.5, progress=None) -> Bracket:
     """Certified lower and upper bounds on f* with (upper − lower)/upper ≤ ``gap`` (or the best
     reached within ``max_iterations`` / ``time_limit`` seconds). ``arcs``/``red``: the collapsed
     arcs and the orbit reduction of topofinder.alltoall. ``progress(iteration, lower, upper)``
-    is called after every iteration."""
+    is called after every iteration.
+
+    Each iteration (1) takes ``ascent_steps`` multiplicative supergradient steps on the arc
+    lengths, l_e ← l_e·exp(η·(load_e·U/c_e − 1)) with load the shortest-path routing's load
+    and U the current bound (the supergradient of Σ dist_l relative to Σ c·l; at the optimum
+    the routing scaled by U exactly fills the arcs it uses), keeping the best bound; (2) adds
+    the routings at the best lengths and at the master's duals as columns and re-solves the
+    master (the lower bound).
+    """
     start = time.perf_counter()
     cap = arcs.cap
     size_of_arc = red.orbit_size[red.arc_orbit].astype(float)
+    master = _Master(red)
 
     def normalise(l):
         return l / float(cap @ l)
-
-    def bound(dist, lengths):
-        return float(cap @ lengths) / float(red.weight @ dist.sum(axis=1))
 
     def certify(total):
         # what the flows deliver: least net inflow at a non-source node, scaled down by the
@@ -170,16 +176,27 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
         load = red.weight @ (total @ master.to_orbits)
         return float(net.min()) / max(float((load / red.orbit_cap).max()), 1.0)
 
-    solution = None
-    best_l = normalise(np.ones(arcs.num))
-    dist, flows = _split_flows(arcs, red.reps, best_l)
-    upper = bound(dist, best_l)
-    master = _Master(red)
-    master.add(flows)
-    lower = 0.0
-    it = 0
+    def evaluate(lengths):
+        dist, flows = _split_flows(arcs, red.reps, lengths)
+        return float(cap @ lengths) / float(red.weight @ dist.sum(axis=1)), flows
+
+    lengths = normalise(np.ones(arcs.num))
+    upper, flows = evaluate(lengths)
+    best_l, best_flows = lengths, flows
+    solution, lower, it, steps = None, 0.0, 0, 0
     while True:
         it += 1
+        improved = False
+        for _ in range(ascent_steps if it > 1 else 0):
+            ub, flows = evaluate(lengths)
+            if ub < upper:
+                upper, best_l, best_flows, improved = ub, lengths, flows, True
+            load = (red.weight @ flows) @ master.to_orbits          # mean load per arc orbit
+            excess = np.clip(load[red.arc_orbit] * ub / cap - 1.0, -1.0, 1.0)
+            steps += 1
+            lengths = normalise(lengths * np.exp(step / np.sqrt(1 + steps / 10) * excess))
+        if it == 1 or improved:
+            master.add(best_flows)
         total, mu = master.solve()
         f = certify(total)
         if f > lower:
@@ -191,23 +208,22 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
             break
         dual_l = mu[red.arc_orbit] / size_of_arc
         if float(cap @ dual_l) <= 0:
-            dual_l = best_l
+            continue
         dual_l = normalise(np.maximum(dual_l, 1e-12 * dual_l.max()))
-        # line search for the bound between the best lengths and the duals; new columns come
-        # from the duals themselves and from the best point of the line
-        best_point = None
+        # line search for the bound between the best lengths and the master's duals; new
+        # columns come from the duals themselves (pricing) and from the best point of the line
+        line = None
         for a in (0.0, 0.3, 0.5, 0.7, 0.85, 0.95):
-            point = normalise(a * best_l + (1 - a) * dual_l)
-            dist, flows = _split_flows(arcs, red.reps, point)
-            ub = bound(dist, point)
+            point = dual_l if a == 0.0 else normalise(a * best_l + (1 - a) * dual_l)
+            ub, flows = evaluate(point)
             if a == 0.0:
                 master.add(flows)
-            if best_point is None or ub < best_point[0]:
-                best_point = (ub, point, flows, a)
-        ub, point, flows, a = best_point
-        if a != 0.0:
-            master.add(flows)
-        if ub < upper:
-            upper, best_l = ub, point
+            if line is None or ub < line[0]:
+                line = (ub, point, flows)
+        if line[1] is not dual_l:
+            master.add(line[2])
+        if line[0] < upper:
+            upper, best_l, best_flows = line
+            lengths = best_l
     return Bracket(lower, max(upper, lower), it, master.columns,
                    time.perf_counter() - start, solution, best_l)
