@@ -6,7 +6,7 @@ topofinder.alltoall proves the restriction exact). A column is one single-source
 representative r that delivers 1 unit to every other node; the master LP mixes columns:
 
     max f   s.t.  Σ_j λ_{r,j} ≥ f                                      (every representative r)
-                  Σ_{r,j} λ_{r,j} · (w_r/|O|) · Σ_{e∈O} y_{r,j}(e) ≤ c_O   (every arc orbit O)
+                  Σ_{r,j} λ_{r,j}·(w_r/|O|)·Σ_{e∈O} y_{r,j}(e) ≤ c_O     (every arc orbit O)
                   λ ≥ 0.
 
 Its optimum is a feasible flow of value f (lower bound). Pricing a new column for r is a
