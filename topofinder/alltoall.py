@@ -506,10 +506,13 @@ ALLTOALL_GAP = 0.01
 #: A symmetry-reduced LP at most this large is solved exactly even in bracket mode (faster
 #: than iterating).
 SMALL_LP_VARIABLES = 20_000
+#: Seconds after which the bracket is reported as reached (its gap may then exceed the target).
+BRACKET_TIME_LIMIT = 300.0
 
 
 def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str = "bracket",
-                     gap: float = ALLTOALL_GAP, progress=None) -> dict:
+                     gap: float = ALLTOALL_GAP, progress=None,
+                     time_limit: float = BRACKET_TIME_LIMIT) -> dict:
     """The all-to-all fields of ``topofinder score`` (paper 001 LP (3), Table 7).
 
     ``alltoall_f``: a certified lower bound on f* (the value a feasible routing achieves; f*
@@ -517,7 +520,8 @@ def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str
     or the hop-count bound Σc / Σ_{s≠t} dist(s, t)); ``alltoall_gap`` = (upper − f)/upper.
     ``mode``: "bracket" (gap ≤ ``gap``: the exact orbit-reduced LP when it has at most
     SMALL_LP_VARIABLES variables, else column generation), "exact" (LP (3) to optimality),
-    "bound" (no flow; f None). ``max_variables`` (legacy): with it, only an orbit-reduced LP of
+    "bound" (no flow; f None); a bracket stops after ``time_limit`` s with the gap it reached.
+    ``max_variables`` (legacy): with it, only an orbit-reduced LP of
     at most that size is solved and larger ones get the bounds only. ``alltoall_bound``:
     :func:`moore_bound` (None for heterogeneous links). ``alltoall_time``: all-to-all time of a
     per-node volume M in units of M/B (B = d·b) at the certified f: d/(N·f).
@@ -539,7 +543,8 @@ def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str
         res = concurrent_flow_symmetric(topo, generators=gens)
         f, upper, method, exact = res.f, min(upper, res.upper_bound), res.method, res.exact
     elif mode == "bracket" and max_variables is None:
-        res = concurrent_flow_bracket(topo, gap=gap, generators=gens, progress=progress)
+        res = concurrent_flow_bracket(topo, gap=gap, time_limit=time_limit, generators=gens,
+                                      progress=progress)
         f, upper, method = res.f, min(upper, res.upper_bound), res.method
     return {
         "alltoall_f": f,

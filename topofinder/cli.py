@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from topofinder.errors import TopofinderError
 
@@ -45,7 +46,10 @@ def _run_score(args) -> int:
 
     topo = load_topology(args.expr)
     recipe = None if _is_file(args.expr) else from_expression(args.expr)
-    info = describe(topo, recipe, alltoall=args.alltoall, alltoall_gap=args.alltoall_gap)
+    info = describe(topo, recipe, alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
+                    progress=_bracket_progress() if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -53,6 +57,17 @@ def _run_score(args) -> int:
         for key, value in info.items():
             print(f"{key:<{width}}  {value}")
     return 0
+
+
+def _bracket_progress():
+    """stderr line following the all-to-all bracket: iteration, [lower, upper], gap, time."""
+    start = time.perf_counter()
+
+    def show(iteration, lower, upper):
+        print(f"\rall-to-all bracket: iteration {iteration}, [{lower:.4e}, {upper:.4e}], gap "
+              f"{(upper - lower) / upper:.2%}, {time.perf_counter() - start:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show
 
 
 def _add_export(sub) -> None:

@@ -23,11 +23,12 @@ def moore_bound_steps(n: int, d: int) -> int:
 
 
 def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
-             alltoall_gap: float = 0.01) -> dict:
+             alltoall_gap: float = 0.01, progress=None) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B. With the
     ``recipe`` an expression names (topofinder.recipe.from_expression), the schedule of that
     construction is built, replayed and reported too when it is not plain BFB. ``alltoall``:
-    "bracket" (certified [f, upper] of relative gap ≤ ``alltoall_gap``), "exact" or "bound"."""
+    "bracket" (certified [f, upper] of relative gap ≤ ``alltoall_gap``), "exact" or "bound";
+    ``progress(iteration, lower, upper)`` follows a long bracket computation."""
     n, d = topo.n, topo.degree
     info = {
         "expr": topo.expr,
@@ -44,7 +45,7 @@ def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
     }
     _add_bfb(info, topo)
     _add_forestcoll(info, topo)
-    _add_alltoall(info, topo, alltoall, alltoall_gap)
+    _add_alltoall(info, topo, alltoall, alltoall_gap, progress)
     if recipe is not None and recipe.method != "bfb":
         _add_named_schedule(info, recipe)
     return info
@@ -95,9 +96,10 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
 
 
-def _add_alltoall(info: dict, topo: Topology, mode: str = "bracket", gap: float = 0.01) -> None:
+def _add_alltoall(info: dict, topo: Topology, mode: str = "bracket", gap: float = 0.01,
+                  progress=None) -> None:
     """All-to-all concurrent flow f (link capacity 1) as a certified bracket, the Moore bound
     and the all-to-all time in M/B (paper 001 LP (3), App. A.5)."""
     from topofinder.alltoall import alltoall_summary
 
-    info.update(alltoall_summary(topo, mode=mode, gap=gap))
+    info.update(alltoall_summary(topo, mode=mode, gap=gap, progress=progress))
