@@ -494,7 +494,7 @@ def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float
     red = _Reduction.of(arcs, gens)
     b = _bracket(arcs, red, gap=gap, time_limit=time_limit, progress=progress)
     f, _ = _certify(arcs, red, b.flows, np.ones(red.orbit_size.size))
-    ub = min(b.upper, _dual_bound(arcs, b.lengths))
+    ub = _dual_bound(arcs, b.lengths)      # re-proved from all N sources, not the orbit sum
     return AllToAllResult(min(f, ub), ub, (ub - f) <= EXACT_RTOL * ub, "column-generation",
                           sources=int(red.reps.size))
 
