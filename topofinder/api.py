@@ -79,7 +79,8 @@ def _recipe(source: Source):
     return None
 
 
-def score(source: Source) -> dict:
+def score(source: Source, *, alltoall: str = "bracket", alltoall_gap: float = 0.01,
+          progress=None) -> dict:
     """Every score of one topology, as `topofinder score --json` prints it: N, d, diameter,
     BFB T_L and τ (exact as "p/q"), the bandwidth and Moore bounds, ForestColl's τ_fc, the
     all-to-all concurrent flow, and the schedule the expression names when it is not BFB.
@@ -87,7 +88,8 @@ def score(source: Source) -> dict:
     >>> score("Diamond")["schedule_tau_exact"]
     '7/8'
     """
-    return describe(load(source), _recipe(source))
+    return describe(load(source), _recipe(source), alltoall=alltoall,
+                    alltoall_gap=alltoall_gap, progress=progress)
 
 
 def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,

@@ -12,6 +12,7 @@ import signal
 import shlex
 import sys
 import threading
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def _add_score(sub) -> None:
                                    "schedule, ...), that schedule's own T_L and tau.")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
     _add_undirected(p)
+    p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",
+                   help="all-to-all concurrent flow: a certified bracket [alltoall_f, "
+                        "alltoall_f_upper] of relative gap <= --alltoall-gap (default), the "
+                        "exact LP optimum, or only the hop-count and Moore bounds")
+    p.add_argument("--alltoall-gap", type=float, default=0.01, metavar="G",
+                   help="largest relative gap of the all-to-all bracket (default 0.01)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
@@ -89,8 +96,26 @@ def _source(args):
     return api.load(args.expr, undirected=args.undirected)
 
 
+def _bracket_progress():
+    """A stderr line following the all-to-all bracket: iteration, [lower, upper], gap, time."""
+    start = time.perf_counter()
+
+    def show(iteration, lower, upper):
+        print(f"\rall-to-all bracket: iteration {iteration}, [{lower:.4e}, {upper:.4e}], gap "
+              f"{(upper - lower) / upper:.2%}, {time.perf_counter() - start:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
 def _run_score(args) -> int:
-    info = api.score(_source(args))
+    if not 0 < args.alltoall_gap < 1:
+        raise TopofinderError(f"score: --alltoall-gap must lie in (0, 1), got "
+                              f"{args.alltoall_gap}")
+    tty = sys.stderr is not None and sys.stderr.isatty()
+    info = api.score(_source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
+                     progress=_bracket_progress() if tty else None)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr)
     if args.json:
         print(_json(info))
     else:
@@ -689,6 +714,7 @@ def _json(doc) -> str:
 
 class _ClosedStdout:
     """Standing in for a closed standard output: the first write is a one-line error."""
+
     def write(self, text: str) -> int:
         raise TopofinderError("standard output is closed; give an output file with -o")
 

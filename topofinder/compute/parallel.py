@@ -1,12 +1,13 @@
-"""Independent work in parallel (docs/performance.md): joblib with loky on all local cores by
-default, or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr and only
-shows when the work takes more than a second.
+"""Independent work in parallel (docs/performance.md): joblib with loky on the local cores by
+default, or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr from the
+start, its clock ticking every second, and counts items as they finish in any order.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Callable, Iterable
 
 import joblib
@@ -48,6 +49,16 @@ def stop_workers() -> None:
         executor.shutdown(wait=False, kill_workers=True)
 
 
+def _indexed(fn: Callable, i: int, *args):
+    return i, fn(*args)
+
+
+def _ticking(bar, stop: threading.Event) -> None:
+    """Redraw ``bar`` every second so its elapsed time moves while a long item runs."""
+    while not stop.wait(1.0):
+        bar.refresh()
+
+
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working") -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
@@ -57,8 +68,11 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     args = [it if isinstance(it, tuple) else (it,) for it in items]
     cores = os.cpu_count() or 1
     jobs = min(jobs or cores, cores) if _BACKEND["name"] == "loky" else (jobs or cores)
-    bar = tqdm(total=len(args), desc=label, file=sys.stderr, delay=1.0, leave=False,
+    bar = tqdm(total=len(args), desc=label, file=sys.stderr, leave=False,
                disable=not progress)
+    stop = threading.Event()
+    if progress:
+        threading.Thread(target=_ticking, args=(bar, stop), daemon=True).start()
     try:
         if jobs == 1 or len(args) <= 1:
             out = []
@@ -67,14 +81,17 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 bar.update()
             return out
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs):
-            gen = joblib.Parallel(return_as="generator")(joblib.delayed(fn)(*a) for a in args)
-            out = []
-            for result in gen:
-                out.append(result)
+            order = "generator_unordered" if _BACKEND["name"] == "loky" else "generator"
+            gen = joblib.Parallel(return_as=order)(
+                joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
+            out = [None] * len(args)
+            for i, result in gen:
+                out[i] = result
                 bar.update()
             return out
     except (MemoryError, TerminatedWorkerError):
         raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
                               f"fewer parallel jobs (--jobs 1) or on a larger machine") from None
     finally:
+        stop.set()
         bar.close()

@@ -15,14 +15,17 @@ from topofinder.scoring.alltoall import alltoall_summary
 from topofinder.model.units import exact
 
 
-def describe(topo: Topology, recipe=None) -> dict:
+def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
+             alltoall_gap: float = 0.01, progress=None) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B with B the
     node bandwidth (a compute node's summed link capacity, stated as ``B``). ``tau_opt`` is
     the single-node bound (N−1)/N · B / min_v B⁻(v) ((N−1)/N on a regular homogeneous
     fabric; a self-loop counts as a port, wasted). With the ``recipe`` an expression names
     (topofinder.finder.recipe.from_expression), the schedule of that construction is built,
     replayed and reported too when it is not plain BFB. A switched fabric gets the ForestColl
-    scores only (BFB and all-to-all treat every node as a GPU)."""
+    scores only (BFB and all-to-all treat every node as a GPU). ``alltoall``: "bracket"
+    (certified [f, upper] of relative gap ≤ ``alltoall_gap``), "exact" or "bound";
+    ``progress(iteration, lower, upper)`` follows a long bracket computation."""
     if not topo.strongly_connected:
         raise TopofinderError(f"{topo.expr} is not strongly connected "
                               f"({topo.unreachable_text()}): no collective can complete on it")
@@ -48,7 +51,7 @@ def describe(topo: Topology, recipe=None) -> dict:
         _add_bfb(info, topo)
     _add_forestcoll(info, topo)
     if not topo.has_switches:
-        _add_alltoall(info, topo)
+        _add_alltoall(info, topo, alltoall, alltoall_gap, progress)
     if recipe is not None and recipe.method != "bfb":
         _add_named_schedule(info, recipe)
     return info
@@ -102,7 +105,8 @@ def _add_forestcoll(info: dict, topo: Topology) -> None:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
 
 
-def _add_alltoall(info: dict, topo: Topology) -> None:
-    """All-to-all concurrent flow f (link capacity 1), its certified upper bound, the Moore
-    bound and the all-to-all time in M/B (paper 001 LP (3), docs/algorithms.md)."""
-    info.update(alltoall_summary(topo))
+def _add_alltoall(info: dict, topo: Topology, mode: str = "bracket", gap: float = 0.01,
+                  progress=None) -> None:
+    """All-to-all concurrent flow f (link capacity 1) as a certified bracket, the Moore bound
+    and the all-to-all time in M/B (paper 001 LP (3), App. A.5; docs/algorithms.md)."""
+    info.update(alltoall_summary(topo, mode=mode, gap=gap, progress=progress))

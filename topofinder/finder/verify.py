@@ -23,13 +23,13 @@ from topofinder.finder.recipe import Recipe
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
+from topofinder.scoring.alltoall import alltoall_summary
 from topofinder.scoring.forestcoll import throughput_optimum
 from topofinder.model.units import exact
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
 #: many variables, else only the certified hop-count upper bound (f reported as None); when the
-#: workload ranks by all-to-all, the full LP (3) within ALLTOALL_TOLERANCE, certified
+#: workload ranks by all-to-all, a certified bracket of gap ALLTOALL_GAP (below)
 ALLTOALL_MAX_VARIABLES = 10_000
 
 #: Largest N²·d whose schedule is built and replayed: a replayed allgather has up to ~N²·d
@@ -37,7 +37,8 @@ ALLTOALL_MAX_VARIABLES = 10_000
 #: does not fit in 24 GiB; N = 4096, d = 4 (6.7e7) does. Beyond it a frontier point keeps its
 #: exact scored or theorem value and is marked unverified.
 REPLAY_LIMIT = 4096 * 4096 * 8
-ALLTOALL_TOLERANCE = 0.02
+#: all-to-all when the workload ranks by it: a certified bracket of at most this relative gap
+ALLTOALL_GAP = 0.01
 
 
 def _simple(topo: Topology) -> bool:
@@ -161,11 +162,10 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
             validate(rs)
         rs_t_l, rs_tau = rs.num_steps, rs.tau
     fc = throughput_optimum(topo)
-    a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
-    if full_alltoall and a2a["alltoall_f"] is None:
-        result = concurrent_flow(topo, tol=ALLTOALL_TOLERANCE)
-        a2a.update(alltoall_f=result.f, alltoall_f_upper=result.upper_bound,
-                   alltoall_method=result.method)
+    if full_alltoall:
+        a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
+    else:
+        a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
     return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
             "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
             "schedule": method, "diameter": topo.diameter,
@@ -173,7 +173,8 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
             "moore_T_L": moore_bound_steps(topo.n, topo.degree),
             "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
             "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
-            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"]}
+            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"],
+            "alltoall_gap": a2a["alltoall_gap"]}
 
 
 def _reversible(g: Topology) -> bool:

@@ -32,6 +32,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from topofinder.errors import TopofinderError
+from topofinder.scoring.flowbracket import concurrent_flow_bracket as _bracket
+from topofinder.scoring.symmetry import automorphism_group
 from topofinder.model.topology import Topology
 
 #: Below this many LP (3) variables (N·|E|) :func:`concurrent_flow` solves the exact LP.
@@ -213,15 +215,21 @@ def _orbits(n: int, gens: list[np.ndarray]) -> np.ndarray:
     return sp.csgraph.connected_components(joins, directed=True, connection="weak")[1]
 
 
-def find_automorphisms(topo: Topology, budget: int = 200) -> list[np.ndarray]:
-    """Generators of a group of automorphisms of ``topo`` (node permutations p with (u, w) an
-    arc of capacity c iff (p[u], p[w]) is). Tries to map each node to the others of its colour
-    class (after colour refinement) until every class is one orbit or ``budget`` search nodes
-    are spent; every generator returned is verified, so any subset yields an exact reduction."""
+def find_automorphisms(topo: Topology, budget: int | None = None) -> list[np.ndarray]:
+    """Generators of the automorphism group of ``topo`` (node permutations p with (u, w) an
+    arc of capacity c iff (p[u], p[w]) is), exact from bliss (topofinder.scoring.symmetry). With a
+    ``budget`` instead: the package's own individualisation–refinement search limited to that
+    many search nodes (a subgroup; every generator verified)."""
     return _find_automorphisms(_Arcs.of(topo), budget)
 
 
-def _find_automorphisms(arcs: _Arcs, budget: int) -> list[np.ndarray]:
+def _find_automorphisms(arcs: _Arcs, budget: int | None = None) -> list[np.ndarray]:
+    if budget is None:
+        return list(automorphism_group(arcs.n, arcs.tail, arcs.head, arcs.cap).generators)
+    return _budgeted_automorphisms(arcs, budget)
+
+
+def _budgeted_automorphisms(arcs: _Arcs, budget: int) -> list[np.ndarray]:
     n = arcs.n
     rng = np.random.default_rng(12345)
     table = rng.integers(1, 2**63, size=(2, 2 * n + 2), dtype=np.uint64) | np.uint64(1)
@@ -418,7 +426,7 @@ def concurrent_flow_exact(topo: Topology) -> AllToAllResult:
 
 
 def concurrent_flow_symmetric(topo: Topology, generators=None,
-                              budget: int = 200) -> AllToAllResult:
+                              budget: int | None = None) -> AllToAllResult:
     """LP (3) reduced by a group H of automorphisms (exact for any H ≤ Aut(G)).
 
     Theorem: f* equals the optimum of LP (3) restricted to H-invariant flows, and such flows are
@@ -432,7 +440,8 @@ def concurrent_flow_symmetric(topo: Topology, generators=None,
     (≥) Given y_r, set y_{s,e} = (1/|H_r|) Σ_{h: h r = s} y_{r, h⁻¹e}: a flow from s delivering f
     to every other node, with the same arc loads. □
     For vertex-transitive G with H transitive this is one source's flow: |E| variables.
-    ``generators``: automorphisms generating H (default: :func:`find_automorphisms`).
+    ``generators``: automorphisms generating H (default: the whole group,
+    :func:`find_automorphisms`).
     """
     arcs = _check(topo)
     gens = _find_automorphisms(arcs, budget) if generators is None else list(generators)
@@ -461,11 +470,11 @@ def concurrent_flow_pdlp(topo: Topology, tol: float = 1e-3, time_limit: float = 
 
 
 def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
-                    budget: int = 200) -> AllToAllResult:
+                    budget: int | None = None) -> AllToAllResult:
     """Concurrent all-to-all flow by the cheapest method that meets ``tol``.
 
-    Finds automorphisms (``budget`` search nodes, ~1 s at N = 1024; a larger group means a
-    smaller LP: L^3(K(4,4)) needs 8 sources instead of 512); if the reduced LP has at most
+    Finds the automorphism group (bliss, milliseconds at N = 1024; a larger group means a
+    smaller LP: L^3(K(4,4)) needs 4 sources instead of 1024); if the reduced LP has at most
     EXACT_MAX_VARIABLES variables it is solved exactly (HiGHS), else approximately by PDLP
     (relative tolerance ``tol``, at most ``time_limit`` s) with a certified upper bound.
     """
@@ -477,33 +486,78 @@ def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
     return concurrent_flow_pdlp(topo, tol, time_limit, generators=gens)
 
 
-def alltoall_summary(topo: Topology, max_variables: int = 60_000) -> dict:
-    """The all-to-all fields of ``topofinder score``, cheap at N = 1024 (docs/algorithms.md,
-    docs/cli.md).
+def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float = 600.0,
+                            generators=None, progress=None) -> AllToAllResult:
+    """Certified bracket f ≤ f* ≤ upper_bound with relative gap ≤ ``gap`` (or the best within
+    ``time_limit`` s) by column generation on the orbit-reduced LP (3): shortest-path pricing
+    per orbit representative, a small master LP, and the dual bound of :func:`dual_bound` at
+    every iterate (topofinder.scoring.flowbracket). ``f`` is re-verified from the returned flows."""
+    arcs = _check(topo)
+    gens = _find_automorphisms(arcs) if generators is None else list(generators)
+    red = _Reduction.of(arcs, gens)
+    b = _bracket(arcs, red, gap=gap, time_limit=time_limit, progress=progress)
+    f, _ = _certify(arcs, red, b.flows, np.ones(red.orbit_size.size))
+    ub = _dual_bound(arcs, b.lengths)      # re-proved from all N sources, not the orbit sum
+    return AllToAllResult(min(f, ub), ub, (ub - f) <= EXACT_RTOL * ub, "column-generation",
+                          sources=int(red.reps.size))
 
-    ``alltoall_f``: f* by :func:`concurrent_flow_symmetric` when the symmetry-reduced LP has at
-    most ``max_variables`` variables (vertex-transitive topologies: |E|), else None (call
-    :func:`concurrent_flow`). ``alltoall_f_upper``: a certified upper bound (the LP's, or the
-    hop-count bound Σc / Σ_{s≠t} dist(s, t)). ``alltoall_bound``: :func:`moore_bound` (None for
-    heterogeneous links). ``alltoall_tau``: all-to-all time of a per-node volume M in units
-    of M/B (B = d·b): (M/N)/(f·b) = d/(N·f).
+
+#: ``alltoall_summary`` modes: a certified bracket of relative gap ≤ ALLTOALL_GAP (default),
+#: LP (3) solved to optimality, or only the hop-count and Moore bounds.
+ALLTOALL_MODES = ("bracket", "exact", "bound")
+ALLTOALL_GAP = 0.01
+#: A symmetry-reduced LP at most this large is solved exactly even in bracket mode (faster
+#: than iterating).
+SMALL_LP_VARIABLES = 20_000
+#: Seconds after which the bracket is reported as reached (its gap may then exceed the target).
+BRACKET_TIME_LIMIT = 300.0
+
+
+def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str = "bracket",
+                     gap: float = ALLTOALL_GAP, progress=None,
+                     time_limit: float = BRACKET_TIME_LIMIT) -> dict:
+    """The all-to-all fields of ``topofinder score`` (paper 001 LP (3), Table 7).
+
+    ``alltoall_f``: a certified lower bound on f* (the value a feasible routing achieves; f*
+    itself when ``alltoall_optimal``); ``alltoall_f_upper``: a certified upper bound (the LP dual
+    or the hop-count bound Σc / Σ_{s≠t} dist(s, t)); ``alltoall_gap`` = (upper − f)/upper.
+    ``mode``: "bracket" (gap ≤ ``gap``: the exact orbit-reduced LP when it has at most
+    SMALL_LP_VARIABLES variables, else column generation), "exact" (LP (3) to optimality),
+    "bound" (no flow; f None); a bracket stops after ``time_limit`` s with the gap it reached.
+    ``max_variables`` (legacy): with it, only an orbit-reduced LP of
+    at most that size is solved and larger ones get the bounds only. ``alltoall_bound``:
+    :func:`moore_bound` (None for heterogeneous links). ``alltoall_tau``: all-to-all time of a
+    per-node volume M in units of M/B (B = d·b) at the certified f: d/(N·f).
     """
+    if mode not in ALLTOALL_MODES:
+        raise TopofinderError(f"all-to-all mode {mode!r}: use one of {', '.join(ALLTOALL_MODES)}")
+    if not 0 < gap < 1:
+        raise TopofinderError(f"all-to-all gap must lie in (0, 1), got {gap}")
     arcs = _check(topo)
     n, d = topo.n, topo.degree
-    gens = _find_automorphisms(arcs, 200 if topo.vertex_transitive else 50)
+    gens = _find_automorphisms(arcs)
     red = _Reduction.of(arcs, gens)
     f = None
     upper = float(arcs.cap.sum()) / float(topo.distances.sum())
     method = "hop-count bound"
-    if red.num_variables <= max_variables:
+    exact = False
+    small = red.num_variables <= (SMALL_LP_VARIABLES if max_variables is None else max_variables)
+    if mode == "exact" or (mode == "bracket" and small):
         res = concurrent_flow_symmetric(topo, generators=gens)
+        f, upper, method, exact = res.f, min(upper, res.upper_bound), res.method, res.exact
+    elif mode == "bracket" and max_variables is None:
+        res = concurrent_flow_bracket(topo, gap=gap, time_limit=time_limit, generators=gens,
+                                      progress=progress)
         f, upper, method = res.f, min(upper, res.upper_bound), res.method
     return {
         "alltoall_f": f,
         "alltoall_f_upper": upper,
+        "alltoall_gap": None if f is None else max(0.0, (upper - f) / upper),
+        "alltoall_optimal": exact,
         "alltoall_bound": None if topo.heterogeneous else moore_bound(n, d),
         "alltoall_tau": None if f is None else d / (n * f),
         "alltoall_method": method,
+        "alltoall_orbits": int(red.reps.size),
     }
 
 

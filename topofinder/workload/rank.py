@@ -53,6 +53,7 @@ class FrontierPoint:
     allreduce_time_s: float
     alltoall_time_s: float | None
     objective_s: float
+    alltoall_gap: float | None = None
 
 
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
@@ -66,7 +67,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall,
                                                     jobs=jobs, use_cache=use_cache,
                                                     progress=progress)
-    points = _pareto_points([_point(c, v, workload) for c, v in frontier])
+    points = _pareto_points([_point(c, v, workload) for c, v in frontier],
+                            by_alltoall=workload.alltoall_share > 0)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
     return {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
             "N": n, "d": d, "bidirectional_only": bidirectional,
@@ -89,16 +91,27 @@ def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
         moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
         alltoall_f_upper=v["alltoall_f_upper"], alltoall_bound=v["alltoall_bound"],
         alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
-        alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall))
+        alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall),
+        alltoall_gap=v.get("alltoall_gap"))
 
 
-def _pareto_points(points: list[FrontierPoint]) -> list[FrontierPoint]:
-    """Pareto in verified (T_L, τ); among equal pairs keep the shorter expression."""
-    key = {id(p): (p.T_L, Fraction(p.tau_exact), len(p.expr), p.expr) for p in points}
+def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False
+                   ) -> list[FrontierPoint]:
+    """Pareto in verified (T_L, τ) — and all-to-all time when ``by_alltoall`` (the workload
+    has an all-to-all part), so a topology best for all-to-all (paper 001 §8.3: generalized
+    Kautz) is kept even when another matches its (T_L, τ). Among equal points keep the
+    shorter expression. The all-to-all time is the certified one (at the bracket's lower f);
+    a point without it counts as infinitely slow there."""
+    def a2a(p):
+        if not by_alltoall:
+            return 0.0
+        return float("inf") if p.alltoall_time_s is None else p.alltoall_time_s
+
+    key = {id(p): (p.T_L, Fraction(p.tau_exact), a2a(p), len(p.expr), p.expr) for p in points}
     pool = sorted(points, key=lambda p: key[id(p)])
     keep = []
     for p in pool:
         if not any(q.T_L <= p.T_L and Fraction(q.tau_exact) <= Fraction(p.tau_exact)
-                   for q in keep):
+                   and a2a(q) <= a2a(p) for q in keep):
             keep.append(p)
     return keep
