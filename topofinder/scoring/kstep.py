@@ -358,59 +358,80 @@ def _sp_tree(sym: Symmetry, r: int, k: int, cost: np.ndarray) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros((0, 2), np.int64)
 
 
-def _arrival_search(sym: Symmetry, r: int, k: int, cost: np.ndarray, arrive: np.ndarray,
-                    passes: int = 3) -> np.ndarray:
-    """Local search over arrival steps: node v receives once, at step a(v), from its cheapest
-    in-neighbour u with a(u) < a(v); moves change one a(v) when the total cost drops and every
-    node keeps a parent. Returns the tree as (step index, link) rows."""
+def _tree_terms(sym: Symmetry, r: int, cost: np.ndarray, arrive: np.ndarray):
+    """For arrival steps ``arrive``: per node the cheapest valid parent link (a(u) < a(v)),
+    its cost and the second cheapest cost (inf where none)."""
     n, lu, lw = sym.n, sym.lu, sym.lw
-    ins = [[] for _ in range(n)]
+    k = cost.shape[0]
+    lc = np.where(arrive[lu] < arrive[lw],
+                  cost[np.clip(arrive[lw] - 1, 0, k - 1), np.arange(lu.size)], np.inf)
+    order = np.lexsort((lc, lw))
+    w_sorted = lw[order]
+    first = np.searchsorted(w_sorted, np.arange(n))
+    count = np.bincount(lw, minlength=n)
+    best_link = np.where(count > 0, order[np.minimum(first, lu.size - 1)], -1)
+    best = np.where(count > 0, lc[best_link], np.inf)
+    second = np.where(count > 1, lc[order[np.minimum(first + 1, lu.size - 1)]], np.inf)
+    best[r], second[r], best_link[r] = 0.0, 0.0, -1
+    return lc, best_link, best, second
+
+
+def _arrival_search(sym: Symmetry, r: int, k: int, cost: np.ndarray, arrive: np.ndarray,
+                    rounds: int = 40) -> np.ndarray | None:
+    """Local search over arrival steps: node v receives once, at step a(v), from its cheapest
+    in-neighbour u with a(u) < a(v). Every node's best single move is evaluated at once
+    (numpy); the improving moves of a conflict-free set (no two movers adjacent or sharing an
+    out-neighbour) are applied; repeated until none improves. Returns the tree as (step index,
+    link) rows, None if ``arrive`` is infeasible."""
+    n, lu, lw = sym.n, sym.lu, sym.lw
+    arrive = arrive.astype(np.int64).copy()
+    arrive[r] = 0
+    links = np.arange(lu.size)
     outs = [[] for _ in range(n)]
-    for a, (u, w) in enumerate(zip(lu.tolist(), lw.tolist())):
-        ins[w].append((u, a))
+    ins = [[] for _ in range(n)]
+    for u, w in zip(lu.tolist(), lw.tolist()):
         outs[u].append(w)
-    c = cost.tolist()
-    a_of = arrive.tolist()
-
-    def term(v, av):
-        best, arg = float("inf"), -1
-        for u, a in ins[v]:
-            if a_of[u] < av:
-                cv = c[av - 1][a]
-                if cv < best:
-                    best, arg = cv, a
-        return best, arg
-
-    for _ in range(passes):
-        improved = False
-        for v in range(n):
-            if v == r:
-                continue
-            old_a = a_of[v]
-            affected = [w for w in set(outs[v]) if w != r]
-            old = term(v, old_a)[0] + sum(term(w, a_of[w])[0] for w in affected)
-            best_a, best_val = old_a, old
-            for av in range(1, k + 1):
-                if av == old_a:
-                    continue
-                a_of[v] = av
-                val = term(v, av)[0]
-                if val < best_val:
-                    val += sum(term(w, a_of[w])[0] for w in affected)
-                    if val < best_val - 1e-12:
-                        best_a, best_val = av, val
-                a_of[v] = old_a
-            if best_a != old_a:
-                a_of[v] = best_a
-                improved = True
-        if not improved:
+        ins[w].append(u)
+    for _ in range(rounds):
+        lc, best_link, best, second = _tree_terms(sym, r, cost, arrive)
+        if not np.all(np.isfinite(best)):
+            return None
+        change = np.full((k, n), np.inf)
+        for alpha in range(1, k + 1):
+            own = np.full(n, np.inf)
+            ok = arrive[lu] < alpha
+            np.minimum.at(own, lw[ok], cost[alpha - 1, links[ok]])
+            # the children's terms when v = lu arrives at alpha
+            excl = np.where(best_link[lw] == links, second[lw], best[lw])
+            via = np.where(alpha < arrive[lw], cost[np.clip(arrive[lw] - 1, 0, k - 1), links],
+                           np.inf)
+            new_child = np.minimum(excl, via)
+            delta = np.where(lw == r, 0.0, new_child - best[lw])
+            tot = np.zeros(n)
+            np.add.at(tot, lu, delta)
+            change[alpha - 1] = own + tot - best
+        change[:, r] = np.inf
+        change[arrive[np.arange(n)] - 1, np.arange(n)] = np.inf   # staying is no move
+        alpha_best = np.argmin(change, axis=0) + 1
+        gain = -change[alpha_best - 1, np.arange(n)]
+        movers = np.flatnonzero(gain > 1e-12)
+        if movers.size == 0:
             break
-    rows = []
-    for v in range(n):
-        if v != r:
-            _, a = term(v, a_of[v])
-            rows.append((a_of[v] - 1, a))
-    return np.array(rows, np.int64)
+        blocked = np.zeros(n, bool)
+        for v in movers[np.argsort(-gain[movers], kind="stable")].tolist():
+            if blocked[v]:
+                continue
+            arrive[v] = alpha_best[v]
+            blocked[v] = True
+            blocked[ins[v]] = True
+            for w in outs[v]:
+                blocked[w] = True
+                blocked[ins[w]] = True
+    lc, best_link, best, second = _tree_terms(sym, r, cost, arrive)
+    if not np.all(np.isfinite(best)):
+        return None
+    keep = np.arange(n) != r
+    return np.stack([arrive[keep] - 1, best_link[keep]], axis=1)
 
 
 def _arrivals(sym: Symmetry, r: int, tree: np.ndarray) -> np.ndarray | None:
@@ -466,8 +487,8 @@ def _round(lams: np.ndarray, m: int) -> np.ndarray:
 
 def routed_schedule(topo: Topology, k: int, use_group: bool = True,
                     sym: Symmetry | None = None, max_rounds: int = 60,
-                    local_search: bool | None = None,
-                    max_chunks: int = MAX_CHUNKS) -> KStepRouted:
+                    local_search: bool = True,
+                    max_chunks: int = MAX_CHUNKS, progress=None) -> KStepRouted:
     """A replay-valid k-step allgather built from timed arborescences (module doc): exact
     master LP over the arborescences found, heuristic pricing, then rounding to chunks."""
     _check_k(topo, k)
@@ -478,8 +499,6 @@ def routed_schedule(topo: Topology, k: int, use_group: bool = True,
     weights = sym.load_weights()
     cap_orb = np.zeros(n_orb)
     cap_orb[sym.arc_orbit] = sym.lcap
-    if local_search is None:
-        local_search = n * k * R <= 20_000
     trees, cols, owners = [], [], []
     keys = set()
 
@@ -496,6 +515,7 @@ def routed_schedule(topo: Topology, k: int, use_group: bool = True,
         owners.append(ri)
         return True
 
+    last = [None] * R          # arrival steps of each rep's latest best column (warm start)
     rng = np.random.default_rng(0)
     for ri, r in enumerate(sym.reps):
         add(ri, _sp_tree(sym, int(r), k, np.ones((k, L))))
@@ -507,20 +527,33 @@ def routed_schedule(topo: Topology, k: int, use_group: bool = True,
         pi = -res.ineqlin.marginals.reshape(k, n_orb)          # ≥ 0
         mu = res.eqlin.marginals
         added = 0
+        best_rc = [None] * R
         for ri, r in enumerate(sym.reps):
             cost = pi[:, sym.arc_orbit] * weights[ri, sym.arc_orbit] + 1e-9
             cands = [_sp_tree(sym, int(r), k, cost)]
             if local_search:
-                arrive = _arrivals(sym, int(r), cands[0])
-                if arrive is None:
-                    arrive = topo.distances[int(r)].astype(np.int64)
-                cands.append(_arrival_search(sym, int(r), k, cost, arrive))
+                starts = [_arrivals(sym, int(r), cands[0]), topo.distances[int(r)]]
+                if last[ri] is not None:
+                    starts.append(last[ri])
+                for arrive in starts:
+                    if arrive is not None:
+                        tree = _arrival_search(sym, int(r), k, cost, arrive)
+                        if tree is not None:
+                            cands.append(tree)
             for tree in cands:
                 rc = float(cost[tree[:, 0], tree[:, 1]].sum()) - mu[ri]
                 if rc < -1e-9 and add(ri, tree):
                     added += 1
+                    if best_rc[ri] is None or rc < best_rc[ri]:
+                        best_rc[ri] = rc
+                        last[ri] = _arrivals(sym, int(r), tree)
+        if progress is not None:
+            progress(f"round {_ + 1}: master tau {float(res.x[-k:].sum()) * topo.degree / n:.6f}"
+                     f", {len(cols)} columns, +{added}")
         if not added:
             break
+    if res.x.size != len(cols) + k:          # the last round added columns: re-solve
+        res = _master(cols, owners, R, k, n_orb, weights, cap_orb)
     lam = res.x[:len(cols)]
     master_tau = float(res.x[len(cols):].sum()) * topo.degree / n
     schedule = _build(topo, sym, k, trees, owners, lam, max_chunks)
@@ -537,10 +570,12 @@ def _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks) -
     counts = np.array([np.bincount(t[:, 0] * n_orb + sym.arc_orbit[t[:, 1]],
                                    minlength=k * n_orb) for t in trees], float)
     best, best_m = np.inf, 1
+    mines = [[j for j, o in enumerate(owners) if o == ri and lam[j] > 1e-12]
+             for ri in range(sym.reps.size)]
     for m in range(1, max(1, max_chunks // mult) + 1):
         load = np.zeros(k * n_orb)
         for ri, r in enumerate(sym.reps):
-            mine = [j for j, o in enumerate(owners) if o == ri and lam[j] > 1e-12]
+            mine = mines[ri]
             w = _round(np.array([lam[j] for j in mine]), m)
             # every chunk of every source: |V_r| sources spread over the orbit's |O| links
             load += (w @ counts[mine]) * sym.orbit_size(int(r)) / np.tile(sizes, k)
