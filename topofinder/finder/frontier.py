@@ -17,7 +17,8 @@ from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import base as base_recipe
-from topofinder.finder.verify import score_base, verify_candidate
+from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.verify import score_base, score_kstep, verify_candidate
 
 
 def _candidate_from_score(s: dict) -> Candidate:
@@ -26,6 +27,32 @@ def _candidate_from_score(s: dict) -> Candidate:
                      reverse_symmetric=s["reverse_symmetric"],
                      bfb_bw_optimal=s["bfb_bw_optimal"], lg_exact=s["lg_exact"],
                      loop_free=s["loop_free"])
+
+
+#: Sizes up to this many nodes also get routed k-step schedules (k = diameter, diameter + 1;
+#: topofinder.scoring.kstep) of their frontier topologies as candidates; line graphs and the
+#: other expansions then carry them to larger sizes.
+KSTEP_MAX_NODES = 256
+
+
+def _kstep_candidates(frontier: list[Candidate], n: int, use_cache: bool,
+                      limit: float) -> list[Candidate]:
+    """Routed k-step points of the frontier's topologies (not for BW-optimal points, which no
+    schedule beats at their T_L, nor for points already built from one)."""
+    if n > KSTEP_MAX_NODES:
+        return []
+    out = []
+    for c in frontier:
+        if c.tau == Fraction(c.n - 1, c.n) or c.recipe.uses_kstep:
+            continue
+        for extra in (0, 1):
+            s = cached(score_kstep, use_cache)(c.recipe, extra)
+            if s is None or s["T_L"] >= limit:
+                continue
+            out.append(Candidate(kstep_recipe(c.recipe, s["T_L"]), s["N"], s["d"], s["T_L"],
+                                 Fraction(s["tau"]), exact=True,
+                                 bidirectional=s["bidirectional"], loop_free=s["loop_free"]))
+    return out
 
 
 #: Frontier points are verified in parallel while N²·d stays below this. A schedule's memory
@@ -73,6 +100,7 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
         for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
             frontiers[operand] = _state_frontier(operand, use_cache, sub_limit)
     frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
+    frontier = finder.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache, limit))
     _FRONTIERS[state] = (limit, frontier)
     return frontier
 

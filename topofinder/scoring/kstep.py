@@ -47,7 +47,7 @@ from topofinder.model.topology import Topology
 #: orbit averages the master LP assumed; the replayed τ is what counts).
 MAX_GROUP_CELLS = 20_000_000
 #: Chunks per shard at most (the shard is split into P integer chunks).
-MAX_CHUNKS = 240
+MAX_CHUNKS = 1024
 
 
 # ---- symmetry -------------------------------------------------------------------------------
@@ -555,8 +555,9 @@ def routed_schedule(topo: Topology, k: int, use_group: bool = True,
     if res.x.size != len(cols) + k:          # the last round added columns: re-solve
         res = _master(cols, owners, R, k, n_orb, weights, cap_orb)
     lam = res.x[:len(cols)]
+    exact_lam = _exact_mix(cols, owners, R, k, n_orb, sym, res)
     master_tau = float(res.x[len(cols):].sum()) * topo.degree / n
-    schedule = _build(topo, sym, k, trees, owners, lam, max_chunks)
+    schedule = _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam)
     return KStepRouted(schedule, master_tau, len(cols), time.perf_counter() - start)
 
 
@@ -585,14 +586,98 @@ def _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks) -
     return best_m
 
 
-def _build(topo, sym, k, trees, owners, lam, max_chunks) -> StepSchedule:
+def _exact_mix(cols, owners, R, k, n_orb, sym, res) -> list[Fraction] | None:
+    """The master's optimal vertex in exact rationals: the float solution's support and
+    tight rows solved by Fraction elimination and checked exactly (feasible, same value);
+    None when that fails (the float mix is rounded instead)."""
+    m = len(cols)
+    x = res.x
+    support = [j for j in range(m) if x[j] > 1e-9]
+    sizes = sym.arc_orbit_sizes()
+    cap_orb = np.zeros(n_orb, np.int64)
+    cap_orb[sym.arc_orbit] = sym.lcap
+    wts = [[Fraction(sym.orbit_size(int(r)), int(sizes[o])) for o in range(n_orb)]
+           for r in sym.reps]
+    nv = len(support) + k
+    if nv > 400:
+        return None
+    slack = -res.ineqlin.residual if res.ineqlin.residual is not None else None
+    rows = []
+    for ri in range(R):
+        row = [Fraction(0)] * nv
+        for i, j in enumerate(support):
+            if owners[j] == ri:
+                row[i] = Fraction(1)
+        rows.append((row, Fraction(1)))
+    for q in range(k * n_orb):
+        if abs(res.ineqlin.residual[q]) > 1e-7:
+            continue
+        t, o = divmod(q, n_orb)
+        row = [Fraction(0)] * nv
+        for i, j in enumerate(support):
+            c = int(cols[j][q])
+            if c:
+                row[i] = wts[owners[j]][o] * c
+        row[len(support) + t] = Fraction(-int(cap_orb[o]))
+        rows.append((row, Fraction(0)))
+    sol = _solve_exact(rows, nv)
+    if sol is None or any(v < 0 for v in sol):
+        return None
+    lam = [Fraction(0)] * m
+    for i, j in enumerate(support):
+        lam[j] = sol[i]
+    y = sol[len(support):]
+    # exact feasibility of every load row
+    for q in range(k * n_orb):
+        t, o = divmod(q, n_orb)
+        load = sum((wts[owners[j]][o] * int(cols[j][q]) * lam[j] for j in support
+                    if cols[j][q]), Fraction(0))
+        if load > cap_orb[o] * y[t]:
+            return None
+    if abs(float(sum(y)) - float(res.fun)) > 1e-7:
+        return None
+    return lam
+
+
+def _solve_exact(rows, nv) -> list[Fraction] | None:
+    """A solution of the rational system (Gauss–Jordan; free unknowns 0), None if none."""
+    mat = [r[:] + [b] for r, b in rows]
+    piv_cols = []
+    rank = 0
+    for c in range(nv):
+        p = next((i for i in range(rank, len(mat)) if mat[i][c] != 0), None)
+        if p is None:
+            continue
+        mat[rank], mat[p] = mat[p], mat[rank]
+        pv = mat[rank][c]
+        mat[rank] = [v / pv for v in mat[rank]]
+        for i in range(len(mat)):
+            if i != rank and mat[i][c] != 0:
+                f = mat[i][c]
+                mat[i] = [a - f * b for a, b in zip(mat[i], mat[rank])]
+        piv_cols.append(c)
+        rank += 1
+    if any(mat[i][nv] != 0 for i in range(rank, len(mat))):
+        return None
+    sol = [Fraction(0)] * nv
+    for i, c in enumerate(piv_cols):
+        sol[c] = mat[i][nv]
+    return sol
+
+
+def _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam=None) -> StepSchedule:
     """Round the mix to integer chunks and copy every rep's arborescences to its orbit."""
     mapper_sets = [sym.mappers(int(r)) for r in sym.reps]
     per_source = []            # mappers per source vertex of each rep's orbit
     for ri, r in enumerate(sym.reps):
         per_source.append(len(mapper_sets[ri]) // sym.orbit_size(int(r)))
     mult = lcm(*per_source)
-    m = _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks)
+    den = lcm(*[f.denominator for f in exact_lam]) if exact_lam else None
+    if den is not None and den * mult <= max_chunks:
+        m = den                              # the exact mix, no rounding
+        lam = np.array([float(f) for f in exact_lam])
+    else:
+        m = _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks)
     p = m * mult
     blocks = []
     lo_at = {}
