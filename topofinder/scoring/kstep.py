@@ -22,8 +22,9 @@ graph* has nodes (v, t), t = 0..k, hold arcs (v, t−1)→(v, t) of unbounded ca
   steps), so the routed τ is an upper bound, not the optimum. The mix is rounded to integer
   chunks (shard split into P chunks) and copied to every source by the group.
 
-Group: generators of Aut(G) from BLISS (python-igraph, optional), each verified on the arcs with
-their capacities; without igraph the trivial group (the LP is then unreduced).
+Group: generators of Aut(G) from BLISS (python-igraph, optional extra ``symmetry``), else from
+the colour-refinement search of topofinder.scoring.alltoall; each verified on the arcs with their
+capacities (any verified subset gives an exact reduction; a smaller group only costs time).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from scipy.sparse.csgraph import connected_components
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
+from topofinder.scoring.alltoall import find_automorphisms
 
 #: Largest group enumerated element by element (|Γ|·N integers); beyond it a source's
 #: arborescences are copied by one coset representative each (loads then need not be the
@@ -119,10 +121,12 @@ def _links(topo: Topology):
 
 
 def _bliss_generators(topo: Topology, lu, lw) -> list[np.ndarray]:
+    """Aut(G) generators from BLISS (python-igraph) when installed, else the project's own
+    colour-refinement search (topofinder.scoring.alltoall; possibly a smaller group)."""
     try:
         import igraph as ig
     except ImportError:
-        return []
+        return find_automorphisms(topo)
     g = ig.Graph(n=topo.n, edges=list(zip(lu.tolist(), lw.tolist())), directed=True)
     return [np.asarray(p, np.int64) for p in g.automorphism_group()]
 
