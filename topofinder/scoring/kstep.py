@@ -36,7 +36,7 @@ from math import lcm
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 from scipy.sparse.csgraph import connected_components
 
 from topofinder.errors import TopofinderError
@@ -669,6 +669,49 @@ def _solve_exact(rows, nv) -> list[Fraction] | None:
     return sol
 
 
+def _averaged_value(sym, k, counts, owners, w, m) -> float:
+    """Σ_t max_O load/cap per chunk-unit of the integer mix w (m units per source),
+    averaged over Γ — exact when Γ is enumerated."""
+    n_orb = sym.num_arc_orbits
+    sizes = np.tile(sym.arc_orbit_sizes(), k)
+    cap_orb = np.zeros(n_orb)
+    cap_orb[sym.arc_orbit] = sym.lcap
+    load = np.zeros(k * n_orb)
+    for ri, r in enumerate(sym.reps):
+        mine = [j for j, o in enumerate(owners) if o == ri]
+        load += (w[mine] @ counts[mine]) * sym.orbit_size(int(r)) / sizes
+    return float((load.reshape(k, n_orb) / cap_orb).max(axis=1).sum()) / m
+
+
+def _integer_mix(sym, k, trees, owners, m, node_limit=5000):
+    """Integer chunk counts (m per source) minimising the Γ-averaged Σ_t max load: a small
+    MILP (HiGHS) over the arborescences found, stopped after ``node_limit`` branch-and-bound
+    nodes (deterministic, unlike a time limit); None if it finds nothing by then."""
+    n_orb = sym.num_arc_orbits
+    R = sym.reps.size
+    nt = len(trees)
+    counts = np.array([np.bincount(t[:, 0] * n_orb + sym.arc_orbit[t[:, 1]],
+                                   minlength=k * n_orb) for t in trees], float)
+    weights = sym.load_weights()
+    cap_orb = np.zeros(n_orb)
+    cap_orb[sym.arc_orbit] = sym.lcap
+    own = np.asarray(owners)
+    a = np.zeros((k * n_orb + R, nt + k))
+    a[:k * n_orb, :nt] = (counts * weights[own][:, np.tile(np.arange(n_orb), k)]).T
+    for t in range(k):
+        a[t * n_orb:(t + 1) * n_orb, nt + t] = -cap_orb
+    a[k * n_orb + own, np.arange(nt)] = 1.0
+    lb = np.r_[np.full(k * n_orb, -np.inf), np.full(R, m)]
+    ub = np.r_[np.zeros(k * n_orb), np.full(R, m)]
+    res = milp(np.r_[np.zeros(nt), np.ones(k)], constraints=LinearConstraint(a, lb, ub),
+               integrality=np.r_[np.ones(nt), np.zeros(k)], bounds=Bounds(0, np.inf),
+               options={"node_limit": node_limit, "time_limit": 60.0, "disp": False})
+    if res.x is None:
+        return None
+    w = np.rint(res.x[:nt]).astype(np.int64)
+    return w, _averaged_value(sym, k, counts, owners, w, m)
+
+
 def _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam=None) -> StepSchedule:
     """Round the mix to integer chunks and copy every rep's arborescences to its orbit."""
     mapper_sets = [sym.mappers(int(r)) for r in sym.reps]
@@ -682,6 +725,22 @@ def _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam=None) -> Step
         lam = np.array([float(f) for f in exact_lam])
     else:
         m = _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks)
+        counts = np.array([np.bincount(t[:, 0] * sym.num_arc_orbits + sym.arc_orbit[t[:, 1]],
+                                       minlength=k * sym.num_arc_orbits) for t in trees], float)
+        w_round = np.zeros(len(trees), np.int64)
+        for ri in range(sym.reps.size):
+            mine = [j for j, o in enumerate(owners) if o == ri]
+            w_round[mine] = _round(np.maximum(lam[mine], 0), m)
+        best = (_averaged_value(sym, k, counts, owners, w_round, m), m, w_round)
+        if len(trees) <= 60:               # a small MILP: worth its few seconds
+            for mm in sorted({max_chunks // mult, 64} - {0}):
+                if mm * mult > max_chunks:
+                    continue
+                found = _integer_mix(sym, k, trees, owners, mm)
+                if found is not None and found[1] < best[0] - 1e-12:
+                    best = (found[1], mm, found[0])
+        m = best[1]
+        lam = best[2].astype(float) / m        # integer weights: _round returns them as is
     p = m * mult
     blocks = []
     lo_at = {}
