@@ -15,6 +15,7 @@ from topofinder.families.build import parse
 from topofinder.model.schedule import validate
 from topofinder.scoring import kstep
 from topofinder.scoring.bfb import bfb_score
+from topofinder.workload.rank import search
 
 #: small vertex-transitive topologies (Cayley graphs and a line graph of K_3)
 VERTEX_TRANSITIVE = ["K(4)", "C(7,{1,2})", "C(8,{1,3})", "C(9,{1,2})", "DC(7,{1,2})",
@@ -176,3 +177,22 @@ def test_orbit_reduction_equals_unreduced_lp_without_transitivity(expr, k):
     full = kstep.lower_bound(topo, k, use_group=False)
     assert 1 < reduced.sources < full.sources == topo.n
     assert _close(reduced.tau, full.tau)
+
+
+def test_search_with_kstep_dominates_table7_at_64():
+    """`search --n 64 --d 4 --kstep`: a replayed k-step point beats paper 001 Table 7's
+    (T_L, τ) = (4, 1.000) at the same T_L (L(C(16,{3,4})) at k = D = 4; BFB gives τ = 1)."""
+    result = search(64, 4, jobs=1, use_cache=False, kstep=True)
+    points = [p for p in result["frontier"] if p["schedule"].endswith("kstep")]
+    assert points and all(p["verified"] for p in points)
+    best = min((p for p in points if p["T_L"] == 4), key=lambda p: p["tau"])
+    assert Fraction(63, 64) <= Fraction(best["tau_exact"]) < 1
+    assert Fraction(best["tau_fc_exact"]) <= Fraction(best["tau_exact"])
+
+
+@pytest.mark.slow
+def test_search_with_kstep_dominates_table7_at_1024():
+    """N = 1024: the line graph of a k-step schedule beats Table 7's (6, 1.020) point."""
+    result = search(1024, 4, jobs=1, use_cache=False, kstep=True)
+    assert any(p["verified"] and p["T_L"] <= 6 and p["tau"] < 1.0195
+               and p["schedule"].endswith("kstep") for p in result["frontier"])

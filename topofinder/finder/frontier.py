@@ -63,7 +63,7 @@ PARALLEL_VERIFY_LIMIT = 4096 * 4096 * 4
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
 _SCORES: dict[tuple[str, str], dict | None] = {}
-_FRONTIERS: dict[tuple[int, int], tuple[float, list[Candidate]]] = {}
+_FRONTIERS: dict[tuple, tuple[float, list[Candidate]]] = {}
 
 
 def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
@@ -80,12 +80,13 @@ def _scored(pairs) -> list[Candidate]:
 
 
 def _state_frontier(state: tuple[int, int], use_cache: bool,
-                    limit: float = float("inf")) -> list[Candidate]:
+                    limit: float = float("inf"), kstep: bool = False) -> list[Candidate]:
     """The Pareto frontier of one size (n, k), exact for every candidate with T_L < ``limit``
     (only candidates with no more steps can dominate those): its own bases, plus expansions of
     smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
-    limit it was computed for; a request with a higher limit recomputes."""
-    known = _FRONTIERS.get(state)
+    limit it was computed for; a request with a higher limit recomputes. ``kstep``: also
+    routed k-step points at sizes up to KSTEP_MAX_NODES."""
+    known = _FRONTIERS.get((state, kstep))
     if known is not None and known[0] >= limit:
         return known[1]
     pairs = base_expressions(*state)
@@ -98,37 +99,39 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     frontiers = {}
     for op in ops:
         for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
-            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit)
+            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit, kstep)
     frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
-    frontier = finder.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache, limit))
-    _FRONTIERS[state] = (limit, frontier)
+    if kstep:
+        frontier = finder.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache,
+                                                              limit))
+    _FRONTIERS[(state, kstep)] = (limit, frontier)
     return frontier
 
 
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
-                       use_cache: bool = True, progress: Callable | None = None
-                       ) -> list[Candidate]:
+                       use_cache: bool = True, progress: Callable | None = None,
+                       kstep: bool = False) -> list[Candidate]:
     """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
     more than one job the bases of every reachable size are scored in parallel up front;
     otherwise sizes are visited lazily and only where they can matter."""
     own = base_expressions(n, d)
     extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
     if jobs != 1:
-        states = [s for s in finder.reachable_states(n, d) if s not in _FRONTIERS]
+        states = [s for s in finder.reachable_states(n, d) if (s, kstep) not in _FRONTIERS]
         _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
                      use_cache, progress)
     _score_bases(extra, 1, use_cache, None)
-    final = _state_frontier((n, d), use_cache) + _scored(extra)
+    final = _state_frontier((n, d), use_cache, kstep=kstep) + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
     return finder.pareto(final, with_flags=False)
 
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
-                      jobs: int | None = None, use_cache: bool = True,
+                      kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
-    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
+    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep)
     if n * n * d > PARALLEL_VERIFY_LIMIT:
         jobs = 1                          # one multi-gigabyte schedule in memory at a time
     verified = run_parallel(cached(verify_candidate, use_cache),
