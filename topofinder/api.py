@@ -255,18 +255,18 @@ class SearchResult:
 
 
 def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
-           jobs: int | None = None, use_cache: bool = True, progress: bool = False
-           ) -> SearchResult:
+           jobs: int | None = None, use_cache: bool = True, progress: bool = False,
+           kstep: bool = False) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
-    B = 100 Gbps, M = 1 MB).
+    B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
 
     >>> r = search(16, 2, jobs=1)
     >>> [(p.expr, p.T_L, p.tau_exact) for p in r.frontier]
     [('L(Diamond)', 4, '1/1'), ('DBJMod(2,4)', 5, '15/16')]
     """
     doc = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
-                  use_cache=use_cache, progress=progress or None)
+                  use_cache=use_cache, progress=progress or None, kstep=kstep)
     points = tuple(FrontierPoint(**p) for p in doc["frontier"])
     return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
                         points, doc["recommended"])

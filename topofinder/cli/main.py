@@ -387,6 +387,9 @@ def _add_search(sub) -> None:
     p.add_argument("--bidirectional", action="store_true",
                    help="only topologies duplex cabling can realise")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
+    p.add_argument("--kstep", action="store_true",
+                   help="also try routed schedules with k = diameter and diameter + 1 steps on "
+                        "the frontier topologies of up to 256 nodes (column generation; slower)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="also draw T_L against tau with the bounds (FILE.png or FILE.svg)")
@@ -408,7 +411,8 @@ def _run_search(args) -> int:
         raise TopofinderError(f"search: --plot {args.plot}: give a .png or .svg file name")
     workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
-                    jobs=args.jobs, use_cache=not args.no_cache, progress=True)
+                    jobs=args.jobs, use_cache=not args.no_cache, progress=True,
+                    kstep=args.kstep)
     if args.gpus_per_node is not None:
         _add_hierarchy(result, args)
     if args.plot:

@@ -18,7 +18,8 @@ from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import base as base_recipe
-from topofinder.finder.verify import score_base, verify_candidate
+from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.verify import score_base, score_kstep, verify_candidate
 
 
 def _candidate_from_score(s: dict) -> Candidate:
@@ -27,6 +28,32 @@ def _candidate_from_score(s: dict) -> Candidate:
                      reverse_symmetric=s["reverse_symmetric"],
                      bfb_bw_optimal=s["bfb_bw_optimal"], lg_exact=s["lg_exact"],
                      loop_free=s["loop_free"])
+
+
+#: Sizes up to this many nodes also get routed k-step schedules (k = diameter, diameter + 1;
+#: topofinder.scoring.kstep) of their frontier topologies as candidates; line graphs and the
+#: other expansions then carry them to larger sizes.
+KSTEP_MAX_NODES = 256
+
+
+def _kstep_candidates(frontier: list[Candidate], n: int, use_cache: bool,
+                      limit: float) -> list[Candidate]:
+    """Routed k-step points of the frontier's topologies (not for BW-optimal points, which no
+    schedule beats at their T_L, nor for points already built from one)."""
+    if n > KSTEP_MAX_NODES:
+        return []
+    out = []
+    for c in frontier:
+        if c.tau == Fraction(c.n - 1, c.n) or c.recipe.uses_kstep:
+            continue
+        for extra in (0, 1):
+            s = cached(score_kstep, use_cache)(c.recipe, extra)
+            if s is None or s["T_L"] >= limit:
+                continue
+            out.append(Candidate(kstep_recipe(c.recipe, s["T_L"]), s["N"], s["d"], s["T_L"],
+                                 Fraction(s["tau"]), exact=True,
+                                 bidirectional=s["bidirectional"], loop_free=s["loop_free"]))
+    return out
 
 
 #: Peak bytes of one verification per unit of N²·d: a schedule's sends grow with N² (every node
@@ -57,7 +84,7 @@ def verify_jobs(n: int, d: int, jobs: int | None) -> int:
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
 _SCORES: dict[tuple[str, str], dict | None] = {}
-_FRONTIERS: dict[tuple[int, int], tuple[float, list[Candidate]]] = {}
+_FRONTIERS: dict[tuple, tuple[float, list[Candidate]]] = {}
 
 
 def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
@@ -74,12 +101,13 @@ def _scored(pairs) -> list[Candidate]:
 
 
 def _state_frontier(state: tuple[int, int], use_cache: bool,
-                    limit: float = float("inf")) -> list[Candidate]:
+                    limit: float = float("inf"), kstep: bool = False) -> list[Candidate]:
     """The Pareto frontier of one size (n, k), exact for every candidate with T_L < ``limit``
     (only candidates with no more steps can dominate those): its own bases, plus expansions of
     smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
-    limit it was computed for; a request with a higher limit recomputes."""
-    known = _FRONTIERS.get(state)
+    limit it was computed for; a request with a higher limit recomputes. ``kstep``: also
+    routed k-step points at sizes up to KSTEP_MAX_NODES."""
+    known = _FRONTIERS.get((state, kstep))
     if known is not None and known[0] >= limit:
         return known[1]
     pairs = base_expressions(*state)
@@ -92,36 +120,39 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     frontiers = {}
     for op in ops:
         for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
-            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit)
+            frontiers[operand] = _state_frontier(operand, use_cache, sub_limit, kstep)
     frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
-    _FRONTIERS[state] = (limit, frontier)
+    if kstep:
+        frontier = finder.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache,
+                                                              limit))
+    _FRONTIERS[(state, kstep)] = (limit, frontier)
     return frontier
 
 
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
-                       use_cache: bool = True, progress: Callable | None = None
-                       ) -> list[Candidate]:
+                       use_cache: bool = True, progress: Callable | None = None,
+                       kstep: bool = False) -> list[Candidate]:
     """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
     more than one job the bases of every reachable size are scored in parallel up front;
     otherwise sizes are visited lazily and only where they can matter."""
     own = base_expressions(n, d)
     extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
     if jobs != 1:
-        states = [s for s in finder.reachable_states(n, d) if s not in _FRONTIERS]
+        states = [s for s in finder.reachable_states(n, d) if (s, kstep) not in _FRONTIERS]
         _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
                      use_cache, progress)
     _score_bases(extra, 1, use_cache, None)
-    final = _state_frontier((n, d), use_cache) + _scored(extra)
+    final = _state_frontier((n, d), use_cache, kstep=kstep) + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
     return finder.pareto(final, with_flags=False)
 
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
-                      jobs: int | None = None, use_cache: bool = True,
+                      kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
-    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress)
+    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep)
     verified = run_parallel(cached(verify_candidate, use_cache),
                             [(c, full_alltoall) for c in predicted],
                             jobs=verify_jobs(n, d, jobs),

@@ -86,7 +86,7 @@ def pareto(cands, with_flags: bool = True) -> list[Candidate]:
     """The candidates no other candidate dominates, sorted by T_L then τ."""
     unique = {}
     for c in cands:
-        key = (c.expr, c.flags if with_flags else ())
+        key = (c.expr, c.recipe.uses_kstep, c.flags if with_flags else ())
         if key not in unique or _preference(c) < _preference(unique[key]):
             unique[key] = c
     pool = sorted(unique.values(), key=lambda c: (c.t_l, c.tau, _preference(c)))

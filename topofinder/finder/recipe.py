@@ -20,7 +20,9 @@ class Recipe:
       ("bfb": the optimal BFB schedule, or "catalog": the stored schedule);
     - ``line``: L(child); ``degree``: child*k; ``power``: child^k;
     - ``product``: children[0] x children[1] x ... scheduled by BFB (Thm 13);
-    - ``bi``: Bi(child) for a reverse-symmetric child (Appendix A.6).
+    - ``bi``: Bi(child) for a reverse-symmetric child (Appendix A.6);
+    - ``kstep``: child's topology with a routed k-step schedule (k = ``k``,
+      topofinder.scoring.kstep); its expression is the child's (the same topology).
     """
 
     op: str
@@ -33,6 +35,8 @@ class Recipe:
     def expr(self) -> str:
         if self.op == "base":
             return self.base_expr
+        if self.op == "kstep":
+            return self.children[0].expr
         if self.op == "line":
             inner, times = self._line_chain()
             return f"L({inner.expr})" if times == 1 else f"L^{times}({inner.expr})"
@@ -55,8 +59,14 @@ class Recipe:
     @property
     def method(self) -> str:
         """How the outermost schedule is built (the `schedule` field of search --json)."""
-        return {"base": self.source or "bfb", "line": "line-graph", "degree": "degree",
-                "power": "cartesian-power", "product": "bfb", "bi": "bidirectional"}[self.op]
+        own = {"base": self.source or "bfb", "line": "line-graph", "degree": "degree",
+               "power": "cartesian-power", "product": "bfb", "bi": "bidirectional",
+               "kstep": "kstep"}[self.op]
+        return own if self.op == "kstep" or not self.uses_kstep else f"{own}+kstep"
+
+    @property
+    def uses_kstep(self) -> bool:
+        return self.op == "kstep" or any(c.uses_kstep for c in self.children)
 
     def __str__(self) -> str:
         return self.expr
@@ -106,6 +116,10 @@ def product(*children: Recipe) -> Recipe:
     for c in children:
         flat.extend(c.children if c.op == "product" else (c,))
     return Recipe("product", tuple(flat))
+
+
+def kstep(child: Recipe, steps: int) -> Recipe:
+    return Recipe("kstep", (child,), k=steps)
 
 
 def bi(child: Recipe) -> Recipe:

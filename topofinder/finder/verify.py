@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from topofinder.errors import TopofinderError
 from topofinder.scoring import bfb
+from topofinder.scoring import kstep
 from topofinder.families import catalog
 from topofinder.expansions import schedules as xs
 from topofinder.model.operations import (
@@ -20,6 +21,7 @@ from topofinder.model.operations import (
 )
 from topofinder.families.build import parse
 from topofinder.finder.recipe import Recipe
+from topofinder.finder.recipe import kstep as kstep_recipe
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
@@ -83,6 +85,8 @@ def build_topology(recipe: Recipe) -> Topology:
         return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
                 else parse(recipe.base_expr))
     children = [build_topology(c) for c in recipe.children]
+    if recipe.op == "kstep":
+        return children[0]
     if recipe.op == "product":
         return cartesian_product(*children)
     if recipe.op == "line":
@@ -105,6 +109,8 @@ def build_schedule(recipe: Recipe) -> StepSchedule:
         return bfb.bfb_schedule(parse(recipe.base_expr))
     if op == "product":
         return bfb.bfb_schedule(build_topology(recipe))
+    if op == "kstep":
+        return kstep.routed_schedule(build_topology(recipe), recipe.k).schedule
     child = build_schedule(recipe.children[0])
     if op == "line":
         return xs.line_graph_schedule(child)
@@ -137,6 +143,26 @@ def allgather_schedule(recipe: Recipe) -> StepSchedule:
             and best.tau <= named.tau:
         return bfb.bfb_schedule(named.topology)
     return named
+
+
+#: k-step schedules are tried on topologies whose automorphism group leaves at most this many
+#: vertex orbits (LP sources): column generation costs grow with sources × N × k
+KSTEP_MAX_SOURCES = 16
+
+
+def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
+    """The routed schedule of the recipe's topology with k = diameter + ``extra_steps`` steps
+    (topofinder.scoring.kstep), built and replayed: its exact (T_L, τ); None when the
+    topology has more than KSTEP_MAX_SOURCES vertex orbits."""
+    topo = build_topology(recipe)
+    if kstep.symmetry(topo).reps.size > KSTEP_MAX_SOURCES:
+        return None
+    steps = topo.diameter + extra_steps
+    schedule = build_schedule(kstep_recipe(recipe, steps))
+    validate(schedule)
+    return {"T_L": schedule.num_steps, "tau": exact(schedule.tau), "N": topo.n,
+            "d": topo.degree, "bidirectional": bool(topo.bidirectional),
+            "loop_free": topo.self_loops == 0}
 
 
 def verify_candidate(candidate, full_alltoall: bool = False) -> dict:

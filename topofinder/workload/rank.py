@@ -58,13 +58,14 @@ class FrontierPoint:
 
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
-           progress: Callable | None = None) -> dict:
+           progress: Callable | None = None, kstep: bool = False) -> dict:
     """The `search --json` document of docs/cli.md for target (n, d). The verified frontier does
-    not depend on the workload, so it is cached whole: a repeated search only re-ranks."""
+    not depend on the workload, so it is cached whole: a repeated search only re-ranks.
+    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep)."""
     n, d = finder.validate_target(n, d, bidirectional)
     workload = workload or Workload()
     full_alltoall = workload.alltoall_share > 0
-    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall,
+    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall, kstep,
                                                     jobs=jobs, use_cache=use_cache,
                                                     progress=progress)
     points = _pareto_points([_point(c, v, workload) for c, v in frontier],
