@@ -37,12 +37,11 @@ from math import lcm
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-from scipy.sparse.csgraph import connected_components
 
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import find_automorphisms
+from topofinder.scoring.symmetry import orbits, topology_group
 
 #: Largest group enumerated element by element (|Γ|·N integers); beyond it a source's
 #: arborescences are copied by one coset representative each (loads then need not be the
@@ -120,17 +119,6 @@ def _links(topo: Topology):
             coo.data[order].astype(np.int64))
 
 
-def _bliss_generators(topo: Topology, lu, lw) -> list[np.ndarray]:
-    """Aut(G) generators from BLISS (python-igraph) when installed, else the project's own
-    colour-refinement search (topofinder.scoring.alltoall; possibly a smaller group)."""
-    try:
-        import igraph as ig
-    except ImportError:
-        return find_automorphisms(topo)
-    g = ig.Graph(n=topo.n, edges=list(zip(lu.tolist(), lw.tolist())), directed=True)
-    return [np.asarray(p, np.int64) for p in g.automorphism_group()]
-
-
 def symmetry(topo: Topology, use_group: bool = True) -> Symmetry:
     """The automorphism group's orbits (``use_group``=False: the trivial group)."""
     if not topo.strongly_connected:
@@ -140,7 +128,7 @@ def symmetry(topo: Topology, use_group: bool = True) -> Symmetry:
     keys = _link_keys(n, lu, lw)              # sorted (lexsort by row, col)
     gens = []
     if use_group:
-        for p in _bliss_generators(topo, lu, lw):
+        for p in topology_group(topo).generators:
             if p.shape != (n,) or not np.array_equal(np.sort(p), np.arange(n)):
                 continue
             img = _link_keys(n, p[lu], p[lw])
@@ -160,12 +148,10 @@ def symmetry(topo: Topology, use_group: bool = True) -> Symmetry:
 
 
 def _orbits(size: int, perms) -> np.ndarray:
+    """Orbit labels numbered by first occurrence, so orbit 0 holds point 0."""
     if not perms:
         return np.arange(size, dtype=np.int64)
-    rows = np.concatenate([np.arange(size)] * len(perms))
-    cols = np.concatenate(perms)
-    m = sp.coo_matrix((np.ones(rows.size), (rows, cols)), shape=(size, size))
-    _, labels = connected_components(m, directed=False)
+    labels = orbits(size, list(perms))
     # relabel by first occurrence so orbit 0 holds vertex 0
     _, first = np.unique(labels, return_index=True)
     order = np.argsort(first)
