@@ -64,15 +64,21 @@ def _memory() -> joblib.Memory:
     """The cache at the current location (it follows $TOPOFINDER_CACHE); TopofinderError when
     that location is not a directory this process can write."""
     location = cache_dir()
+    _check_writable(str(location))
+    return _memory_at(str(location))
+
+
+@lru_cache(maxsize=4)
+def _check_writable(location: str) -> None:
+    """Create ``location`` and write a probe file there once per process."""
     try:
-        location.mkdir(parents=True, exist_ok=True)
+        Path(location).mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=location, prefix=".probe-")
         probe.close()
     except OSError as exc:
         raise TopofinderError(f"the cache directory {location} is not writable "
                               f"({exc.strerror or exc}); set TOPOFINDER_CACHE to a writable "
                               f"directory or pass --no-cache") from None
-    return _memory_at(str(location))
 
 
 class Cached:
