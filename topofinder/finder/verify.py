@@ -183,10 +183,11 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         validate(schedule)
         topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
         method = schedule.method
-        rs = reduce_scatter_of(schedule)
-        if not _reversible(topo):                   # a new schedule, not the proven reverse
+        rs_t_l, rs_tau = t_l, tau                   # the allgather reversed (Thm 2): equal
+        if not _reversible(topo):                   # a new schedule: build and replay it
+            rs = reduce_scatter_of(schedule)
             validate(rs)
-        rs_t_l, rs_tau = rs.num_steps, rs.tau
+            rs_t_l, rs_tau = rs.num_steps, rs.tau
     fc = throughput_optimum(topo)
     if full_alltoall:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
