@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topofinder.errors import TopofinderError
+from topofinder.model.reach import distance_histogram
 
 MAX_NODES = 1_000_000
 
@@ -235,7 +236,8 @@ class Topology:
     # ---- distances -----------------------------------------------------------------------
     @cached_property
     def distances(self) -> np.ndarray:
-        """dist[u, v] = hops on a shortest path u→v (int32); -1 where v is unreachable."""
+        """dist[u, v] = hops on a shortest path u→v (int32); -1 where v is unreachable. Dense
+        N×N: for small topologies (the histogram and diameter below stream instead)."""
         d = shortest_path(self.link_matrix, method="D", unweighted=True, directed=True)
         out = np.full(d.shape, -1, dtype=np.int32)
         finite = np.isfinite(d)
@@ -248,14 +250,31 @@ class Topology:
         count, _ = connected_components(self.link_matrix, directed=True, connection="strong")
         return count == 1
 
+    @cached_property
+    def distance_histogram(self) -> np.ndarray:
+        """hist[t] = number of ordered pairs (u, v) at hop distance t (hist[0] = N), by a
+        streaming bit-parallel BFS (topofinder.model.reach; O(N·block) memory). TopofinderError
+        if not strongly connected."""
+        self._require_connected("no finite diameter")
+        hist = distance_histogram(self.n, self.link_matrix, bool(self.vertex_transitive))
+        hist.setflags(write=False)
+        return hist
+
     @property
     def diameter(self) -> int:
         """Largest shortest-path distance; TopofinderError if not strongly connected."""
-        dist = self.distances
-        if np.any(dist < 0):
+        return int(self.distance_histogram.size - 1)
+
+    @property
+    def distance_sum(self) -> int:
+        """Σ_{u≠v} dist(u, v) in hops (the hop-count all-to-all bound's denominator)."""
+        hist = self.distance_histogram
+        return int(np.arange(hist.size) @ hist)
+
+    def _require_connected(self, what: str) -> None:
+        if not self.strongly_connected:
             raise TopofinderError(f"{self.expr} is not strongly connected "
-                                  f"({self.unreachable_text()}): no finite diameter")
-        return int(dist.max())
+                                  f"({self.unreachable_text()}): {what}")
 
     # ---- symmetry ------------------------------------------------------------------------
     def arc_multiset(self) -> np.ndarray:

@@ -36,6 +36,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule, reduce_scatter as _reduce_scatter
 from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
+from topofinder.model.reach import in_slots
 from topofinder.model.schedule import allreduce
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
@@ -64,28 +65,11 @@ class BFBScore:
 
 
 # ---- graph helpers ------------------------------------------------------------------------
-def _in_slots(topo: Topology):
-    """Distinct in-neighbours per node (self-loops dropped) as an (N, k) table padded with the
-    node itself, and the summed capacity per slot (0 in padding)."""
-    lm = topo.link_matrix.tocsc()
-    lm.sort_indices()
-    n = topo.n
-    cnt = np.diff(lm.indptr)
-    k = max(int(cnt.max()) if n else 0, 1)
-    slots = np.repeat(np.arange(n, dtype=np.int64)[:, None], k, axis=1)
-    caps = np.zeros((n, k), np.int64)
-    col = np.repeat(np.arange(n), cnt)
-    pos = np.arange(lm.indices.size) - np.repeat(lm.indptr[:-1], cnt)
-    slots[col, pos] = lm.indices
-    caps[col, pos] = lm.data
-    return slots, caps
-
-
 def distances_to(topo: Topology, slots: np.ndarray | None = None) -> np.ndarray:
     """distT[u, v] = hops on a shortest path v→u (int32), all pairs. TopofinderError if not
     strongly connected."""
     if slots is None:
-        slots = _in_slots(topo)[0]
+        slots = in_slots(topo.n, topo.link_matrix)[0]
     return _distance_matrix(topo, slots).astype(np.int32)
 
 
@@ -219,7 +203,7 @@ def bfb_score(topo: Topology) -> BFBScore:
     """Exact optimal BFB allgather cost of ``topo`` (no LP): T_L = diameter, τ as a Fraction.
     Multi-arcs add capacity, self-loops carry nothing; a vertex-transitive topology is
     analysed at node 0 only."""
-    slots, caps = _in_slots(topo)
+    slots, caps = in_slots(topo.n, topo.link_matrix)
     k = slots.shape[1]
     if topo.vertex_transitive:
         dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]])))
@@ -459,7 +443,7 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
                               f"allreduce")
     if shard_chunks is not None and (int(shard_chunks) != shard_chunks or shard_chunks < 1):
         raise TopofinderError(f"shard_chunks must be a positive integer, got {shard_chunks}")
-    slots, caps = _in_slots(topo)
+    slots, caps = in_slots(topo.n, topo.link_matrix)
     k = slots.shape[1]
     if k > MAX_SUBSET_BITS:
         raise TopofinderError(f"{topo.expr}: the BFB generator handles up to "
