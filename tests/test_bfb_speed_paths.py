@@ -165,6 +165,7 @@ def test_flow_certification_raises_a_low_bound(monkeypatch):
         return out
 
     monkeypatch.setattr(bfb, "_flow_check", recording)
+    monkeypatch.setattr(bfb.bfb_bits, "MAX_SLOTS", 0)        # the dense path, not streaming
     for g in (generalized_kautz(16, 100), generalized_kautz(4, 30)):
         violated.clear()
         loads = bfb.bfb_score(g).step_load

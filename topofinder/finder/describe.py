@@ -47,9 +47,8 @@ def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
         "tau_opt": float(bound),
         "tau_opt_exact": exact(bound),
     }
-    if not topo.has_switches:
-        _add_bfb(info, topo)
-    _add_forestcoll(info, topo)
+    pipelined = _add_bfb(info, topo) if not topo.has_switches else None
+    _add_forestcoll(info, topo, pipelined)
     if not topo.has_switches:
         _add_alltoall(info, topo, alltoall, alltoall_gap, progress)
     if recipe is not None and recipe.method != "bfb":
@@ -79,7 +78,7 @@ def _add_named_schedule(info: dict, recipe) -> None:
                                 "export uses the BFB schedule"
 
 
-def _add_bfb(info: dict, topo: Topology) -> None:
+def _add_bfb(info: dict, topo: Topology) -> Fraction | None:
     """Optimal BFB schedule: T_L (steps) and τ (M/B, exact as "p/q"); BW-optimal iff
     τ = (N−1)/N, Moore-optimal iff T_L equals the Moore bound (paper 001 Appendix C)."""
     score = bfb_score(topo)
@@ -88,12 +87,14 @@ def _add_bfb(info: dict, topo: Topology) -> None:
     info["tau_bfb_exact"] = exact(score.tau)
     info["bw_optimal"] = score.tau == Fraction(info["tau_opt_exact"])
     info["moore_optimal"] = score.T_L == info["moore_T_L"]
+    return score.pipelined_load
 
 
-def _add_forestcoll(info: dict, topo: Topology) -> None:
+def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = None) -> None:
     """T_B^FC (paper 002 optimality (⋆)), its bottleneck cut, and BFB τ / T_B^FC when the
-    BFB fields are present (how much a tree-flow schedule could gain, docs/algorithms.md)."""
-    opt = throughput_optimum(topo)
+    BFB fields are present (how much a tree-flow schedule could gain, docs/algorithms.md).
+    ``pipelined``: BFB's barrier-free load, an upper bound that can settle T_B^FC at once."""
+    opt = throughput_optimum(topo, pipelined)
     info["tau_fc"] = float(opt.tau)
     info["tau_fc_exact"] = exact(opt.tau)
     info["bottleneck_cut_size"] = opt.cut_size

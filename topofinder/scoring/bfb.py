@@ -37,6 +37,7 @@ from topofinder.model.schedule import StepSchedule, reduce_scatter as _reduce_sc
 from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
 from topofinder.model.reach import in_slots
+from topofinder.scoring import bfb_bits
 from topofinder.model.schedule import allreduce
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
@@ -46,12 +47,17 @@ _BLOCK_CELLS = 1 << 24      # working-set size (array cells) per block of nodes
 @dataclass(frozen=True)
 class BFBScore:
     """Optimal BFB allgather cost. ``step_load[t-1]`` = max_u U_{u,t} (shards per unit link
-    capacity); T_L in steps; τ in M/B."""
+    capacity); T_L in steps; τ in M/B. ``pipelined_load`` = max_u U_u^pipe (same unit, None
+    when not computed): the least max load of a BFB routing run without step barriers, where
+    every receiver u splits all its shards over their eligible in-links at once (Hall over the
+    counts summed across steps). Each shard then still travels a broadcast tree, so
+    (B/N)·pipelined_load bounds the throughput optimum T_B^FC from above (paper 002)."""
 
     n: int
     d: int
     T_L: int
     step_load: tuple[Fraction, ...]
+    pipelined_load: Fraction | None = None
 
     @property
     def tau(self) -> Fraction:
@@ -199,21 +205,41 @@ _DENSE_MASKS = 512          # distinct masks per block on the dense path (G×G s
 _DENSE_FLOPS = 1 << 26      # (node, step) × G × G multiply-adds per block on the dense path
 
 
-def bfb_score(topo: Topology) -> BFBScore:
+def bfb_score(topo: Topology, progress=None) -> BFBScore:
     """Exact optimal BFB allgather cost of ``topo`` (no LP): T_L = diameter, τ as a Fraction.
     Multi-arcs add capacity, self-loops carry nothing; a vertex-transitive topology is
-    analysed at node 0 only."""
+    analysed at node 0 only; others with at most bfb_bits.MAX_SLOTS distinct in-neighbours are
+    streamed over owner blocks (no N×N matrix; ``progress(done, total)`` hears of each block).
+    """
     slots, caps = in_slots(topo.n, topo.link_matrix)
     k = slots.shape[1]
+    pipelined = None
     if topo.vertex_transitive:
         dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]])))
         rows, row_slots, caps = np.zeros(1, np.int64), np.arange(1, k + 1)[None, :], caps[:1]
+        if k <= MAX_SUBSET_BITS:
+            pipelined = _pipelined_row(dist[0], dist[1:], caps[0])
+    elif k <= bfb_bits.MAX_SLOTS:
+        steps, loads, pipelined = bfb_bits.step_loads(topo.n, slots, caps, progress)
+        return BFBScore(topo.n, topo.node_bandwidth, steps, loads, pipelined)
     else:
         dist = _distance_matrix(topo, slots)
         rows, row_slots = np.arange(topo.n), slots
     steps = int(dist[rows].max())
     return BFBScore(topo.n, topo.node_bandwidth, steps,
-                    _step_loads(dist, rows, row_slots, caps, steps))
+                    _step_loads(dist, rows, row_slots, caps, steps), pipelined)
+
+
+def _pipelined_row(dist_u: np.ndarray, dist_slots: np.ndarray, caps: np.ndarray) -> Fraction:
+    """U_u^pipe for one receiver u: max_W #{v ≠ u : every eligible slot of v lies in W} /
+    cap(W) over slot sets W with cap(W) > 0 (Hall over every shard of u at once), exact."""
+    k = caps.size
+    masks = _masks(dist_u[None, :], dist_slots[None, :, :])[0][dist_u > 0]
+    counts = _zeta(np.bincount(masks, minlength=1 << k)[None, :], k)[0]
+    single = np.zeros((1, 1 << k), np.int64)
+    single[0, 1 << np.arange(k)] = caps
+    a, b = _max_ratio(counts[None, :], _zeta(single, k))
+    return Fraction(int(a[0]), int(b[0]))
 
 
 def bfb_tau(topo: Topology) -> Fraction:

@@ -108,11 +108,53 @@ def _bisect(lo: Fraction, hi: Fraction, feasible, resolution: Fraction):
     return lo, hi
 
 
-def _probe_nodes(topo: Topology):
-    """Sinks whose max-flows decide Theorem 1 (the compute nodes): one node suffices when
-    every node looks the same (for any S, an automorphism moves a node outside S onto 0)."""
-    nodes = topo.compute_nodes.tolist()
-    return nodes[:1] if topo.vertex_transitive and not topo.has_switches else nodes
+def _probe_nodes(topo: Topology, src, dst, cap, dominate: bool = True):
+    """Sinks whose max-flows decide Theorem 1 (the in-dominating set when ``dominate``: only
+    at x ≤ δ⁻/(N−1), i.e. λ at least the single-node ratio).
+
+    Vertex-transitive without switches: one node (an automorphism moves a node outside any S
+    onto it). Unit-capacity links without switches: an in-dominating set D (every node is in D
+    or has an in-neighbour in D). Proof: a violated S has C⁻(T) = C⁺(S) < x|S| ≤ x(N−1) ≤ δ⁻
+    (min in-capacity) for T = V∖S. Were every t ∈ T fed by some node of S, either |T| ≥ δ⁻
+    and C⁻(T) ≥ |T| ≥ δ⁻, or |T| < δ⁻ and C⁻(T) ≥ |T|δ⁻ − |T|(|T|−1) ≥ δ⁻ (at most one arc
+    per ordered pair inside T); so some t ∈ T has every in-neighbour in T, D meets t's closed
+    in-neighbourhood inside T, and the max-flow to that sink finds S. Otherwise every compute
+    node."""
+    nodes = topo.compute_nodes
+    if topo.has_switches:
+        return nodes.tolist()
+    if topo.vertex_transitive:
+        return nodes[:1].tolist()
+    if dominate and np.all(cap == 1):
+        return in_dominating_set(topo.n, src, dst)
+    return nodes.tolist()
+
+
+def in_dominating_set(n: int, src, dst) -> list[int]:
+    """A greedy in-dominating set: nodes in order; an uncovered node t is covered by whichever
+    of t and its in-neighbours covers most uncovered nodes (itself and its out-neighbours)."""
+    order = np.argsort(src, kind="stable")
+    out_ptr = np.searchsorted(src[order], np.arange(n + 1))
+    out = dst[order].tolist()
+    in_order = np.argsort(dst, kind="stable")
+    in_ptr = np.searchsorted(dst[in_order], np.arange(n + 1))
+    inn = src[in_order].tolist()
+    out_ptr, in_ptr = out_ptr.tolist(), in_ptr.tolist()
+    covered = [False] * n
+    chosen = []
+    for t in range(n):
+        if covered[t]:
+            continue
+        best, gain = t, -1
+        for c in [t] + inn[in_ptr[t]:in_ptr[t + 1]]:
+            g = (not covered[c]) + sum(not covered[w] for w in out[out_ptr[c]:out_ptr[c + 1]])
+            if g > gain:
+                best, gain = c, g
+        chosen.append(best)
+        covered[best] = True
+        for w in out[out_ptr[best]:out_ptr[best + 1]]:
+            covered[w] = True
+    return chosen
 
 
 def _scale(topo: Topology) -> Fraction:
@@ -142,8 +184,12 @@ class Optimum:
         return len(self.cut) if self.cut_compute is None else self.cut_compute
 
 
-def throughput_optimum(topo: Topology) -> Optimum:
+def throughput_optimum(topo: Topology, achieved: Fraction | None = None) -> Optimum:
     """Exact T_B^FC and a bottleneck cut by a Dinkelbach (Newton) iteration on Theorem 1.
+
+    ``achieved``: the ratio (max load per unit capacity, in shards) of any tree-flow
+    allgather schedule already known, e.g. BFBScore.pipelined_load; it bounds ratio* from
+    above, so when it equals the best starting cut no max-flow is needed.
 
     Start from the best of the cuts V−{v} and {u}. For each sink v: solve F(s, v) at the
     current ratio λ = p/q (x = q/p; arcs scaled by p); a deficit gives the cut S ∌ v that
@@ -165,9 +211,13 @@ def throughput_optimum(topo: Topology) -> Optimum:
         best = Fraction(1, int(out_cap[u_out]))
         cut = np.zeros(n, bool)
         cut[u_out] = True
+    if achieved is not None and achieved <= best:
+        if achieved < best:
+            raise RuntimeError("a schedule beats a cut bound: the schedule is invalid")
+        return _optimum(topo, best, cut, src, dst, cap, 0)
     oracle = _RootedOracle(n, src, dst, cap, compute)
     current = None
-    for v in _probe_nodes(topo):
+    for v in _probe_nodes(topo, src, dst, cap):
         while True:
             if current != best:
                 oracle.set_capacities(cap * best.numerator, best.denominator)
@@ -179,9 +229,14 @@ def throughput_optimum(topo: Topology) -> Optimum:
             if ratio <= best:
                 raise RuntimeError("max-flow deficit without a better cut")
             best, cut = ratio, members
-    return Optimum(best, _scale(topo) * best, tuple(np.flatnonzero(cut).tolist()),
-                   _cut_capacity(cut, src, dst, cap), oracle.solves, topo.node_bandwidth,
-                   topo.capacity_unit, int(cut[is_comp].sum()))
+    return _optimum(topo, best, cut, src, dst, cap, oracle.solves)
+
+
+def _optimum(topo: Topology, ratio: Fraction, cut: np.ndarray, src, dst, cap,
+             solves: int) -> Optimum:
+    return Optimum(ratio, _scale(topo) * ratio, tuple(np.flatnonzero(cut).tolist()),
+                   _cut_capacity(cut, src, dst, cap), solves, topo.node_bandwidth,
+                   topo.capacity_unit, int(cut[~topo.is_switch].sum()))
 
 
 def tau_fc(topo: Topology) -> Fraction:
@@ -260,7 +315,7 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     opt = optimum or throughput_optimum(topo)
     x_max = int(cap.max())
     oracle = _RootedOracle(n, src, dst, cap, topo.compute_nodes)
-    nodes = _probe_nodes(topo)
+    nodes = _probe_nodes(topo, src, dst, cap, dominate=False)
 
     def feasible(U: Fraction) -> bool:
         oracle.set_capacities(_floor_caps(U, cap), k)
