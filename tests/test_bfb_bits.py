@@ -55,6 +55,7 @@ def test_random_topologies_with_capacities(monkeypatch):
         dense = dense_score(topo, monkeypatch)
         assert streamed[:2] == (dense.T_L, dense.step_load)
         assert streamed[2] == brute_pipelined(topo)
+        assert np.array_equal(streamed[3], np.bincount(topo.distances.ravel()))
         checked += 1
     assert checked > 60
 
@@ -103,3 +104,17 @@ def test_achieved_schedule_settles_forestcoll(expr):
     plain, shortcut = throughput_optimum(topo), throughput_optimum(topo, pipelined)
     assert (shortcut.ratio, shortcut.cut_capacity) == (plain.ratio, plain.cut_capacity)
     assert (shortcut.maxflows == 0) == (pipelined == plain.ratio)
+
+
+def test_forestcoll_time_limit_gives_a_certified_bracket():
+    """Stopped before any max-flow, τ_fc is the best starting cut (a lower bound) and the
+    barrier-free BFB schedule the upper bound; the exact value lies inside."""
+    import jsonschema, json
+    from importlib.resources import files
+    info = tf.score("Pi(4,300)", fc_time_limit=1e-9)
+    full = tf.score("Pi(4,300)", fc_time_limit=None)
+    assert info["fc_exact"] is False and full["fc_exact"] is True
+    low, high = Fraction(info["tau_fc_exact"]), Fraction(info["tau_fc_upper_exact"])
+    assert low <= Fraction(full["tau_fc_exact"]) <= high
+    schema = json.loads(files("topofinder.schemas").joinpath("score.schema.json").read_text())
+    jsonschema.validate(info, schema)

@@ -30,7 +30,7 @@ from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
 from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
 from topofinder.families.build import load_topology
-from topofinder.finder.describe import describe
+from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 from topofinder.model.files import topology_text
@@ -80,16 +80,19 @@ def _recipe(source: Source):
 
 
 def score(source: Source, *, alltoall: str = "bracket", alltoall_gap: float = 0.01,
-          progress=None) -> dict:
+          progress=None, stages=None, fc_time_limit: float | None = FC_TIME_LIMIT) -> dict:
     """Every score of one topology, as `topofinder score --json` prints it: N, d, diameter,
     BFB T_L and τ (exact as "p/q"), the bandwidth and Moore bounds, ForestColl's τ_fc, the
     all-to-all concurrent flow, and the schedule the expression names when it is not BFB.
+    ``fc_time_limit`` (s, None: no limit) bounds ForestColl's max-flows; past it τ_fc is a
+    certified bracket (``fc_exact`` False). ``stages(stage, done, total)`` follows long work.
 
     >>> score("Diamond")["schedule_tau_exact"]
     '7/8'
     """
     return describe(load(source), _recipe(source), alltoall=alltoall,
-                    alltoall_gap=alltoall_gap, progress=progress)
+                    alltoall_gap=alltoall_gap, progress=progress, stages=stages,
+                    fc_time_limit=fc_time_limit)
 
 
 def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,

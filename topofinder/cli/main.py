@@ -76,6 +76,10 @@ def _add_score(sub) -> None:
                         "exact LP optimum, or only the hop-count and Moore bounds")
     p.add_argument("--alltoall-gap", type=float, default=0.01, metavar="G",
                    help="largest relative gap of the all-to-all bracket (default 0.01)")
+    p.add_argument("--fc-time-limit", type=float, default=api.FC_TIME_LIMIT, metavar="S",
+                   help="seconds of ForestColl max-flows before tau_fc is reported as a "
+                        "certified bracket [tau_fc, tau_fc_upper] with fc_exact false "
+                        f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)
 
@@ -107,13 +111,31 @@ def _bracket_progress():
     return show
 
 
+def _stage_progress():
+    """A stderr line for a long scoring stage: items done, elapsed time and an ETA."""
+    start: dict[str, float] = {}
+
+    def show(stage, done, total):
+        began = start.setdefault(stage, time.perf_counter())
+        spent = time.perf_counter() - began
+        eta = spent / done * (total - done) if done else float("nan")
+        print(f"\r\033[Kscore: {stage} {done}/{total}, {spent:.0f} s, ETA {eta:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
 def _run_score(args) -> int:
     if not 0 < args.alltoall_gap < 1:
         raise TopofinderError(f"score: --alltoall-gap must lie in (0, 1), got "
                               f"{args.alltoall_gap}")
+    if not args.fc_time_limit >= 0 or args.fc_time_limit == float("inf"):
+        raise TopofinderError(f"score: --fc-time-limit must be a finite number of seconds "
+                              f">= 0, got {args.fc_time_limit}")
     tty = sys.stderr is not None and sys.stderr.isatty()
     info = api.score(_source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
-                     progress=_bracket_progress() if tty else None)
+                     progress=_bracket_progress() if tty else None,
+                     stages=_stage_progress() if tty else None,
+                     fc_time_limit=args.fc_time_limit or None)
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

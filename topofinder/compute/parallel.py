@@ -63,22 +63,32 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working") -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
-    its own copy of the work's memory, and more would only contend for the same cores."""
+    its own copy of the work's memory, and more would only contend for the same cores.
+    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end."""
     items = list(items)
     args = [it if isinstance(it, tuple) else (it,) for it in items]
     cores = os.cpu_count() or 1
     jobs = min(jobs or cores, cores) if _BACKEND["name"] == "loky" else (jobs or cores)
+    notify = progress if callable(progress) else None
     bar = tqdm(total=len(args), desc=label, file=sys.stderr, leave=False,
-               disable=not progress)
+               disable=not progress or notify is not None)
+    done = [0]
+
+    def tick() -> None:
+        bar.update()
+        done[0] += 1
+        if notify is not None:
+            notify(done[0], len(args))
+
     stop = threading.Event()
-    if progress:
+    if progress and notify is None:
         threading.Thread(target=_ticking, args=(bar, stop), daemon=True).start()
     try:
         if jobs == 1 or len(args) <= 1:
             out = []
             for a in args:
                 out.append(fn(*a))
-                bar.update()
+                tick()
             return out
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs):
             order = "generator_unordered" if _BACKEND["name"] == "loky" else "generator"
@@ -87,7 +97,7 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
             out = [None] * len(args)
             for i, result in gen:
                 out[i] = result
-                bar.update()
+                tick()
             return out
     except (MemoryError, TerminatedWorkerError):
         raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "

@@ -15,8 +15,13 @@ from topofinder.scoring.alltoall import alltoall_summary
 from topofinder.model.units import exact
 
 
+#: Seconds of ForestColl max-flows `score` spends before reporting a bracket instead.
+FC_TIME_LIMIT = 120.0
+
+
 def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
-             alltoall_gap: float = 0.01, progress=None) -> dict:
+             alltoall_gap: float = 0.01, progress=None, stages=None,
+             fc_time_limit: float | None = None) -> dict:
     """Structural facts and every available score of ``topo``; τ values in M/B with B the
     node bandwidth (a compute node's summed link capacity, stated as ``B``). ``tau_opt`` is
     the single-node bound (N−1)/N · B / min_v B⁻(v) ((N−1)/N on a regular homogeneous
@@ -25,13 +30,18 @@ def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
     replayed and reported too when it is not plain BFB. A switched fabric gets the ForestColl
     scores only (BFB and all-to-all treat every node as a GPU). ``alltoall``: "bracket"
     (certified [f, upper] of relative gap ≤ ``alltoall_gap``), "exact" or "bound";
-    ``progress(iteration, lower, upper)`` follows a long bracket computation."""
+    ``progress(iteration, lower, upper)`` follows a long bracket computation and
+    ``stages(stage, done, total)`` the streamed BFB scoring and ForestColl's max-flows;
+    ``fc_time_limit`` (s) caps ForestColl's max-flows (then a certified bracket)."""
     if not topo.strongly_connected:
         raise TopofinderError(f"{topo.expr} is not strongly connected "
                               f"({topo.unreachable_text()}): no collective can complete on it")
     n = topo.num_compute
     d = int(topo.out_degrees[topo.compute_nodes].max())   # ports of a compute node
     bound = Fraction(n - 1, n) * Fraction(topo.node_bandwidth, topo.min_ingress)
+    scored: dict = {}
+    if not topo.has_switches:       # first: its breadth-first search also gives the diameter
+        scored["bfb"] = bfb_score(topo, _stage(stages, "BFB step loads"))
     info = {
         "expr": topo.expr,
         "N": n,
@@ -47,8 +57,11 @@ def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
         "tau_opt": float(bound),
         "tau_opt_exact": exact(bound),
     }
-    pipelined = _add_bfb(info, topo) if not topo.has_switches else None
-    _add_forestcoll(info, topo, pipelined)
+    pipelined = None
+    if "bfb" in scored:
+        pipelined = _add_bfb(info, scored["bfb"])
+    _add_forestcoll(info, topo, pipelined, _stage(stages, "ForestColl max-flows"),
+                    fc_time_limit)
     if not topo.has_switches:
         _add_alltoall(info, topo, alltoall, alltoall_gap, progress)
     if recipe is not None and recipe.method != "bfb":
@@ -78,10 +91,14 @@ def _add_named_schedule(info: dict, recipe) -> None:
                                 "export uses the BFB schedule"
 
 
-def _add_bfb(info: dict, topo: Topology) -> Fraction | None:
+def _stage(stages, name: str):
+    """A (done, total) progress callback for one named stage, or None."""
+    return None if stages is None else (lambda done, total: stages(name, done, total))
+
+
+def _add_bfb(info: dict, score) -> Fraction | None:
     """Optimal BFB schedule: T_L (steps) and τ (M/B, exact as "p/q"); BW-optimal iff
     τ = (N−1)/N, Moore-optimal iff T_L equals the Moore bound (paper 001 Appendix C)."""
-    score = bfb_score(topo)
     info["T_L"] = score.T_L
     info["tau_bfb"] = float(score.tau)
     info["tau_bfb_exact"] = exact(score.tau)
@@ -90,11 +107,13 @@ def _add_bfb(info: dict, topo: Topology) -> Fraction | None:
     return score.pipelined_load
 
 
-def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = None) -> None:
+def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = None,
+                    progress=None, time_limit: float | None = None) -> None:
     """T_B^FC (paper 002 optimality (⋆)), its bottleneck cut, and BFB τ / T_B^FC when the
     BFB fields are present (how much a tree-flow schedule could gain, docs/algorithms.md).
-    ``pipelined``: BFB's barrier-free load, an upper bound that can settle T_B^FC at once."""
-    opt = throughput_optimum(topo, pipelined)
+    ``pipelined``: BFB's barrier-free load, an upper bound that can settle T_B^FC at once;
+    after ``time_limit`` s of max-flows T_B^FC is reported as a bracket (``fc_exact`` False)."""
+    opt = throughput_optimum(topo, pipelined, progress=progress, time_limit=time_limit)
     info["tau_fc"] = float(opt.tau)
     info["tau_fc_exact"] = exact(opt.tau)
     info["bottleneck_cut_size"] = opt.cut_size
@@ -104,6 +123,15 @@ def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = Non
     info["fc_optimal_is_bound"] = opt.tau == Fraction(info["tau_opt_exact"])
     if "tau_bfb_exact" in info:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
+    info["fc_exact"] = opt.settled
+    if not opt.settled:
+        upper = None if opt.upper is None else opt.tau / opt.ratio * opt.upper
+        info["tau_fc_upper"] = None if upper is None else float(upper)
+        info["tau_fc_upper_exact"] = None if upper is None else exact(upper)
+        done, total = opt.sinks
+        info["fc_note"] = (f"time limit {time_limit:g} s reached after {done} of {total} "
+                           f"max-flow sinks: tau_fc is the best cut found (a lower bound), "
+                           f"tau_fc_upper BFB's barrier-free schedule")
 
 
 def _add_alltoall(info: dict, topo: Topology, mode: str = "bracket", gap: float = 0.01,

@@ -220,7 +220,9 @@ def bfb_score(topo: Topology, progress=None) -> BFBScore:
         if k <= MAX_SUBSET_BITS:
             pipelined = _pipelined_row(dist[0], dist[1:], caps[0])
     elif k <= bfb_bits.MAX_SLOTS:
-        steps, loads, pipelined = bfb_bits.step_loads(topo.n, slots, caps, progress)
+        steps, loads, pipelined, hist = bfb_bits.step_loads(topo.n, slots, caps, progress)
+        hist.setflags(write=False)
+        topo.__dict__.setdefault("distance_histogram", hist)       # the same BFS, kept
         return BFBScore(topo.n, topo.node_bandwidth, steps, loads, pipelined)
     else:
         dist = _distance_matrix(topo, slots)

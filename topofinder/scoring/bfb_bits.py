@@ -31,11 +31,12 @@ MAX_SLOTS = 6
 
 
 def step_loads(n: int, slots: np.ndarray, caps: np.ndarray,
-               progress=None) -> tuple[int, tuple[Fraction, ...], Fraction]:
-    """(T_L, (U_1, …, U_{T_L}), U_pipe) exactly, streaming over owner blocks; ``slots`` and
+               progress=None) -> tuple[int, tuple[Fraction, ...], Fraction, np.ndarray]:
+    """(T_L, (U_1, …, U_{T_L}), U_pipe, hist) exactly, streaming over owner blocks; ``slots`` and
     ``caps`` as topofinder.model.reach.in_slots gives them. U_pipe = max_u U_u^pipe, the Hall
     ratio of all of u's shards at once (counts summed over t): the least max load per unit
-    capacity of a BFB routing whose steps overlap (see topofinder.scoring.bfb). TopofinderError
+    capacity of a BFB routing whose steps overlap (see topofinder.scoring.bfb); hist[t] = ordered
+    pairs at distance t (Σ_u |⋃_j A_j(u)|, as Topology.distance_histogram). TopofinderError
     if some owner never reaches some node. ``progress(done, total)`` hears of every block."""
     k = slots.shape[1]
     if k > MAX_SLOTS:
@@ -51,13 +52,13 @@ def step_loads(n: int, slots: np.ndarray, caps: np.ndarray,
             _add_union_counts(unions[t - 1], fresh)
         if progress is not None:
             progress(hi, n)
-    total = sum(int(u[:, -1].sum(dtype=np.int64)) for u in unions)
-    if total != n * (n - 1):
+    if sum(int(u[:, -1].sum(dtype=np.int64)) for u in unions) != n * (n - 1):
         raise TopofinderError("BFB needs every node to reach every other: the topology is "
                               "not strongly connected")
     cap_w = _subset_sums(caps)
     loads = tuple(_max_hall_ratio(u, cap_w) for u in unions)
-    return len(unions), loads, _max_hall_ratio(sum(unions[1:], unions[0]), cap_w)
+    hist = np.array([n] + [int(u[:, -1].sum(dtype=np.int64)) for u in unions], np.int64)
+    return len(unions), loads, _max_hall_ratio(sum(unions[1:], unions[0]), cap_w), hist
 
 
 def _add_union_counts(out: np.ndarray, fresh: list[np.ndarray]) -> None:

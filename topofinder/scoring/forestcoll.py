@@ -16,7 +16,9 @@ On a switched fabric the trees are packed on the compute-only graph G* that edge
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import time
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import gcd
 
@@ -24,12 +26,21 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from topofinder.scoring.bfb import bfb_schedule, bfb_score
+from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
 from topofinder.scoring.greedy_trees import greedy_pack
 from topofinder.scoring.step_trees import trees_from_steps
 from topofinder.scoring.switch_split import split_switches
+from topofinder.scoring.symmetry import topology_group
 from topofinder.scoring.trees import Tree, TreeSchedule
+
+
+#: From this many sinks on only one per automorphism orbit is probed (bliss: ~1 s at
+#: N = 10^4, ~1.5 ms per max-flow there) ...
+SYMMETRY_MIN_SINKS = 1000
+#: ... and from this many the sinks are shared among the cores (loky start-up ~1 s).
+PARALLEL_MIN_SINKS = 4000
 
 
 # ---- links and the max-flow oracle --------------------------------------------------------
@@ -168,7 +179,10 @@ class Optimum:
     """``ratio`` = max |S|/C⁺(S) = 1/x* (002 optimality (⋆), capacities in b); ``tau`` =
     T_B^FC in M/B; ``cut`` a bottleneck cut S (sorted nodes) with ``cut_capacity`` = C⁺(S);
     ``maxflows``: max-flow solves used. ``bandwidth`` = B and ``unit`` its capacity unit.
-    A cut S may contain switches; ``cut_size`` counts its compute nodes |S ∩ V_c|."""
+    A cut S may contain switches; ``cut_size`` counts its compute nodes |S ∩ V_c|.
+    ``settled`` False: a time limit stopped the max-flows after ``sinks`` = (settled, total);
+    ``ratio`` is then only a lower bound (a real cut) and ``upper`` (a known schedule's
+    ratio, if any) an upper bound."""
 
     ratio: Fraction
     tau: Fraction
@@ -178,13 +192,17 @@ class Optimum:
     bandwidth: int = 0
     unit: str | None = None
     cut_compute: int | None = None
+    settled: bool = True
+    upper: Fraction | None = None
+    sinks: tuple[int, int] | None = None
 
     @property
     def cut_size(self) -> int:
         return len(self.cut) if self.cut_compute is None else self.cut_compute
 
 
-def throughput_optimum(topo: Topology, achieved: Fraction | None = None) -> Optimum:
+def throughput_optimum(topo: Topology, achieved: Fraction | None = None, jobs: int | None = None,
+                       progress=None, time_limit: float | None = None) -> Optimum:
     """Exact T_B^FC and a bottleneck cut by a Dinkelbach (Newton) iteration on Theorem 1.
 
     ``achieved``: the ratio (max load per unit capacity, in shards) of any tree-flow
@@ -195,10 +213,15 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None) -> Opti
     current ratio λ = p/q (x = q/p; arcs scaled by p); a deficit gives the cut S ∌ v that
     maximises x|S| − C⁺(S), whose ratio |S|/C⁺(S) > λ becomes the new λ; repeat at v until
     it passes. A sink that passes at λ passes at every larger λ, so each sink is settled
-    once and the final λ is exact.
+    once and the final λ is exact. Many sinks (large non-vertex-transitive topologies): one
+    per automorphism orbit (F(s, h·v) = F(s, v)), split over ``jobs`` workers that each run
+    this iteration on their share; the largest ratio they end at is the optimum, since every
+    sink passes there. ``progress(done, total)`` hears how many sinks (or shares) are done.
+    ``time_limit`` (s): stop probing then; the result is the best cut found, a lower bound
+    (``settled`` False, ``upper`` = ``achieved``), unless every sink was settled in time.
     """
     src, dst, cap = _links(topo)
-    n, compute, is_comp = topo.n, topo.compute_nodes, ~topo.is_switch
+    n, compute = topo.n, topo.compute_nodes
     nc = compute.size
     in_cap = np.bincount(dst, cap, minlength=n).astype(np.int64)
     out_cap = np.bincount(src, cap, minlength=n).astype(np.int64)
@@ -215,9 +238,40 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None) -> Opti
         if achieved < best:
             raise RuntimeError("a schedule beats a cut bound: the schedule is invalid")
         return _optimum(topo, best, cut, src, dst, cap, 0)
+    sinks = np.asarray(_probe_nodes(topo, src, dst, cap))
+    if sinks.size >= SYMMETRY_MIN_SINKS:
+        orbit = topology_group(topo).orbits()
+        sinks = sinks[np.sort(np.unique(orbit[sinks], return_index=True)[1])]
+    sinks = sinks.tolist()
+    deadline = None if time_limit is None else time.time() + time_limit
+    if len(sinks) < PARALLEL_MIN_SINKS or jobs == 1:
+        found = [_dinkelbach(n, src, dst, cap, compute, sinks, best, cut, progress, deadline)]
+    else:
+        parts = np.array_split(np.asarray(sinks), 8 * (os.cpu_count() or 1))
+        found = run_parallel(_dinkelbach, [(n, src, dst, cap, compute, p.tolist(), best, cut,
+                                            None, deadline) for p in parts],
+                             jobs=jobs, progress=progress, label="ForestColl max-flows")
+    best, cut = max(found, key=lambda f: f[0])[:2]
+    settled = sum(f[3] for f in found)
+    opt = _optimum(topo, best, cut, src, dst, cap, sum(f[2] for f in found))
+    if settled < len(sinks):
+        opt = replace(opt, settled=False, upper=achieved, sinks=(settled, len(sinks)))
+    return opt
+
+
+def _dinkelbach(n, src, dst, cap, compute, sinks, best: Fraction, cut: np.ndarray,
+                progress=None, deadline: float | None = None):
+    """Settle ``sinks`` one by one from ratio ``best`` (cut ``cut``) until wall-clock
+    ``deadline``: (final ratio, its cut, max-flows, sinks settled). Every settled sink passes
+    at the final ratio, and at any larger one."""
+    is_comp = np.zeros(n, bool)
+    is_comp[compute] = True
     oracle = _RootedOracle(n, src, dst, cap, compute)
     current = None
-    for v in _probe_nodes(topo, src, dst, cap):
+    settled = 0
+    for i, v in enumerate(sinks):
+        if deadline is not None and time.time() > deadline:
+            break
         while True:
             if current != best:
                 oracle.set_capacities(cap * best.numerator, best.denominator)
@@ -229,7 +283,10 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None) -> Opti
             if ratio <= best:
                 raise RuntimeError("max-flow deficit without a better cut")
             best, cut = ratio, members
-    return _optimum(topo, best, cut, src, dst, cap, oracle.solves)
+        settled += 1
+        if progress is not None and i % 256 == 255:
+            progress(i + 1, len(sinks))
+    return best, cut, oracle.solves, settled
 
 
 def _optimum(topo: Topology, ratio: Fraction, cut: np.ndarray, src, dst, cap,

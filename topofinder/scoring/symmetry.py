@@ -89,6 +89,11 @@ def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
 
 def topology_group(topo) -> Group:
     """:func:`automorphism_group` of a :class:`topofinder.model.topology.Topology` (multi-arcs
-    collapsed into capacities)."""
-    m = topo.link_matrix.tocoo()
-    return automorphism_group(topo.n, m.row, m.col, m.data)
+    collapsed into capacities), computed once per topology object (kept beside its other
+    cached facts, since ForestColl and the all-to-all LP both ask)."""
+    group = topo.__dict__.get("_automorphism_group")
+    if group is None:
+        m = topo.link_matrix.tocoo()
+        group = automorphism_group(topo.n, m.row, m.col, m.data)
+        topo.__dict__["_automorphism_group"] = group
+    return group
