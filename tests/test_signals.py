@@ -52,3 +52,28 @@ def test_signal_stops_the_workers(tmp_path, sig):
     for pid in left:                              # do not leak them into the next test
         os.kill(pid, signal.SIGKILL)
     assert not left, f"worker processes left behind: {left}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
+def test_sigkill_of_the_main_process_takes_the_workers_along(tmp_path):
+    """SIGKILL cannot be handled, so the workers themselves must notice (they ask the kernel
+    for SIGTERM when their parent dies)."""
+    marker = f"TOPOFINDER_SIGNAL_TEST={tmp_path.name}"
+    env = {**os.environ, "TOPOFINDER_CACHE": str(tmp_path / "cache"),
+           "TOPOFINDER_SIGNAL_TEST": tmp_path.name}
+    proc = subprocess.Popen([sys.executable, "-m", "topofinder", "search", "--n", "2000",
+                             "--d", "8", "--no-cache", "--jobs", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_processes_with(marker)) >= 3, "the workers never started"
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _processes_with(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"worker processes left behind: {left}"

@@ -5,7 +5,9 @@ start, its clock ticking every second, and counts items as they finish in any or
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import threading
 from typing import Callable, Iterable
@@ -49,6 +51,20 @@ def stop_workers() -> None:
         executor.shutdown(wait=False, kill_workers=True)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initialiser (Linux): have the kernel send SIGTERM to this worker when the
+    process ``parent`` that started it dies, even by SIGKILL, which no handler there can
+    catch (prctl PR_SET_PDEATHSIG); exit at once if it died while this worker was starting.
+    A no-op where prctl does not exist."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)                    # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _indexed(fn: Callable, i: int, *args):
     return i, fn(*args)
 
@@ -90,7 +106,9 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out.append(fn(*a))
                 tick()
             return out
-        with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs):
+        extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
+                 if _BACKEND["name"] == "loky" else {})
+        with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs, **extra):
             order = "generator_unordered" if _BACKEND["name"] == "loky" else "generator"
             gen = joblib.Parallel(return_as=order)(
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
