@@ -118,3 +118,13 @@ def test_forestcoll_time_limit_gives_a_certified_bracket():
     assert low <= Fraction(full["tau_fc_exact"]) <= high
     schema = json.loads(files("topofinder.schemas").joinpath("score.schema.json").read_text())
     jsonschema.validate(info, schema)
+
+
+def test_work_beyond_the_limit_is_refused_up_front():
+    from topofinder.errors import TopofinderError
+    from topofinder.finder.describe import bfb_seconds, check_scorable
+    big, small = tf.load("Pi(4,3000)"), tf.load("Pi(4,300)")
+    assert bfb_seconds(big) > 50 * bfb_seconds(small)          # quadratic in N
+    with pytest.raises(TopofinderError, match="would take about"):
+        check_scorable(big, limit=bfb_seconds(big) / 2)
+    check_scorable(small)

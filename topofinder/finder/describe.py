@@ -9,6 +9,7 @@ from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import validate
 from topofinder.finder.verify import build_schedule
+from topofinder.scoring import bfb_bits
 from topofinder.scoring.bfb import bfb_score
 from topofinder.scoring.forestcoll import throughput_optimum
 from topofinder.scoring.alltoall import alltoall_summary
@@ -17,6 +18,32 @@ from topofinder.model.units import exact
 
 #: Seconds of ForestColl max-flows `score` spends before reporting a bracket instead.
 FC_TIME_LIMIT = 120.0
+#: Largest estimated BFB scoring time (s) `score` starts; beyond it the topology is refused.
+SCORE_TIME_LIMIT = 3600.0
+
+
+def bfb_seconds(topo: Topology) -> float:
+    """Rough BFB scoring time on one core, from N, arcs and k distinct in-neighbours
+    (calibrated on this project's bench machine; docs/performance.md): a vertex-transitive
+    topology costs k + 1 breadth-first searches, others N²/64 words per slot set and level
+    (topofinder.scoring.bfb_bits) or, beyond its k, a dense N×N pass per slot."""
+    n, arcs = topo.n, topo.link_matrix.nnz
+    k = max(int(topo.link_matrix.getnnz(axis=0).max()) if n else 0, 1)
+    if topo.vertex_transitive:
+        return 5e-9 * (k + 1) * (n + arcs)
+    if k <= bfb_bits.MAX_SLOTS:
+        return 1.3e-8 * n * n * (k + 2 ** k) / 64
+    return 2e-9 * n * n * k * 8
+
+
+def check_scorable(topo: Topology, limit: float = SCORE_TIME_LIMIT) -> None:
+    """TopofinderError, before any work, when scoring would take longer than ``limit`` s."""
+    seconds = bfb_seconds(topo)
+    if seconds > limit:
+        raise TopofinderError(
+            f"{topo.expr}: N = {topo.n} with {topo.link_matrix.nnz} links would take about "
+            f"{seconds / 3600:.1f} h to score (limit {limit / 3600:g} h); score a smaller or "
+            f"sparser topology")
 
 
 def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
@@ -36,6 +63,8 @@ def describe(topo: Topology, recipe=None, alltoall: str = "bracket",
     if not topo.strongly_connected:
         raise TopofinderError(f"{topo.expr} is not strongly connected "
                               f"({topo.unreachable_text()}): no collective can complete on it")
+    if not topo.has_switches:
+        check_scorable(topo)
     n = topo.num_compute
     d = int(topo.out_degrees[topo.compute_nodes].max())   # ports of a compute node
     bound = Fraction(n - 1, n) * Fraction(topo.node_bandwidth, topo.min_ingress)

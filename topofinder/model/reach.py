@@ -76,25 +76,27 @@ def full_rows(lo: int, hi: int) -> np.ndarray:
     return row
 
 
-def levels(slots: np.ndarray, lo: int,
-           hi: int) -> Iterator[tuple[int, np.ndarray, list, np.ndarray]]:
+def levels(slots: np.ndarray, lo: int, hi: int,
+           per_slot: bool = True) -> Iterator[tuple[int, np.ndarray, list, np.ndarray]]:
     """BFS levels of owners lo..hi−1: yields (t, R_{t−1}, [R_{t−1}(in_j(u)) for each slot j],
-    R_t) for t = 1, 2, … while some row still grows. The arrays are reused between levels:
-    read them before asking for the next one."""
+    R_t) for t = 1, 2, … while some row still grows (the list empty unless ``per_slot``: one
+    gather buffer instead of k). The arrays are reused between levels: read them before
+    asking for the next one."""
     n, k = slots.shape
     reach = initial_reach(n, lo, hi)
-    gathered = [np.empty_like(reach) for _ in range(k)]
+    gathered = [np.empty_like(reach) for _ in range(k if per_slot else 1)]
     grown = np.empty_like(reach)
     t = 0
     while True:
         t += 1
         np.copyto(grown, reach)
         for j in range(k):
-            np.take(reach, slots[:, j], axis=0, out=gathered[j])
-            np.bitwise_or(grown, gathered[j], out=grown)
+            buf = gathered[j if per_slot else 0]
+            np.take(reach, slots[:, j], axis=0, out=buf)
+            np.bitwise_or(grown, buf, out=grown)
         if np.array_equal(grown, reach):
             return
-        yield t, reach, gathered, grown
+        yield t, reach, gathered if per_slot else [], grown
         reach, grown = grown, reach
 
 
@@ -111,7 +113,7 @@ def distance_histogram(n: int, link_matrix, vertex_transitive: bool = False) -> 
     hist = [n]
     for lo, hi in owner_blocks(n):
         reached_before = hi - lo                 # owners reach themselves at t = 0
-        for t, _, _, grown in levels(slots, lo, hi):
+        for t, _, _, grown in levels(slots, lo, hi, per_slot=False):
             now = int(popcount_rows(grown).sum())
             if t == len(hist):
                 hist.append(0)

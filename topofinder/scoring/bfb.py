@@ -125,10 +125,18 @@ def _narrow(dist: np.ndarray) -> np.ndarray:
     return dist.astype(_unsigned(max(int(dist.max()), 1).bit_length()))
 
 
-def _distances_to_nodes(topo: Topology, nodes: np.ndarray) -> np.ndarray:
-    """distT rows for the given nodes only: BFS on G^T from each (rows [i, v] = dist(v→node))."""
-    d = shortest_path(topo.link_matrix.T.tocsr(), method="D", unweighted=True, directed=True,
-                      indices=nodes)
+def _distances_to_nodes(topo: Topology, nodes: np.ndarray, progress=None) -> np.ndarray:
+    """distT rows for the given nodes only: BFS on G^T from each (rows [i, v] = dist(v→node)),
+    in batches that ``progress(done, total)`` hears of."""
+    gt = topo.link_matrix.T.tocsr()
+    batch = max(1, (1 << 25) // max(1, topo.n + gt.nnz))
+    parts = []
+    for lo in range(0, len(nodes), batch):
+        parts.append(shortest_path(gt, method="D", unweighted=True, directed=True,
+                                   indices=nodes[lo:lo + batch]))
+        if progress is not None:
+            progress(min(len(nodes), lo + batch), len(nodes))
+    d = np.concatenate(parts)
     if not np.all(np.isfinite(d)):
         raise TopofinderError(f"{topo.expr} is not strongly connected "
                               f"({topo.unreachable_text()}): BFB needs every node to reach "
@@ -215,7 +223,7 @@ def bfb_score(topo: Topology, progress=None) -> BFBScore:
     k = slots.shape[1]
     pipelined = None
     if topo.vertex_transitive:
-        dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]])))
+        dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]]), progress))
         rows, row_slots, caps = np.zeros(1, np.int64), np.arange(1, k + 1)[None, :], caps[:1]
         if k <= MAX_SUBSET_BITS:
             pipelined = _pipelined_row(dist[0], dist[1:], caps[0])
@@ -495,10 +503,9 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
 
     # distinct per-(u, t) problems: (t, shard counts per eligibility mask, slot capacities)
     pid, uniq_t, uniq_counts, uniq_caps = _distinct_problems(counts, caps)
-    fcum = _solve_flows(uniq_t, uniq_counts, uniq_caps, k, a, q)
-    sp, sm, sj = np.nonzero(np.diff(fcum, axis=2) > 0)          # nonzero stretches, sorted
-    ptr = np.searchsorted((sp << k) + sm, np.arange(fcum.shape[0] * fcum.shape[1] + 1))
-    stretches = (ptr, sj, fcum[sp, sm, sj], fcum[sp, sm, sj + 1])
+    gp, gm, fcum = _solve_flows(uniq_t, uniq_counts, uniq_caps, k, a, q)
+    g, sj = np.nonzero(np.diff(fcum, axis=1) > 0)           # nonzero stretches, sorted
+    stretches = ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
 
     parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
              for lo, hi in _blocks(n, n * 8)]
@@ -527,7 +534,9 @@ def _distinct_problems(counts: np.ndarray, caps: np.ndarray):
     inv = inv.reshape(-1)
     fu, ft = first // steps, first % steps
     flat = counts.reshape(n * steps, width)
-    same = (np.array_equal(flat[first][inv], flat)
+    rows = max(1, _BLOCK_CELLS // width)                 # compare block by block: no copy
+    same = (all(np.array_equal(flat[first[inv[lo:lo + rows]]], flat[lo:lo + rows])
+                for lo in range(0, flat.shape[0], rows))
             and np.array_equal(caps[fu][inv].reshape(n, steps, -1),
                                np.broadcast_to(caps[:, None, :], (n, steps, caps.shape[1])))
             and np.array_equal(ft[inv], np.tile(np.arange(steps), n)))
@@ -544,10 +553,11 @@ def _solve_flows(t: np.ndarray, cnt: np.ndarray, cap: np.ndarray, k: int, a: np.
                  q: np.ndarray) -> np.ndarray:
     """Integral max-flow for every distinct problem at once (disjoint components of one
     network). Shard group (mask m, c shards) supplies c·q_t; slot j takes ≤ a_t·cap_j, i.e.
-    load ≤ U_t·cap_j in units of 1/q_t. Returns fcum[p, m, 0..k]: cumulative flow over slots."""
+    load ≤ U_t·cap_j in units of 1/q_t. Returns the groups (problem, mask) that hold shards,
+    sorted, and fcum[g, 0..k]: each group's cumulative flow over the slots (only occupied
+    masks: a dense problem × 2^k × k table would not fit at d = 16)."""
     from ortools.graph.python import max_flow
 
-    n_prob = t.size
     gp, gm = np.nonzero(cnt)                         # groups: (problem, mask)
     supply = cnt[gp, gm] * q[t[gp]]
     n_groups = gp.size
@@ -563,10 +573,10 @@ def _solve_flows(t: np.ndarray, cnt: np.ndarray, cap: np.ndarray, k: int, a: np.
     status = f.solve(0, 1)
     if status != f.OPTIMAL or f.optimal_flow() != int(supply.sum()):
         raise RuntimeError("BFB flow does not deliver every shard: Hall bound violated")
-    flow = np.zeros((n_prob, 1 << k, k), np.int64)
-    flow[gp[ga], gm[ga], gj] = f.flows(mid)
-    return np.concatenate([np.zeros((n_prob, 1 << k, 1), np.int64), np.cumsum(flow, axis=2)],
-                          axis=2)
+    flow = np.zeros((n_groups, k), np.int64)
+    flow[ga, gj] = f.flows(mid)
+    return gp, gm, np.concatenate([np.zeros((n_groups, 1), np.int64),
+                                   np.cumsum(flow, axis=1)], axis=1)
 
 
 def _expand(counts: np.ndarray, starts: np.ndarray):
@@ -581,7 +591,7 @@ def _sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps):
     (t, mask) at u form a group, laid end to end, q_t units each, against the slots' flows laid
     end to end (the stretches): shard i takes from slot j the overlap of [i·q, (i+1)·q) with
     slot j's stretch [F_j, F_{j+1})."""
-    ptr, st_j, st_lo, st_hi = stretches
+    st_key, st_j, st_lo, st_hi = stretches
     n = dist.shape[1]
     end = steps << k
     d = dist[lo:hi]
@@ -599,7 +609,8 @@ def _sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps):
     gu = lo + gs // n
     gt = (gc >> k) + 1
     key = (pid[gu, gt - 1] << k) + (gc & ((1 << k) - 1))
-    g, s = _expand(ptr[key + 1] - ptr[key], ptr[key])          # stretches of each group
+    first = np.searchsorted(st_key, key)
+    g, s = _expand(np.searchsorted(st_key, key, side="right") - first, first)  # its stretches
     qs = q[gt[g] - 1]
     a, b = st_lo[s], st_hi[s]
     r0 = a // qs
