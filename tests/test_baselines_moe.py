@@ -12,6 +12,7 @@ import pytest
 
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
+from topofinder.export.plot import plot_frontier
 from topofinder.families.baselines import binary_tree_parents, double_tree_parents, ring_shifts
 from topofinder.families.build import parse
 from topofinder.finder.baselines import baseline_specs, closest_torus, score_baseline
@@ -215,3 +216,12 @@ def test_search_cli_prints_speedups_and_can_skip_them(capsys):
     assert main(["search", "--n", "16", "--d", "4", "--no-cache", "--jobs", "1",
                  "--no-baselines"]) == 0
     assert "speedup" not in capsys.readouterr().out
+
+
+def test_plot_draws_the_baselines_panel(tmp_path):
+
+    doc = search(16, 4, Workload(), jobs=1, use_cache=False, baselines=True)
+    out = tmp_path / "f.svg"
+    plot_frontier(doc, str(out))
+    text = out.read_text()
+    assert "ShiftedRing(4,16)" in text and "DBT(16)" in text and "against the baselines" in text
