@@ -405,7 +405,7 @@ def _add_search(sub) -> None:
                    help="MoE training workload (compute time, allreduce buckets, expert-parallel "
                         "all-to-all size and count; see search/moe.toml): rank by iteration "
                         "time and print its split into compute, unoverlapped allreduce and "
-                        "all-to-all (paper 001 App. A.4)")
+                        "all-to-all")
     p.add_argument("--no-baselines", action="store_true",
                    help="do not score ShiftedRing, the double binary tree and the closest torus "
                         "at the same N and d (shown by default with the recommendation's "
