@@ -18,7 +18,9 @@ from topofinder.families.build import parse
 from topofinder.finder.baselines import baseline_specs, closest_torus, score_baseline
 from topofinder.model.schedule import validate
 from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.baseline_schedules import ring_allgather, two_tree_allgather
+from topofinder.scoring.baseline_schedules import (
+    double_tree_cut_bound, ring_allgather, two_tree_allgather,
+)
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import load_moe, unoverlapped_allreduce
 from topofinder.workload.rank import search
@@ -225,3 +227,15 @@ def test_plot_draws_the_baselines_panel(tmp_path):
     plot_frontier(doc, str(out))
     text = out.read_text()
     assert "ShiftedRing(4,16)" in text and "DBT(16)" in text and "against the baselines" in text
+
+
+def test_double_tree_cut_bound_is_certified_and_tight():
+    # at 64 the exact LP gives 16/64² (test above); the best tree cut S = 31 | 33 nodes with
+    # 4 arcs each way gives 4/1023 ≥ it; at 8: |S| = 3 (2-1, 2-3 below 4), 4 arcs: 4/15
+    assert double_tree_cut_bound(64) == Fraction(4, 31 * 33)
+    assert double_tree_cut_bound(8) == Fraction(4, 15)
+    for m in (13, 32):
+        f = alltoall_summary(parse(f"DBT({m})"), mode="exact")["alltoall_f"]
+        assert f <= float(double_tree_cut_bound(m)) * (1 + 1e-9)
+    v = score_baseline("DBT(32)", "double-binary-tree", True)
+    assert v["alltoall_f"] <= v["alltoall_f_upper"] <= float(double_tree_cut_bound(32))

@@ -537,7 +537,12 @@ def _format_iterations(result: dict) -> list[str]:
             f"{' overlapping backward' if m['overlap'] else ''}, {m['alltoall_count']} "
             f"all-to-all(s) of {m['alltoall_bytes'] / 2 ** 20:g} MB per node; "
             "* recommended, b baseline")
-    return ["", head] + _table(rows)
+    it = result["frontier"][result["recommended"]]["iteration"]
+    tail = (f"recommended (*) for the MoE iteration: "
+            f"{result['frontier'][result['recommended']]['expr']} — {_ms(it['iteration_s'])} "
+            f"= compute {_ms(it['compute_s'])} + unoverlapped allreduce "
+            f"{_ms(it['allreduce_unoverlapped_s'])} + all-to-all {_ms(it['alltoall_s'])}")
+    return ["", head] + _table(rows) + [tail]
 
 
 def _format_baselines(result: dict) -> list[str]:

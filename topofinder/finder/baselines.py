@@ -21,7 +21,9 @@ from topofinder.model.schedule import validate
 from topofinder.model.units import exact
 from topofinder.scoring import bfb
 from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.baseline_schedules import ring_allgather, two_tree_allgather
+from topofinder.scoring.baseline_schedules import (
+    double_tree_cut_bound, ring_allgather, two_tree_allgather,
+)
 from topofinder.scoring.forestcoll import throughput_optimum
 
 #: the all-to-all bracket of a baseline when the workload has an all-to-all part: gap and
@@ -130,6 +132,13 @@ def score_baseline(expr: str, schedule: str, full_alltoall: bool) -> dict:
                                time_limit=ALLTOALL_SECONDS)
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
+    if schedule == "double-binary-tree":                 # a tree-edge cut bounds f (certified)
+        cut = float(double_tree_cut_bound(topo.n))
+        if a2a["alltoall_f_upper"] is None or cut < a2a["alltoall_f_upper"]:
+            a2a = dict(a2a, alltoall_f_upper=cut,
+                       alltoall_method=a2a["alltoall_method"] + " + tree-cut bound")
+            if a2a["alltoall_f"] is not None:
+                a2a["alltoall_gap"] = max(0.0, (cut - a2a["alltoall_f"]) / cut)
     return {"expr": expr, "schedule": sched.method or schedule, "verified": True,
             "T_L": t_l, "tau": exact(tau), "allreduce_T_L": 2 * t_l,
             "allreduce_tau": exact(2 * tau), "diameter": topo.diameter,

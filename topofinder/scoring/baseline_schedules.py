@@ -17,6 +17,8 @@ same T_L and τ (Thm 2); the allreduce costs twice (paper 001 §3).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
@@ -63,3 +65,31 @@ def two_tree_allgather(m: int) -> StepSchedule:
             rows.append(np.stack([dw[v, arc], v, np.full(v.size, j), np.full(v.size, j + 1),
                                   u[arc], w[arc]], axis=1))
     return StepSchedule(topo, 2, np.concatenate(rows), method="double-binary-tree")
+
+
+def double_tree_cut_bound(m: int) -> Fraction:
+    """A certified upper bound on the all-to-all concurrent flow f of DBT(m) (link capacity 1):
+    the least cap(S → T) / (|S|·|T|) over the 2(m−1) cuts that split one of the trees at an
+    edge (S = the subtree below it). Every one of the |S|·|T| commodities from S to T crosses
+    the cut, so f·|S|·|T| ≤ cap(S → T) (and likewise T → S). At m = 64 and 1024 it is 16/m²
+    up to the cut's exact sizes, the value of paper 001 Table 4 (21475 us)."""
+    topo = double_binary_tree(m)
+    cap = topo.arc_capacity
+    best = None
+    for parent in double_tree_parents(m):
+        below = np.eye(m, dtype=bool)                  # below[a, v]: v in a's subtree
+        up = parent.copy()
+        v = np.arange(m)
+        while np.any(up >= 0):
+            has = up >= 0
+            below[up[has], v[has]] = True
+            up = np.where(has, parent[np.maximum(up, 0)], -1)
+        for a in np.nonzero(parent >= 0)[0]:
+            side = below[a]
+            s = int(side.sum())
+            out = int(cap[side[topo.src] & ~side[topo.dst]].sum())
+            back = int(cap[~side[topo.src] & side[topo.dst]].sum())
+            bound = Fraction(min(out, back), s * (m - s))
+            if best is None or bound < best:
+                best = bound
+    return best
