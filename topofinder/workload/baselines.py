@@ -53,7 +53,7 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
         ar_tau = float(Fraction(v["allreduce_tau"]))
         entry["allreduce_time_s"] = workload.collective_time(v["allreduce_T_L"], ar_tau)
         # at the bracket's upper f: the fastest the baseline can be (speedups are lower bounds)
-        f_fast = v["alltoall_f_upper"] if v["alltoall_f"] is not None else None
+        f_fast = v["alltoall_f_upper"]
         entry["alltoall_time_s"] = workload.alltoall_time(n, d, f_fast)
         entry["objective_s"] = workload.objective(entry["allreduce_time_s"],
                                                   entry["alltoall_time_s"])
