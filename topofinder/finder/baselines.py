@@ -11,7 +11,6 @@ scored by the same code as frontier points: the baseline's own schedule replayed
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isqrt
 
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
