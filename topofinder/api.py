@@ -40,6 +40,7 @@ from topofinder.scoring.bfb import bfb_schedule
 from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
 from topofinder.workload.cost import Workload
+from topofinder.workload.moe import MoEWorkload, load_moe
 from topofinder.workload.rank import SEARCH_FORMAT, SEARCH_VERSION, FrontierPoint
 from topofinder.workload.rank import search as _search
 
@@ -237,6 +238,8 @@ class SearchResult:
     workload: dict
     frontier: tuple[FrontierPoint, ...]
     recommended: int
+    baselines: tuple[dict, ...] | None = None
+    moe: dict | None = None
 
     @property
     def best(self) -> FrontierPoint:
@@ -245,34 +248,55 @@ class SearchResult:
 
     def records(self) -> list[dict]:
         """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
-        N, d and whether it is the recommendation."""
-        return [{"N": self.n, "d": self.d, **asdict(p), "recommended": i == self.recommended}
+        N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns)."""
+        return [{"N": self.n, "d": self.d, **_flat(asdict(p)), "recommended": i == self.recommended}
                 for i, p in enumerate(self.frontier)]
 
     def to_dict(self) -> dict:
         """The `search --json` document (docs/formats.md, schema ``search.schema.json``)."""
-        return {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
-                "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
-                "workload": self.workload, "frontier": [asdict(p) for p in self.frontier],
-                "recommended": self.recommended}
+        doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
+               "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
+               "workload": self.workload, "frontier": [asdict(p) for p in self.frontier],
+               "recommended": self.recommended}
+        if self.moe is not None:
+            doc["moe"] = self.moe
+        if self.baselines is not None:
+            doc["baselines"] = list(self.baselines)
+        return doc
 
 
 def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True, progress: bool = False,
-           kstep: bool = False) -> SearchResult:
+           kstep: bool = False, baselines: bool = False,
+           moe: MoEWorkload | str | os.PathLike | None = None) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
+    ``baselines``: also ShiftedRing, DBT and the closest torus with speedups (``.baselines``);
+    ``moe``: a MoE workload (file path or MoEWorkload): rank by iteration time.
 
     >>> r = search(16, 2, jobs=1)
     >>> [(p.expr, p.T_L, p.tau_exact) for p in r.frontier]
     [('L(Diamond)', 4, '1/1'), ('DBJMod(2,4)', 5, '15/16')]
     """
+    if moe is not None and not isinstance(moe, MoEWorkload):
+        moe = load_moe(moe)
     doc = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
-                  use_cache=use_cache, progress=progress or None, kstep=kstep)
+                  use_cache=use_cache, progress=progress or None, kstep=kstep,
+                  baselines=baselines, moe=moe)
     points = tuple(FrontierPoint(**p) for p in doc["frontier"])
     return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
-                        points, doc["recommended"])
+                        points, doc["recommended"],
+                        tuple(doc["baselines"]) if "baselines" in doc else None,
+                        doc.get("moe"))
+
+
+def _flat(point: dict) -> dict:
+    split = point.get("iteration")
+    if isinstance(split, dict):
+        point = {k: v for k, v in point.items() if k != "iteration"}
+        point.update({f"iteration_{k}": v for k, v in split.items()})
+    return point
 
 
 def records(result: SearchResult | dict) -> list[dict]:

@@ -38,6 +38,7 @@ from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import allgather_schedule
 from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
+from topofinder.workload.moe import load_moe
 from topofinder.workload.rank import search
 from topofinder.workload.hierarchy import hierarchical_score, parse_intra
 
@@ -422,6 +423,15 @@ def _add_search(sub) -> None:
     p.add_argument("--intra", default="NVSwitch 300GB/s", metavar="FABRIC",
                    help="with --gpus-per-node: the servers' internal fabric, 'NVSwitch BW' "
                         "(one switch, BW per GPU) or 'mesh BW' (all GPU pairs at BW)")
+    p.add_argument("--workload", default=None, metavar="FILE.toml",
+                   help="MoE training workload (compute time, allreduce buckets, expert-parallel "
+                        "all-to-all size and count; see search/moe.toml): rank by iteration "
+                        "time and print its split into compute, unoverlapped allreduce and "
+                        "all-to-all")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="do not score ShiftedRing, the double binary tree and the closest torus "
+                        "at the same N and d (shown by default with the recommendation's "
+                        "speedup over each)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=_run_search)
 
@@ -432,9 +442,19 @@ def _run_search(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise TopofinderError(f"search: --plot {args.plot}: give a .png or .svg file name")
     workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
+    moe = load_moe(args.workload) if args.workload else None
+    if moe is not None and (moe.alpha_s is not None or moe.bandwidth_Bps is not None):
+        labels = dict(workload.labels)
+        labels.update({k: v for k, v in (("alpha", moe.alpha_s), ("bandwidth",
+                      moe.bandwidth_Bps)) if v is not None})
+        workload = Workload(moe.alpha_s if moe.alpha_s is not None else workload.alpha_s,
+                            moe.bandwidth_Bps if moe.bandwidth_Bps is not None
+                            else workload.bandwidth_Bps, workload.sizes,
+                            workload.alltoall_share, {"size": labels.get("size", "")})
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True,
-                    kstep=args.kstep)
+                    kstep=args.kstep, baselines=not args.no_baselines, moe=moe,
+                    baseline_progress=_baseline_progress)
     if args.gpus_per_node is not None:
         _add_hierarchy(result, args)
     if args.plot:
@@ -491,7 +511,85 @@ def format_frontier(result: dict) -> str:
                      "and tau are the exact BFB scores / theorem values (verified: false)")
     lines.append(f"recommended (*): {best['expr']} — allreduce "
                  f"{best['allreduce_time_s'] * 1e6:.1f} us for the workload")
+    if "moe" in result:
+        lines += _format_iterations(result)
+    if result.get("baselines"):
+        lines += _format_baselines(result)
     return "\n".join(lines)
+
+
+def _baseline_progress(i: int, count: int, expr: str) -> None:
+    print(f"scoring baseline {i + 1}/{count}: {expr}", file=sys.stderr, flush=True)
+
+
+def _ms(x) -> str:
+    return "" if x is None else f"{x * 1e3:.2f} ms"
+
+
+def _us(x) -> str:
+    return "" if x is None else f"{x * 1e6:.1f} us"
+
+
+def _speed(x) -> str:
+    return "" if x is None else f"{x:.2f}x"
+
+
+def _table(rows) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _format_iterations(result: dict) -> list[str]:
+    """The MoE iteration split of every frontier point (paper 001 Fig. 9)."""
+    m = result["moe"]
+    rows = [("", "expression", "compute", "allreduce (unoverlapped)", "all-to-all",
+             "iteration")]
+    for i, p in enumerate(result["frontier"]):
+        it = p["iteration"]
+        rows.append(("*" if i == result["recommended"] else "", p["expr"], _ms(it["compute_s"]),
+                     _ms(it["allreduce_unoverlapped_s"]), _ms(it["alltoall_s"]),
+                     _ms(it["iteration_s"])))
+    for b in result.get("baselines", []):
+        if b.get("iteration"):
+            it = b["iteration"]
+            rows.append(("b", f"{b['name']}: {b['expr']}", _ms(it["compute_s"]),
+                         _ms(it["allreduce_unoverlapped_s"]), _ms(it["alltoall_s"]),
+                         _ms(it["iteration_s"])))
+    head = (f"MoE iteration ({m['file']}): {len(m['buckets_bytes'])} allreduce bucket(s)"
+            f"{' overlapping backward' if m['overlap'] else ''}, {m['alltoall_count']} "
+            f"all-to-all(s) of {m['alltoall_bytes'] / 2 ** 20:g} MB per node; "
+            "* recommended, b baseline")
+    it = result["frontier"][result["recommended"]]["iteration"]
+    tail = (f"recommended (*) for the MoE iteration: "
+            f"{result['frontier'][result['recommended']]['expr']} — {_ms(it['iteration_s'])} "
+            f"= compute {_ms(it['compute_s'])} + unoverlapped allreduce "
+            f"{_ms(it['allreduce_unoverlapped_s'])} + all-to-all {_ms(it['alltoall_s'])}")
+    return ["", head] + _table(rows) + [tail]
+
+
+def _format_baselines(result: dict) -> list[str]:
+    """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
+    moe = "moe" in result
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", "allreduce", "all-to-all",
+             "speedup allreduce", "speedup all-to-all")
+            + (("speedup iteration",) if moe else ())]
+    notes = []
+    for b in result["baselines"]:
+        if b["expr"] is None:
+            notes.append(f"{b['name']}: {b['note']}")
+            continue
+        sp = b["speedup"]
+        rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
+                     b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
+                     _speed(sp["allreduce"]), _speed(sp["alltoall"]))
+                    + ((_speed(sp["objective"]),) if moe else ()))
+        if b["note"]:
+            notes.append(f"{b['name']}: {b['note']}")
+    lines = ["", "baselines at the same N and d (speedup = baseline time / recommended time; "
+                 "all-to-all at the baseline's upper f, so a lower bound)"]
+    if len(rows) > 1:
+        lines += _table(rows)
+    return lines + notes
 
 
 def _add_bench(sub) -> None:

@@ -47,9 +47,14 @@ def plot_frontier(search_result: dict, path: str) -> None:
         raise TopofinderError(f"plot: {path!r} has extension '.{fmt}'; accepted are "
                               + ", ".join("." + f for f in FORMATS))
     n, d, pts, rec = _points(search_result)
-    fig = Figure(figsize=(8, 5.5), dpi=120)
+    bases = [b for b in search_result.get("baselines") or [] if isinstance(b, dict)
+             and b.get("expr") and isinstance(b.get("allreduce_time_s"), (int, float))]
+    side = bool(bases) and rec is not None
+    fig = Figure(figsize=(14, 5.5) if side else (8, 5.5), dpi=120)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    ax = fig.add_subplot(1, 2, 1) if side else fig.add_subplot()
+    if side:
+        _baseline_panel(fig.add_subplot(1, 2, 2), search_result, bases)
     moore, tau_opt = moore_bound_steps(n, d), (n - 1) / n
     ax.axvline(moore, color="tab:gray", ls="--", lw=1, label=f"Moore bound T_L* = {moore}")
     ax.axhline(tau_opt, color="tab:green", ls=":", lw=1.2,
@@ -88,6 +93,42 @@ def plot_frontier(search_result: dict, path: str) -> None:
     fig.tight_layout()
     with rc_context({"svg.fonttype": "none"}), atomic_output(path, "wb") as fh:
         fig.savefig(fh, format=fmt)                    # SVG text stays text (editable)
+
+
+def _baseline_panel(ax, result: dict, bases: list[dict]) -> None:
+    """Allreduce and all-to-all times (log scale) of the recommendation and each baseline
+    (paper 001 Fig. 7), each baseline bar labelled with the recommendation's speedup."""
+    best = result["frontier"][result["recommended"]]
+    rows = [("recommended\n" + str(best["expr"]), best, None)]
+    rows += [(f"{b['name']}\n{b['expr']}", b, b.get("speedup") or {}) for b in bases]
+    kinds = [("allreduce_time_s", "allreduce", "allreduce", "tab:blue"),
+             ("alltoall_time_s", "all-to-all", "alltoall", "tab:purple")]
+    if "moe" in result:
+        kinds.append(("iteration", "MoE iteration", "objective", "tab:gray"))
+    height = 0.8 / len(kinds)
+    for k, (key, label, speed_key, colour) in enumerate(kinds):
+        for i, (_, entry, speed) in enumerate(rows):
+            value = entry.get(key)
+            if key == "iteration":
+                value = (value or {}).get("iteration_s")
+            if not isinstance(value, (int, float)) or value <= 0:
+                continue
+            y = i + (k - (len(kinds) - 1) / 2) * height
+            ax.barh(y, value * 1e6, height=height, color=colour,
+                    label=label if i == 0 else None)
+            x = speed.get(speed_key) if speed else None
+            if isinstance(x, (int, float)):
+                ax.annotate(f"{x:.1f}×", (value * 1e6, y), textcoords="offset points",
+                            xytext=(3, -3), fontsize=7)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi * 2.5)                             # room for the speedup labels
+    ax.set_xlabel("time (µs, log scale); labels: baseline / recommended")
+    ax.set_title("recommendation against the baselines at the same N, d")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
 
 
 def _excess_scale(ax, n: int, taus: list[float]) -> None:

@@ -11,6 +11,7 @@ import os
 from math import prod
 
 from topofinder import families as gen
+from topofinder.families import baselines
 from topofinder.errors import TopofinderError
 from topofinder.families.distance_regular import (
     CATALOG_NAMES, distance_regular, distance_regular_by_size,
@@ -91,8 +92,10 @@ class _Builder:
             return a[1], a[0]
         if f in ("C", "DC"):
             return a[0], len(a[1]) * (2 if f == "C" else 1)
-        if f in ("BiRing", "UniRing"):
+        if f in ("BiRing", "UniRing", "ShiftedRing"):
             return a[1], a[0]
+        if f == "DBT":
+            return a[0], 4
         if f in ("Torus", "TwistedTorus"):
             return prod(a), 2 * len(a)
         if f == "Hypercube":
@@ -141,7 +144,8 @@ def _make_leaf(family: str, a: tuple, key: str) -> Topology:
     simple = {"H": gen.hamming, "Kautz": gen.kautz, "Pi": gen.generalized_kautz,
               "BiRing": gen.bi_ring, "UniRing": gen.uni_ring, "Torus": gen.torus,
               "TwistedTorus": gen.twisted_torus, "Hypercube": gen.hypercube,
-              "DBJ": gen.de_bruijn}
+              "DBJ": gen.de_bruijn, "ShiftedRing": baselines.shifted_ring,
+              "DBT": baselines.double_binary_tree}
     if family in simple:
         return simple[family](*a)
     if family == "K":

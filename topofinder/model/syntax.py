@@ -45,6 +45,8 @@ _FAMILIES = {
     "DBJMod": ("DBJMod(d,n)", (2, 2)),
     "DistReg": ("DistReg(name) or DistReg(d,N)", "name"),
     "Diamond": ("Diamond", None),
+    "ShiftedRing": ("ShiftedRing(d,m)", (2, 2)),
+    "DBT": ("DBT(m)", (1, 1)),
 }
 _OPERATORS = "L(G), L^n(G), Bi(G), T(G), G^n, G*n, A x B"
 _ACCEPTED = ", ".join(v[0] for v in _FAMILIES.values()) + "; operators " + _OPERATORS

@@ -12,7 +12,9 @@ from topofinder.compute.cache import cached
 from topofinder.finder import growth as finder
 from topofinder.finder.frontier import verified_frontier
 from topofinder.finder.growth import Candidate
+from topofinder.workload.baselines import iteration_split, priced_baselines
 from topofinder.workload.cost import Workload
+from topofinder.workload.moe import MoEWorkload
 from topofinder.model.units import exact
 
 
@@ -54,33 +56,55 @@ class FrontierPoint:
     alltoall_time_s: float | None
     objective_s: float
     alltoall_gap: float | None = None
+    iteration: dict | None = None
 
 
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
-           progress: Callable | None = None, kstep: bool = False) -> dict:
+           progress: Callable | None = None, kstep: bool = False, baselines: bool = False,
+           moe: MoEWorkload | None = None, baseline_progress: Callable | None = None) -> dict:
     """The `search --json` document of docs/cli.md for target (n, d). The verified frontier does
     not depend on the workload, so it is cached whole: a repeated search only re-ranks.
-    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep)."""
+    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep).
+    ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
+    and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
+    (topofinder.finder.baselines), priced for the workload, with the recommendation's
+    speedup over each (paper 001 Fig. 7)."""
     n, d = finder.validate_target(n, d, bidirectional)
     workload = workload or Workload()
-    full_alltoall = workload.alltoall_share > 0
+    with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
+    full_alltoall = with_alltoall
     frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall, kstep,
                                                     jobs=jobs, use_cache=use_cache,
                                                     progress=progress)
-    points = _pareto_points([_point(c, v, workload) for c, v in frontier],
-                            by_alltoall=workload.alltoall_share > 0)
+    points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
+                            by_alltoall=with_alltoall)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
-    return {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
-            "N": n, "d": d, "bidirectional_only": bidirectional,
-            "workload": workload.describe(),
-            "frontier": [asdict(p) for p in points], "recommended": best}
+    doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
+           "N": n, "d": d, "bidirectional_only": bidirectional,
+           "workload": workload.describe(),
+           "frontier": [asdict(p) for p in points], "recommended": best}
+    if moe is not None:
+        doc["moe"] = moe.describe()
+    if baselines:
+        doc["baselines"] = priced_baselines(n, d, workload, doc["frontier"][best], full_alltoall,
+                                            moe, use_cache=use_cache,
+                                            progress=baseline_progress)
+    return doc
 
 
-def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
+def _point(c: Candidate, v: dict, workload: Workload, moe: MoEWorkload | None = None
+           ) -> FrontierPoint:
     tau = Fraction(v["tau"])
     allreduce = workload.collective_time(v["allreduce_T_L"], float(Fraction(v["allreduce_tau"])))
     alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
+    objective = workload.objective(allreduce, alltoall)
+    iteration = None
+    if moe is not None:
+        iteration = iteration_split(moe, workload, c.n, c.d, v["allreduce_T_L"],
+                                    float(Fraction(v["allreduce_tau"])), v["alltoall_f"])
+        if iteration["iteration_s"] is not None:
+            objective = iteration["iteration_s"]
     return FrontierPoint(
         expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=exact(tau),
         allreduce_T_L=v["allreduce_T_L"], allreduce_tau=float(Fraction(v["allreduce_tau"])),
@@ -92,8 +116,8 @@ def _point(c: Candidate, v: dict, workload: Workload) -> FrontierPoint:
         moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
         alltoall_f_upper=v["alltoall_f_upper"], alltoall_bound=v["alltoall_bound"],
         alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
-        alltoall_time_s=alltoall, objective_s=workload.objective(allreduce, alltoall),
-        alltoall_gap=v.get("alltoall_gap"))
+        alltoall_time_s=alltoall, objective_s=objective,
+        alltoall_gap=v.get("alltoall_gap"), iteration=iteration)
 
 
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False

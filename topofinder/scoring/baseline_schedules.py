@@ -1,0 +1,95 @@
+"""The baselines' own allgather schedules (paper 001 §8.2), as step schedules that
+:func:`topofinder.model.schedule.validate` replays like every other schedule.
+
+- Ring allgather on ShiftedRing(d,m): every shard is cut into d chunks; chunk k travels the
+  k-th directed Hamiltonian ring (shift ±s_j) for m−1 steps. Each arc carries one chunk per
+  step, so T_L = m−1 and τ = (m−1)/m (BW-optimal, linear latency; paper 001 §8.2, Fig. 14:
+  2(N−1) steps per allreduce).
+- Two-tree allgather on DBT(m): every shard is cut into 2 halves; half j of v's shard spreads
+  along tree j from v, reaching tree-distance t at step t (the tree paths are the only paths
+  of the tree). T_L = the larger tree diameter; τ is replayed (at m = 1024: T_L = 18,
+  τ = 3071/512 ≈ 6.0, against a ForestColl optimum ≈ 2 on the same topology: the trees'
+  root links are the bottleneck — "poor BW performance", paper 001 §8.3).
+
+Reduce-scatter: both topologies are bidirectional, so the allgather reversed is one with the
+same T_L and τ (Thm 2); the allreduce costs twice (paper 001 §3).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
+
+from topofinder.families.baselines import (
+    double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
+)
+from topofinder.model.schedule import StepSchedule
+
+
+def ring_allgather(d: int, m: int) -> StepSchedule:
+    """The ring allgather of ShiftedRing(d,m): d chunks per shard, chunk k on ring k."""
+    topo = shifted_ring(d, m)
+    steps = [sign * s for s in ring_shifts(d, m) for sign in (1, -1)]
+    v = np.arange(m)
+    rows = []
+    for k, delta in enumerate(steps):
+        for t in range(1, m):
+            u = (v + (t - 1) * delta) % m
+            rows.append(np.stack([np.full(m, t), v, np.full(m, k), np.full(m, k + 1), u,
+                                  (u + delta) % m], axis=1))
+    return StepSchedule(topo, d, np.concatenate(rows), method="ring")
+
+
+def tree_distances(parent: np.ndarray) -> np.ndarray:
+    """All-pairs hop distances (int) in the undirected tree given by ``parent``."""
+    m = parent.size
+    child = np.nonzero(parent >= 0)[0]
+    a = sp.coo_matrix((np.ones(child.size), (child, parent[child])), shape=(m, m)).tocsr()
+    return shortest_path(a, directed=False, unweighted=True).astype(np.int64)
+
+
+def two_tree_allgather(m: int) -> StepSchedule:
+    """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; the arc
+    u → w of tree j forwards v's half at step dist_j(v, w) when w lies beyond u from v."""
+    topo = double_binary_tree(m)
+    rows = []
+    for j, parent in enumerate(double_tree_parents(m)):
+        dist = tree_distances(parent)
+        child = np.nonzero(parent >= 0)[0]
+        for u, w in ((child, parent[child]), (parent[child], child)):
+            du, dw = dist[:, u], dist[:, w]               # (source v, arc)
+            v, arc = np.nonzero(dw == du + 1)
+            rows.append(np.stack([dw[v, arc], v, np.full(v.size, j), np.full(v.size, j + 1),
+                                  u[arc], w[arc]], axis=1))
+    return StepSchedule(topo, 2, np.concatenate(rows), method="double-binary-tree")
+
+
+def double_tree_cut_bound(m: int) -> Fraction:
+    """A certified upper bound on the all-to-all concurrent flow f of DBT(m) (link capacity 1):
+    the least cap(S → T) / (|S|·|T|) over the 2(m−1) cuts that split one of the trees at an
+    edge (S = the subtree below it). Every one of the |S|·|T| commodities from S to T crosses
+    the cut, so f·|S|·|T| ≤ cap(S → T) (and likewise T → S). At m = 64 and 1024 it is 16/m²
+    up to the cut's exact sizes, the value of paper 001 Table 4 (21475 us)."""
+    topo = double_binary_tree(m)
+    cap = topo.arc_capacity
+    best = None
+    for parent in double_tree_parents(m):
+        below = np.eye(m, dtype=bool)                  # below[a, v]: v in a's subtree
+        up = parent.copy()
+        v = np.arange(m)
+        while np.any(up >= 0):
+            has = up >= 0
+            below[up[has], v[has]] = True
+            up = np.where(has, parent[np.maximum(up, 0)], -1)
+        for a in np.nonzero(parent >= 0)[0]:
+            side = below[a]
+            s = int(side.sum())
+            out = int(cap[side[topo.src] & ~side[topo.dst]].sum())
+            back = int(cap[~side[topo.src] & side[topo.dst]].sum())
+            bound = Fraction(min(out, back), s * (m - s))
+            if best is None or bound < best:
+                best = bound
+    return best

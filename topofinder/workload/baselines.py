@@ -1,0 +1,70 @@
+"""Baselines priced for a search's workload and the recommendation's speedup over each
+(paper 001 Fig. 7, Table 4, Fig. 9): times in seconds, speedup = baseline time /
+recommended time (> 1: the recommendation is faster)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from topofinder.compute.cache import cached
+from topofinder.finder.baselines import baseline_specs, score_baseline
+from topofinder.workload.cost import Workload
+from topofinder.workload.moe import MoEWorkload
+
+
+def _ratio(base, best):
+    if base is None or best is None or best <= 0:
+        return None
+    return base / best
+
+
+def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allreduce_t_l: int,
+                    allreduce_tau: float, alltoall_f: float | None) -> dict:
+    """The MoE iteration split of one topology from its allreduce (T_L, τ) and flow f."""
+    def allreduce_s(m):
+        return allreduce_t_l * workload.alpha_s + allreduce_tau * m / workload.bandwidth_Bps
+
+    def alltoall_s(m):
+        if alltoall_f is None or alltoall_f <= 0:
+            return None
+        return (m / n) / (alltoall_f * workload.bandwidth_Bps / d)
+
+    return moe.iteration(allreduce_s, alltoall_s)
+
+
+def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
+                     moe: MoEWorkload | None = None, use_cache: bool = True,
+                     progress=None) -> list[dict]:
+    """One entry per baseline of finder.baselines.baseline_specs: its verified scores, its
+    times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
+    recommended frontier point's dict) over it. A baseline that does not exist at (N, d) is
+    listed with ``expr`` None and the reason in ``note``."""
+    out = []
+    specs = baseline_specs(n, d)
+    for i, spec in enumerate(specs):
+        entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}
+        if spec.expr is None:
+            out.append(entry)
+            continue
+        if progress:
+            progress(i, len(specs), spec.expr)
+        v = cached(score_baseline, use_cache)(spec.expr, spec.schedule, full_alltoall)
+        entry.update(v)
+        ar_tau = float(Fraction(v["allreduce_tau"]))
+        entry["allreduce_time_s"] = workload.collective_time(v["allreduce_T_L"], ar_tau)
+        # at the bracket's upper f: the fastest the baseline can be (speedups are lower bounds)
+        f_fast = v["alltoall_f_upper"]
+        entry["alltoall_time_s"] = workload.alltoall_time(n, d, f_fast)
+        entry["objective_s"] = workload.objective(entry["allreduce_time_s"],
+                                                  entry["alltoall_time_s"])
+        if moe is not None:
+            entry["iteration"] = iteration_split(moe, workload, n, d, v["allreduce_T_L"],
+                                                 ar_tau, f_fast)
+            if entry["iteration"]["iteration_s"] is not None:
+                entry["objective_s"] = entry["iteration"]["iteration_s"]
+        speed = {"allreduce": _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
+                 "alltoall": _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
+                 "objective": _ratio(entry["objective_s"], best["objective_s"])}
+        entry["speedup"] = speed
+        out.append(entry)
+    return out
