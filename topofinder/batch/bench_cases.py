@@ -289,3 +289,34 @@ case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
      group="search", repeat=3)(_search_cli(_fresh_cache_dir))
 case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
      setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
+
+
+def _score_at_scale(expr: str, max_gb: float):
+    """`score EXPR` in a fresh process with the default settings, failing the case when the
+    process (or a worker it started) peaked above ``max_gb`` GB resident."""
+    def run(_):
+        import subprocess
+        import sys
+
+        script = ("import resource, topofinder as tf\n"
+                  f"tf.score({expr!r})\n"
+                  "peak = max(resource.getrusage(r).ru_maxrss for r in "
+                  "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+                  "print(peak * 1024)\n")
+        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
+        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        peak = int(out.split()[-1]) / 2**30
+        if peak > max_gb:
+            raise AssertionError(f"score {expr}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+    return run
+
+
+case("score Pi(4,10000) (not vertex-transitive; <= 1 GiB)", 5.0, group="scale",
+     repeat=3)(_score_at_scale("Pi(4,10000)", 1.0))
+case("score Torus(316,316) (N=99856; <= 2 GiB)", 10.0, group="scale",
+     repeat=3)(_score_at_scale("Torus(316,316)", 2.0))
+case("score C(100000,{1,316}) (<= 2 GiB)", 10.0, group="scale",
+     repeat=3)(_score_at_scale("C(100000,{1,316})", 2.0))
+case("score Pi(4,100000) (not vertex-transitive; <= 4 GiB)", 300.0, group="scale",
+     repeat=1)(_score_at_scale("Pi(4,100000)", 4.0))
