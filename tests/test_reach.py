@@ -55,3 +55,12 @@ def test_disconnected_has_no_diameter():
     topo = Topology(4, np.array([0, 1, 2]), np.array([1, 2, 3]), expr="path")
     with pytest.raises(TopofinderError, match="not strongly connected"):
         topo.diameter
+
+
+@pytest.mark.parametrize("expr", ["K(70)", "Pi(4,100)", "L(K(3))"])
+def test_distances_to_nodes_by_bit_rows(expr):
+    from topofinder.model.reach import distances_to, in_slots
+    topo = tf.load(expr)
+    nodes = np.array([0, 3, 5])
+    dense = topo.distances[:, nodes].T                  # dist(v -> node)
+    assert np.array_equal(distances_to(in_slots(topo.n, topo.link_matrix)[0], nodes), dense)

@@ -9,7 +9,7 @@ from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import validate
 from topofinder.finder.verify import build_schedule
-from topofinder.scoring import bfb_bits
+from topofinder.scoring import bfb, bfb_bits
 from topofinder.scoring.bfb import bfb_score
 from topofinder.scoring.forestcoll import throughput_optimum
 from topofinder.scoring.alltoall import alltoall_summary
@@ -29,6 +29,8 @@ def bfb_seconds(topo: Topology) -> float:
     (topofinder.scoring.bfb_bits) or, beyond its k, a dense N×N pass per slot."""
     n, arcs = topo.n, topo.link_matrix.nnz
     k = max(int(topo.link_matrix.getnnz(axis=0).max()) if n else 0, 1)
+    if topo.vertex_transitive and k >= bfb.DENSE_SLOTS:
+        return 1.3e-8 * k * n * n / 64 * 2
     if topo.vertex_transitive:
         return 5e-9 * (k + 1) * (n + arcs)
     if k <= bfb_bits.MAX_SLOTS:

@@ -120,3 +120,19 @@ def distance_histogram(n: int, link_matrix, vertex_transitive: bool = False) -> 
             hist[t] += now - reached_before
             reached_before = now
     return np.asarray(hist, np.int64)
+
+
+def distances_to(slots: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """dist[i, v] = hops v → nodes[i] (int32; −1 when v never reaches it), from the streamed
+    reach tables: k row gathers per level instead of one breadth-first search per node, the
+    cheaper way on dense topologies (many in-neighbours, few levels)."""
+    n = slots.shape[0]
+    nodes = np.asarray(nodes, np.int64)
+    dist = np.full((nodes.size, n), -1, np.int32)
+    dist[np.arange(nodes.size), nodes] = 0
+    for lo, hi in owner_blocks(n):
+        for t, prev, _, grown in levels(slots, lo, hi, per_slot=False):
+            fresh = np.unpackbits((grown[nodes] & ~prev[nodes]).view(np.uint8), axis=1,
+                                  count=hi - lo, bitorder="little").astype(bool)
+            dist[:, lo:hi][fresh] = t
+    return dist

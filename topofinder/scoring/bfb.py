@@ -36,11 +36,12 @@ from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule, reduce_scatter as _reduce_scatter
 from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
-from topofinder.model.reach import in_slots
+from topofinder.model.reach import distances_to as reach_distances_to, in_slots
 from topofinder.scoring import bfb_bits
 from topofinder.model.schedule import allreduce
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
+DENSE_SLOTS = 64            # from this many in-neighbours, distances to a few nodes by bit rows
 _BLOCK_CELLS = 1 << 24      # working-set size (array cells) per block of nodes
 
 
@@ -128,6 +129,14 @@ def _narrow(dist: np.ndarray) -> np.ndarray:
 def _distances_to_nodes(topo: Topology, nodes: np.ndarray, progress=None) -> np.ndarray:
     """distT rows for the given nodes only: BFS on G^T from each (rows [i, v] = dist(v→node)),
     in batches that ``progress(done, total)`` hears of."""
+    slots = in_slots(topo.n, topo.link_matrix)[0]
+    if slots.shape[1] >= DENSE_SLOTS:          # k gathers per level beat k + 1 searches
+        d = reach_distances_to(slots, nodes)
+        if np.any(d < 0):
+            raise TopofinderError(f"{topo.expr} is not strongly connected "
+                                  f"({topo.unreachable_text()}): BFB needs every node to "
+                                  f"reach every other")
+        return d
     gt = topo.link_matrix.T.tocsr()
     batch = max(1, (1 << 25) // max(1, topo.n + gt.nnz))
     parts = []

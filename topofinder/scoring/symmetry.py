@@ -14,6 +14,7 @@ per vertex orbit, one capacity row per arc orbit; see topofinder.scoring.alltoal
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,19 +72,33 @@ def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
             np.stack([tail[cls == common], head[cls == common]], 1),
             np.stack([tail[odd], mid], 1), np.stack([mid, head[odd]], 1)])
         colours += (1 + cls[odd] - (cls[odd] > common)).tolist()
+    elif tail.size > n * (n - 1) // 2:
+        # denser than half the complete digraph: the complement has the same automorphisms
+        # and fewer arcs (bliss's search on K(n) itself refines n² arcs at every level)
+        present = np.zeros((n, n), bool)
+        present[tail, head] = True
+        np.fill_diagonal(present, True)
+        edges = np.argwhere(~present)
     else:
         edges = np.stack([tail, head], 1)
     g = igraph.Graph(n=len(colours), edges=edges.tolist(), directed=True)
     raw = g.automorphism_group(sh="fl", color=colours)
-    order = int(g.count_automorphisms(sh="fl", color=colours))
-    gens = tuple(np.asarray(p[:n], np.int64) for p in raw)
-    keys = np.sort(tail * n + head)
-    weight = cap[np.argsort(tail * n + head)]
-    for p in gens:                       # a generator must map arcs to arcs of equal capacity
-        k = p[tail] * n + p[head]
-        order_k = np.argsort(k)
-        if not (np.array_equal(k[order_k], keys) and np.array_equal(cap[order_k], weight)):
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)                # |Aut(K(2000))| = 2000! has 5736 digits
+    try:
+        order = int(g.count_automorphisms(sh="fl", color=colours))
+    finally:
+        sys.set_int_max_str_digits(limit)
+    total = len(colours)
+    edges = edges.astype(np.int64).reshape(-1, 2)
+    keys = np.sort(edges[:, 0] * total + edges[:, 1])
+    colour = np.asarray(colours)
+    for raw_p in raw:   # each must map the graph bliss saw onto itself, colours kept: then its
+        p = np.asarray(raw_p, np.int64)            # node part maps arcs to arcs of equal cap
+        if not (np.array_equal(np.sort(p[edges[:, 0]] * total + p[edges[:, 1]]), keys)
+                and np.array_equal(colour[p], colour)):
             raise TopofinderError("bliss returned a permutation that is not an automorphism")
+    gens = tuple(np.asarray(p[:n], np.int64) for p in raw)
     return Group(n, gens, order)
 
 
