@@ -86,7 +86,7 @@ def score(source: Source, *, alltoall: str = "bracket", alltoall_gap: float = 0.
     BFB T_L and τ (exact as "p/q"), the bandwidth and Moore bounds, ForestColl's τ_fc, the
     all-to-all concurrent flow, and the schedule the expression names when it is not BFB.
     ``fc_time_limit`` (s, None: no limit) bounds ForestColl's max-flows; past it τ_fc is a
-    certified bracket (``fc_exact`` False). ``stages(stage, done, total)`` follows long work.
+    certified bracket (``tau_fc_optimal`` False). ``stages(stage, done, total)`` follows long work.
 
     >>> score("Diamond")["schedule_tau_exact"]
     '7/8'

@@ -79,7 +79,7 @@ def _add_score(sub) -> None:
                    help="largest relative gap of the all-to-all bracket (default 0.01)")
     p.add_argument("--fc-time-limit", type=float, default=api.FC_TIME_LIMIT, metavar="S",
                    help="seconds of ForestColl max-flows before tau_fc is reported as a "
-                        "certified bracket [tau_fc, tau_fc_upper] with fc_exact false "
+                        "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
                         f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=_run_score)

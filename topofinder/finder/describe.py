@@ -143,7 +143,7 @@ def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = Non
     """T_B^FC (paper 002 optimality (⋆)), its bottleneck cut, and BFB τ / T_B^FC when the
     BFB fields are present (how much a tree-flow schedule could gain, docs/algorithms.md).
     ``pipelined``: BFB's barrier-free load, an upper bound that can settle T_B^FC at once;
-    after ``time_limit`` s of max-flows T_B^FC is reported as a bracket (``fc_exact`` False)."""
+    after ``time_limit`` s of max-flows T_B^FC is reported as a bracket (``tau_fc_optimal`` False)."""
     opt = throughput_optimum(topo, pipelined, progress=progress, time_limit=time_limit)
     info["tau_fc"] = float(opt.tau)
     info["tau_fc_exact"] = exact(opt.tau)
@@ -154,7 +154,7 @@ def _add_forestcoll(info: dict, topo: Topology, pipelined: Fraction | None = Non
     info["fc_optimal_is_bound"] = opt.tau == Fraction(info["tau_opt_exact"])
     if "tau_bfb_exact" in info:
         info["bfb_fc_ratio"] = float(Fraction(info["tau_bfb_exact"]) / opt.tau)
-    info["fc_exact"] = opt.settled
+    info["tau_fc_optimal"] = opt.settled
     if not opt.settled:
         upper = None if opt.upper is None else opt.tau / opt.ratio * opt.upper
         info["tau_fc_upper"] = None if upper is None else float(upper)
