@@ -126,10 +126,11 @@ def _narrow(dist: np.ndarray) -> np.ndarray:
     return dist.astype(_unsigned(max(int(dist.max()), 1).bit_length()))
 
 
-def _distances_to_nodes(topo: Topology, nodes: np.ndarray, progress=None) -> np.ndarray:
-    """distT rows for the given nodes only: BFS on G^T from each (rows [i, v] = dist(v→node)),
-    in batches that ``progress(done, total)`` hears of."""
-    slots = in_slots(topo.n, topo.link_matrix)[0]
+def _distances_to_nodes(topo: Topology, nodes: np.ndarray, slots: np.ndarray,
+                        progress=None) -> np.ndarray:
+    """distT rows for the given nodes only (rows [i, v] = dist(v→node)): BFS on G^T from each,
+    in batches that ``progress(done, total)`` hears of, or bit rows over the in-slot table
+    ``slots`` when nodes have many in-neighbours."""
     if slots.shape[1] >= DENSE_SLOTS:          # k gathers per level beat k + 1 searches
         d = reach_distances_to(slots, nodes)
         if np.any(d < 0):
@@ -232,7 +233,8 @@ def bfb_score(topo: Topology, progress=None) -> BFBScore:
     k = slots.shape[1]
     pipelined = None
     if topo.vertex_transitive:
-        dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]]), progress))
+        dist = _narrow(_distances_to_nodes(topo, np.concatenate([[0], slots[0]]), slots,
+                                           progress))
         rows, row_slots, caps = np.zeros(1, np.int64), np.arange(1, k + 1)[None, :], caps[:1]
         if k <= MAX_SUBSET_BITS:
             pipelined = _pipelined_row(dist[0], dist[1:], caps[0])

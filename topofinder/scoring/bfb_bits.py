@@ -52,12 +52,12 @@ def step_loads(n: int, slots: np.ndarray, caps: np.ndarray,
             _add_union_counts(unions[t - 1], fresh)
         if progress is not None:
             progress(hi, n)
-    if sum(int(u[:, -1].sum(dtype=np.int64)) for u in unions) != n * (n - 1):
+    hist = np.array([n] + [int(u[:, -1].sum(dtype=np.int64)) for u in unions], np.int64)
+    if int(hist.sum()) != n * n:
         raise TopofinderError("BFB needs every node to reach every other: the topology is "
                               "not strongly connected")
     cap_w = _subset_sums(caps)
     loads = tuple(_max_hall_ratio(u, cap_w) for u in unions)
-    hist = np.array([n] + [int(u[:, -1].sum(dtype=np.int64)) for u in unions], np.int64)
     return len(unions), loads, _max_hall_ratio(sum(unions[1:], unions[0]), cap_w), hist
 
 
