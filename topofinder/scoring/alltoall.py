@@ -466,15 +466,24 @@ def concurrent_flow_symmetric(topo: Topology, generators=None,
     arcs = _check(topo)
     gens = _find_automorphisms(arcs, budget) if generators is None else list(generators)
     red = _Reduction.of(arcs, gens)
-    f, ub = _solve_highs(arcs, red, topo.expr)
-    exact_value = None
     if red.orbit_size.size == 1 and red.reps.size == 1:
-        # arc-transitive: the one orbit row is Σ_e y_e ≤ Σc/N and a shortest-path tree is
-        # optimal, so f* = Σ_e c_e / (N · Σ_t dist(r, t)) exactly
-        exact_value = Fraction(int(round(arcs.cap.sum())), topo.distance_sum)
-        f = ub = float(exact_value)
+        return _arc_transitive(topo, arcs, red)
+    f, ub = _solve_highs(arcs, red, topo.expr)
     return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "symmetric-lp",
-                          exact_value=exact_value, sources=int(red.reps.size))
+                          sources=int(red.reps.size))
+
+
+def _arc_transitive(topo: Topology, arcs: _Arcs, red: _Reduction) -> AllToAllResult:
+    """f* = Σ_e c_e / Σ_{s≠t} dist(s, t) exactly when the group is transitive on nodes and on
+    arcs (one vertex orbit, one arc orbit; every arc then has the same capacity c).
+    Proof. (≤) the hop-count bound, dual_bound at unit lengths. (≥) the reduced LP has one
+    capacity row, (N/|E|)·Σ_e y_e ≤ c, and a shortest-path tree from the representative
+    delivering 1 to every node uses Σ_e y_e = Σ_t dist(r, t) = Σ_{s≠t} dist / N; scaled by f it
+    meets the row with equality at f = c·|E| / Σ_{s≠t} dist. □ No LP is solved."""
+    exact_value = Fraction(int(round(arcs.cap.sum())), topo.distance_sum)
+    f = float(exact_value)
+    return AllToAllResult(f, f, True, "arc-transitive closed form", exact_value=exact_value,
+                          sources=int(red.reps.size))
 
 
 def concurrent_flow_pdlp(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
@@ -517,7 +526,9 @@ def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float
     red = _Reduction.of(arcs, gens)
     b = _bracket(arcs, red, gap=gap, time_limit=time_limit, progress=progress)
     f, _ = _certify(arcs, red, b.flows, np.ones(red.orbit_size.size))
-    ub = _dual_bound(arcs, b.lengths)      # re-proved from all N sources, not the orbit sum
+    # re-proved from the lengths: over orbit representatives when they are invariant under the
+    # group (checked), else over all N sources
+    ub = _dual_bound(arcs, b.lengths, red)
     return AllToAllResult(min(f, ub), ub, (ub - f) <= EXACT_RTOL * ub, "column-generation",
                           sources=int(red.reps.size))
 
@@ -565,6 +576,9 @@ def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str
     if mode == "bracket" and not small and red.reps.size * n > BRACKET_MAX_WORK:
         method = (f"hop-count bound (no bracket: {red.reps.size} vertex orbits x N = {n} "
                   f"exceeds {BRACKET_MAX_WORK:.0e}; --alltoall exact solves the LP)")
+    elif red.reps.size == 1 and red.orbit_size.size == 1 and mode != "bound":
+        res = _arc_transitive(topo, arcs, red)
+        f, upper, method, exact = res.f, res.upper_bound, res.method, True
     elif mode == "exact" or (mode == "bracket" and small):
         res = concurrent_flow_symmetric(topo, generators=gens)
         f, upper, method, exact = res.f, min(upper, res.upper_bound), res.method, res.exact

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
+from scipy.sparse.linalg import spsolve_triangular
 
 
 @dataclass
@@ -64,19 +65,31 @@ def _split_flows(arcs, reps: np.ndarray, lengths: np.ndarray):
     ri, e, head = ri[keep], e[keep], head[keep]
     indeg = np.zeros((r, n))
     np.add.at(indeg, (ri, head), 1.0)
-    # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v
+    # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v.
+    # A tight arc's head lies strictly farther from r than its tail (lengths > 0), so with the
+    # nodes ordered by decreasing distance I − P is lower triangular: one sparse triangular
+    # solve instead of one sweep per hop of the deepest shortest path.
     rows = ri * n + arcs.tail[e]
     cols = ri * n + head
     share = 1.0 / indeg[ri, head]
-    p = sp.csr_matrix((share, (rows, cols)), shape=(r * n, r * n))
     b = np.ones(r * n)
     b[np.arange(r) * n + reps] = 0.0
-    x = b.copy()
-    for _ in range(n):
-        nxt = b + p @ x
-        if np.array_equal(nxt, x):
-            break
-        x = nxt
+    order = np.lexsort((-dist.ravel(), np.repeat(np.arange(r), n)))
+    pos = np.empty(r * n, np.int64)
+    pos[order] = np.arange(r * n)
+    if np.all(pos[cols] < pos[rows]):
+        system = sp.csr_matrix((-share, (pos[rows], pos[cols])), shape=(r * n, r * n)) \
+            + sp.eye(r * n, format="csr")
+        x = np.empty(r * n)
+        x[order] = spsolve_triangular(system, b[order], lower=True)
+    else:                               # distances tied by rounding: sweep to the fixed point
+        p = sp.csr_matrix((share, (rows, cols)), shape=(r * n, r * n))
+        x = b.copy()
+        for _ in range(r * n):
+            nxt = b + p @ x
+            if np.array_equal(nxt, x):
+                break
+            x = nxt
     flow = np.zeros((r, arcs.num))
     flow[ri, e] = x[cols] * share
     return dist, flow
@@ -120,7 +133,10 @@ class _Master:
                               (np.concatenate([np.arange(self.r), owner]),
                                np.concatenate([np.zeros(self.r, np.int64), 1 + np.arange(j)]))),
                              shape=(self.r, j + 1))
-        cap_rows = sp.hstack([sp.csr_matrix((self.k, 1)), self.coef.T])
+        # columns scaled to unit largest load (λ' = s·λ): on 10^5 nodes a column's loads reach
+        # 10^7 while f is 10^-7, and the interior point's tolerances would swallow f
+        scale = max(float(abs(self.coef).max()), 1e-300)
+        cap_rows = sp.hstack([sp.csr_matrix((self.k, 1)), self.coef.T / scale])
         a = sp.vstack([conv, cap_rows]).tocsr()
         b = np.concatenate([np.zeros(self.r), self.red.orbit_cap])
         c = np.zeros(j + 1)
@@ -132,7 +148,7 @@ class _Master:
                           options={"run_crossover": "off", "ipm_optimality_tolerance": 1e-6})
         if res.x is None:
             raise RuntimeError(f"master LP failed: {res.message}")
-        lam = np.maximum(res.x[1:], 0.0)
+        lam = np.maximum(res.x[1:], 0.0) / scale
         mix = sp.csr_matrix((lam, (owner, np.arange(j))), shape=(self.r, j))
         total = np.asarray(mix @ self.flows)                      # R × |E|
         mu = np.maximum(-res.ineqlin.marginals[self.r:], 0.0)
