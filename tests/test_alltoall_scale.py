@@ -37,7 +37,7 @@ def test_hop_count_bound_from_the_histogram():
 
 
 def test_large_orbit_counts_get_the_bound_only(monkeypatch):
-    monkeypatch.setattr(alltoall, "BRACKET_MAX_WORK", 10)
+    monkeypatch.setattr(alltoall, "BRACKET_MAX_CELLS", 10)
     monkeypatch.setattr(alltoall, "SMALL_LP_VARIABLES", 10)
     info = alltoall.alltoall_summary(tf.load("Pi(4,60)"))
     assert info["alltoall_f"] is None and "no bracket" in info["alltoall_method"]
@@ -51,3 +51,50 @@ def test_generator_cap_keeps_the_reduction_exact(monkeypatch):
     part = alltoall.concurrent_flow_symmetric(topo)
     assert part.sources >= full.sources
     assert part.f == pytest.approx(full.f, rel=1e-6)
+
+
+@pytest.mark.parametrize("expr", ["Hypercube(4)", "Torus(5,5)", "K(3,3)"])
+def test_arc_transitive_summary_needs_no_lp(expr):
+    """The closed form Σc/Σdist against LP (3) solved without symmetry."""
+    topo = tf.load(expr)
+    info = alltoall.alltoall_summary(topo)
+    assert info["alltoall_method"] == "arc-transitive closed form" and info["alltoall_optimal"]
+    assert info["alltoall_f"] == pytest.approx(alltoall.concurrent_flow_exact(topo).f, rel=1e-7)
+
+
+@pytest.mark.parametrize("expr", ["Pi(4,60)", "L(Diamond)", "C(40,{1,9})"])
+def test_split_flows_deliver_one_unit_along_tight_arcs_split_evenly(expr):
+    """The triangular solve against the definition: every non-source node keeps 1 unit, only
+    shortest-path arcs carry flow, and a node's tight in-arcs carry equal amounts."""
+    from topofinder.scoring.flowbracket import _split_flows
+    topo = tf.load(expr)
+    arcs = alltoall._Arcs.of(topo)
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(1, 4, arcs.num).astype(float)       # many ties
+    reps = np.array([0, topo.n // 2])
+    dist, flow = _split_flows(arcs, reps, lengths)
+    ref = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
+    assert np.allclose(dist, ref)
+    for i, r in enumerate(reps):
+        net = np.zeros(topo.n)
+        np.add.at(net, arcs.head, flow[i])
+        np.subtract.at(net, arcs.tail, flow[i])
+        expect = np.ones(topo.n)
+        expect[r] = -(topo.n - 1)
+        assert np.allclose(net, expect)
+        tight = np.isclose(ref[i, arcs.tail] + lengths, ref[i, arcs.head]) & (arcs.head != r)
+        assert np.all(flow[i][~tight] == 0)
+        for v in range(topo.n):
+            into = flow[i][tight & (arcs.head == v)]
+            assert into.size == 0 or np.allclose(into, into[0])
+
+
+def test_bracket_at_1e5_nodes_reaches_one_percent():
+    """f ≈ 2.5e-7 against loads of 4e6 per column: the master LP must be scaled to see f."""
+    topo = tf.load("C(100000,{1,316})")
+    info = alltoall.alltoall_summary(topo)
+    assert info["alltoall_method"] == "column-generation"
+    assert info["alltoall_gap"] <= 0.01
+    assert info["alltoall_f_upper"] <= info["alltoall_f"] / (1 - 0.01)
+    assert info["alltoall_f_upper"] <= float(np.sum(alltoall._Arcs.of(topo).cap)) \
+        / topo.distance_sum * (1 + 1e-12)
