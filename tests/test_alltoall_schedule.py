@@ -13,6 +13,7 @@ import pytest
 import topofinder as tf
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
+from topofinder.model.topology import Topology
 from topofinder.model.alltoall_schedule import AllToAllSchedule, ScheduleError, replay
 from topofinder.scoring.alltoall import concurrent_flow_exact
 from topofinder.scoring.alltoall_steps import alltoall_schedule
@@ -92,6 +93,19 @@ def test_hand_made_ring_schedule_replays_with_its_loads():
     halves = [r for r in RING3 if r[3:5] != (0, 2)] + [
         (1, 0, 1, 0, 2, 0.5), (2, 0, 1, 0, 2, 0.5), (2, 1, 2, 0, 2, 0.5), (3, 1, 2, 0, 2, 0.5)]
     assert replay(_ring3(halves)) == (2.0, 1.5, 0.5)     # split pieces are fine
+
+
+def test_multi_arcs_divide_the_load():
+    """UniRing(1,3) with every arc doubled (parallel arcs = capacity 2): the same sends load
+    each link half as much, and the builder's time halves to 3/2 = 1/f (f = 6 / Σ dist 9)."""
+    topo = Topology(3, [0, 0, 1, 1, 2, 2], [1, 1, 2, 2, 0, 0], expr="doubled ring")
+    rows = RING3
+    assert replay(AllToAllSchedule(topo, [r[:5] for r in rows], [r[5] for r in rows])) \
+        == (1.0, 0.5)
+    sched = alltoall_schedule(topo).schedule
+    assert sched.num_steps == 2
+    assert sched.bandwidth_time == pytest.approx(1.5, rel=1e-9)
+    assert sched.bound == pytest.approx(1.5, rel=1e-9)
 
 
 @pytest.mark.parametrize("change,fragment", [
@@ -178,6 +192,10 @@ def test_step_budget_below_the_diameter_is_refused():
         alltoall_schedule(tf.load("UniRing(1,5)"), steps=3)
     with pytest.raises(TopofinderError, match="step schedules"):
         tf.schedule("K(4)", "alltoall", kind="trees")
+    # 1600 nodes, 40..42 steps: the per-source time-expanded flows would not fit; refused
+    # before any LP
+    with pytest.raises(TopofinderError, match="built for small topologies"):
+        alltoall_schedule(tf.load("Torus(40,40)"))
 
 
 # ---- CLI -------------------------------------------------------------------------------------

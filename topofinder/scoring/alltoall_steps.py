@@ -50,6 +50,9 @@ from topofinder.scoring.symmetry import topology_group
 EXTRA_STEPS = 2
 #: Largest time-expanded LP (flow variables) solved.
 MAX_LP_VARIABLES = 1_000_000
+#: Largest N·k·(links + N): every source's time-expanded flow is held (8 bytes a cell) and
+#: decomposed path by path.
+MAX_SCHEDULE_CELLS = 20_000_000
 #: Flows below this (pieces) are solver noise and dropped before the decomposition.
 FLOW_EPS = 1e-9
 #: A destination's decomposed paths must sum to 1 within this before rescaling.
@@ -272,8 +275,6 @@ def alltoall_schedule(topo: Topology, steps: int | None = None,
                               f"for direct-connect fabrics")
     arcs = _check(topo)
     start = time.perf_counter()
-    flow = concurrent_flow_symmetric(topo)
-    bound = 1.0 / flow.upper_bound
     diameter = topo.diameter
     if steps is not None:
         if steps < diameter:
@@ -284,6 +285,13 @@ def alltoall_schedule(topo: Topology, steps: int | None = None,
         if extra_steps < 0:
             raise TopofinderError("extra_steps must be >= 0")
         budgets = list(range(diameter, diameter + extra_steps + 1))
+    cells = topo.n * budgets[-1] * (arcs.num + topo.n)
+    if cells > MAX_SCHEDULE_CELLS:
+        raise TopofinderError(f"{topo.expr}: an all-to-all schedule of {budgets[-1]} steps "
+                              f"needs N·k·(links + N) = {cells:.2e} cells, more than "
+                              f"{MAX_SCHEDULE_CELLS:.0e}; all-to-all schedules are built for "
+                              f"small topologies")
+    bound = 1.0 / concurrent_flow_symmetric(topo).upper_bound
     dist = topo.distances.astype(np.int64)
     sym = _symmetry(topo, arcs) if symmetric else _symmetry(topo, arcs, limit=1)
     best, objectives = None, {}
