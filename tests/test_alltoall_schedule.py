@@ -13,6 +13,7 @@ import pytest
 import topofinder as tf
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
+from topofinder.execute.plan import program_from_document
 from topofinder.model.topology import Topology
 from topofinder.model.alltoall_schedule import AllToAllSchedule, ScheduleError, replay
 from topofinder.scoring.alltoall import concurrent_flow_exact
@@ -228,3 +229,21 @@ def test_cli_bad_alltoall_options_exit_2_with_one_line(tmp_path, capsys, extra, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and fragment in err and "\n" not in err
     assert not out.exists()
+
+
+def test_check_sees_alltoall_sends_on_the_plan_and_run_refuses_them(tmp_path, capsys):
+    """`check` reads the all-to-all columns (t, u, w, src, dst): the Torus(4,4) schedule rides
+    its own cabling but not a circulant's; `run` does not execute all-to-all documents."""
+    sched, own, other = (str(tmp_path / f) for f in ("a.json", "own.csv", "other.csv"))
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--collective", "alltoall",
+                 "-o", sched]) == 0
+    assert main(["export", "Torus(4,4)", "--what", "patch-panel", "-o", own]) == 0
+    assert main(["export", "C(16,{1,3})", "--what", "patch-panel", "-o", other]) == 0
+    capsys.readouterr()
+    assert main(["check", own, sched]) == 0
+    assert "check: ok" in capsys.readouterr().out
+    assert main(["check", other, sched]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "sends (part of) a piece from node" in err and "\n" not in err
+    with pytest.raises(TopofinderError, match="all-to-all schedules are exported, not run"):
+        program_from_document(json.loads((tmp_path / "a.json").read_text()))
