@@ -14,6 +14,7 @@ import topofinder as tf
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.execute.plan import program_from_document
+from topofinder.export.relabel import Mapping
 from topofinder.model.topology import Topology
 from topofinder.model.alltoall_schedule import AllToAllSchedule, ScheduleError, replay
 from topofinder.scoring.alltoall import concurrent_flow_exact
@@ -247,3 +248,15 @@ def test_check_sees_alltoall_sends_on_the_plan_and_run_refuses_them(tmp_path, ca
     assert "sends (part of) a piece from node" in err and "\n" not in err
     with pytest.raises(TopofinderError, match="all-to-all schedules are exported, not run"):
         program_from_document(json.loads((tmp_path / "a.json").read_text()))
+
+
+def test_relabelled_schedule_replays_on_the_renamed_topology():
+    """A diff's mapping φ renames every node (a graph isomorphism): the renamed schedule has
+    the same step loads, and its file (with `physical`) reads back onto the renamed topology."""
+    sched = tf.schedule("Torus(4,4)", "alltoall")
+    phys = np.random.default_rng(7).permutation(16)
+    moved = tf.relabel(sched, Mapping(phys, None))
+    assert replay(moved) == pytest.approx(replay(sched), abs=1e-12)
+    assert np.array_equal(moved.sends[:, 1:], phys[sched.sends[:, 1:]])
+    back = tf.load_schedule(tf.export_schedule(moved, "json", physical=phys))
+    assert replay(back) == pytest.approx(replay(sched), abs=1e-12)

@@ -211,15 +211,12 @@ def export_topology(source: Source, fmt: str = "edgelist",
     return _emit(topology_text(load(source), fmt), path)
 
 
-def relabel(sched: StepSchedule | TreeSchedule, mapping: str | os.PathLike | Mapping
-            ) -> StepSchedule | TreeSchedule:
+def relabel(sched: StepSchedule | TreeSchedule | AllToAllSchedule,
+            mapping: str | os.PathLike | Mapping) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """A schedule renamed by a patch-panel diff's mapping (the CSV ``export --what
     patch-panel --diff OLD --mapping MAP.csv`` writes): node x becomes the old plan's node
     φ(x), so its sends ride the fibres as cabled after the diff. Export it with
     ``export_schedule(..., physical=mapping.physical)`` so the file records φ."""
-    if isinstance(sched, AllToAllSchedule):
-        raise TopofinderError("relabelling applies to allgather, reduce-scatter and allreduce "
-                              "schedules, not to all-to-all")
     m = mapping if isinstance(mapping, Mapping) else read_mapping(mapping)
     return relabel_schedule(sched, m)
 
@@ -231,9 +228,8 @@ def export_schedule(sched: StepSchedule | TreeSchedule, fmt: str = "json",
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`).
     ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
     recorded so readers rebuild its topology. Also written to ``path`` when given."""
-    if isinstance(sched, AllToAllSchedule) and (fmt != "json" or physical is not None):
-        raise TopofinderError("all-to-all schedules are exported as json, without a "
-                              "relabelling")
+    if isinstance(sched, AllToAllSchedule) and fmt != "json":
+        raise TopofinderError(f"all-to-all schedules are exported as json, not {fmt}")
     if fmt == "json":
         doc = sched.to_dict()
         if physical is not None:

@@ -312,15 +312,15 @@ def _export_alltoall(args, source, mapping) -> int:
     if (args.format or "json") != "json":
         raise TopofinderError(f"export: all-to-all schedules are written as json, not "
                               f"{args.format}")
-    if mapping is not None:
-        raise TopofinderError("export: --relabel applies to allgather, reduce-scatter and "
-                              "allreduce schedules, not to all-to-all")
     if args.low_trees or args.trees_per_root is not None:
         raise TopofinderError("export: --low-trees and --trees-per-root apply to tree "
                               "schedules, not to all-to-all")
     start = time.perf_counter()
     schedule = api.schedule(source, "alltoall")
-    write_text(args.output, api.export_schedule(schedule, "json"))
+    if mapping is not None:
+        schedule = api.relabel(schedule, mapping)
+    write_text(args.output, api.export_schedule(
+        schedule, "json", physical=None if mapping is None else mapping.physical))
     print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
           f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
           f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
