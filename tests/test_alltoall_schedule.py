@@ -217,6 +217,24 @@ def test_cli_export_writes_a_file_that_replays(tmp_path, capsys):
     assert sum(loads) <= 1.10 * doc["lp_bound"]
 
 
+def test_cli_steps_fixes_the_step_budget(tmp_path, capsys):
+    """--steps 5 on UniRing(1,4) (diameter 3): still the hop-count time 4·3/2 = 6, within
+    5 steps; below the diameter, or for another collective, --steps is refused."""
+    out = tmp_path / "ring.json"
+    assert main(["export", "UniRing(1,4)", "--what", "schedule", "--collective", "alltoall",
+                 "--steps", "5", "-o", str(out)]) == 0
+    sched = tf.load_schedule(str(out))
+    assert 3 <= sched.num_steps <= 5
+    assert sum(replay(sched)) == pytest.approx(6.0, rel=1e-9)
+    for argv, fragment in ((["--collective", "alltoall", "--steps", "2"], "diameter is 3"),
+                           (["--collective", "allgather", "--steps", "3"],
+                            "--steps applies to --collective alltoall")):
+        capsys.readouterr()
+        assert main(["export", "UniRing(1,4)", "--what", "schedule", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert fragment in err and "\n" not in err
+
+
 @pytest.mark.parametrize("extra,fragment", [
     (["--kind", "trees"], "--kind trees applies to allgather"),
     (["--format", "xml"], "written as json"),

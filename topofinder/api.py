@@ -99,8 +99,8 @@ def score(source: Source, *, alltoall: str = "bracket", alltoall_gap: float = 0.
 
 
 def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
-             low_trees: bool = False, trees_per_root: int | None = None
-             ) -> StepSchedule | TreeSchedule | AllToAllSchedule:
+             low_trees: bool = False, trees_per_root: int | None = None,
+             steps: int | None = None) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """The replay-validated schedule `topofinder export --what schedule` writes.
 
     ``kind="steps"``: the step schedule the expression names (expansions keep their
@@ -109,8 +109,9 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
     one with exactly ``trees_per_root`` trees per root.
 
     ``collective="alltoall"`` (steps only): the k-step all-to-all schedule of least bandwidth
-    time from the time-expanded LP (k = diameter .. diameter + 2), replayed; its
-    ``bandwidth_time`` (units of (M/N)/b) sits next to ``bound`` = 1/f.
+    time from the time-expanded LP (k = ``steps``, default the best of diameter ..
+    diameter + 2), replayed; its ``bandwidth_time`` (units of (M/N)/b) sits next to
+    ``bound`` = 1/f.
 
     >>> s = schedule("C(16,{1,6})", "allreduce")
     >>> s.collective, s.num_steps
@@ -126,7 +127,9 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
         if low_trees or trees_per_root is not None:
             raise TopofinderError("low_trees and trees_per_root apply to tree schedules, not "
                                   "to all-to-all")
-        return alltoall_schedule(load(source)).schedule
+        return alltoall_schedule(load(source), steps=steps).schedule
+    if steps is not None:
+        raise TopofinderError("steps (a step budget) applies to all-to-all schedules only")
     if collective not in COLLECTIVES:
         raise TopofinderError(f"collective {collective!r}; accepted: "
                               f"{', '.join(COLLECTIVES + (ALLTOALL,))}")

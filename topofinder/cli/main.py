@@ -174,6 +174,10 @@ def _add_export(sub) -> None:
                         "time-expanded LP (json only; its bandwidth time, steps and the LP "
                         "bound 1/f on stderr). Trees: out-trees, in-trees, or in-trees then "
                         "out-trees, reported next to the allreduce tree optimum")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help="alltoall: exactly K steps (>= the diameter; fewer steps cost less "
+                        "latency, maybe more bandwidth time); default: the least bandwidth "
+                        "time over diameter..diameter+2 steps")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -282,6 +286,8 @@ def _export_schedule(args, mapping=None) -> int:
     source = _source(args)
     if args.collective == "alltoall":
         return _export_alltoall(args, source, mapping)
+    if args.steps is not None:
+        raise TopofinderError("export: --steps applies to --collective alltoall")
     if args.format == "xml" and args.kind == "steps" and isinstance(source, str) \
             and not os.path.isfile(source):
         check_fits(allgather_schedule(from_expression(source)), args.channels, args.runtime,
@@ -316,7 +322,7 @@ def _export_alltoall(args, source, mapping) -> int:
         raise TopofinderError("export: --low-trees and --trees-per-root apply to tree "
                               "schedules, not to all-to-all")
     start = time.perf_counter()
-    schedule = api.schedule(source, "alltoall")
+    schedule = api.schedule(source, "alltoall", steps=args.steps)
     if mapping is not None:
         schedule = api.relabel(schedule, mapping)
     write_text(args.output, api.export_schedule(
