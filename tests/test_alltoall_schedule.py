@@ -9,6 +9,8 @@ from importlib import resources
 import jsonschema
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import topofinder as tf
 from topofinder.cli.main import main
@@ -138,6 +140,39 @@ def test_replay_catches_broken_schedules(change, fragment):
         replay(_ring3(change(list(RING3))))
     msg = str(err.value)
     assert fragment in msg and "\n" not in msg
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_random_path_schedules_replay_and_any_dropped_send_is_caught(seed):
+    """Random schedules on Torus(3,3): every piece split in 1–3 parts, each part walking a
+    random path of 1..6 links to its destination with random waits in 8 steps. The replay
+    accepts them with the loads of a plain loop; without any one send it refuses them."""
+    topo = tf.load("Torus(3,3)")
+    rng = np.random.default_rng(seed)
+    nbrs = [topo.dst[topo.src == v] for v in range(9)]
+    dist = topo.distances
+    rows = []
+    for src in range(9):
+        for dst in range(9):
+            if src == dst:
+                continue
+            parts = rng.dirichlet(np.ones(rng.integers(1, 4)))
+            for part in parts:
+                path = [src]
+                while path[-1] != dst:           # a random walk that never moves away
+                    options = [w for w in nbrs[path[-1]] if dist[w, dst] <= dist[path[-1], dst]
+                               and len(path) + dist[w, dst] <= 7]
+                    path.append(int(rng.choice(options)))
+                steps = np.sort(rng.choice(np.arange(1, 9), len(path) - 1, replace=False))
+                rows += [(int(t), u, w, src, dst, float(part))
+                         for t, u, w in zip(steps, path, path[1:])]
+    sched = AllToAllSchedule(topo, [r[:5] for r in rows], [r[5] for r in rows])
+    assert np.allclose(replay(sched), _loads_by_hand(sched), rtol=0, atol=1e-12)
+    drop = int(rng.integers(len(rows)))
+    rest = rows[:drop] + rows[drop + 1:]
+    with pytest.raises(ScheduleError):
+        replay(AllToAllSchedule(topo, [r[:5] for r in rest], [r[5] for r in rest]))
 
 
 def test_reader_refuses_wrong_documents():
