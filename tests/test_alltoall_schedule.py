@@ -224,6 +224,18 @@ def test_symmetry_reduction_keeps_the_lp_optimum(expr, steps):
                                                         rel=1e-6)
 
 
+def test_more_steps_never_cost_more_bandwidth_and_none_beat_one_over_f():
+    """A k-step schedule is a (k+1)-step one with an empty last step, so the LP optimum does
+    not grow with k; summing the steps gives a concurrent flow, so none is below 1/f.
+    Pi(4,32) (diameter 3), measured: 24 at k = 3, then 1/f = 21.25 from k = 4 on."""
+    topo = tf.load("Pi(4,32)")
+    times = [alltoall_schedule(topo, steps=k).schedule for k in (3, 4, 5)]
+    values = [s.bandwidth_time for s in times]
+    assert values[0] >= values[1] * (1 - 1e-9) and values[1] >= values[2] * (1 - 1e-9)
+    assert all(v >= s.bound * (1 - 1e-6) for v, s in zip(values, times))
+    assert values[2] == pytest.approx(times[2].bound, rel=1e-6)
+
+
 def test_step_budget_below_the_diameter_is_refused():
     with pytest.raises(TopofinderError, match="diameter is 4"):
         alltoall_schedule(tf.load("UniRing(1,5)"), steps=3)
