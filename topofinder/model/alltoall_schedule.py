@@ -68,6 +68,7 @@ class AllToAllSchedule:
         object.__setattr__(self, "sends", sends)
         object.__setattr__(self, "amounts", amounts)
 
+    #: "alltoall", the attribute every schedule class names its collective by
     collective = COLLECTIVE
 
     @property
