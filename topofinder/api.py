@@ -33,9 +33,11 @@ from topofinder.families.build import load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
+from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.files import topology_text
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, validate
 from topofinder.model.topology import Topology
+from topofinder.scoring.alltoall_steps import alltoall_schedule
 from topofinder.scoring.bfb import bfb_schedule
 from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
@@ -97,8 +99,8 @@ def score(source: Source, *, alltoall: str = "bracket", alltoall_gap: float = 0.
 
 
 def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
-             low_trees: bool = False, trees_per_root: int | None = None
-             ) -> StepSchedule | TreeSchedule:
+             low_trees: bool = False, trees_per_root: int | None = None,
+             steps: int | None = None) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """The replay-validated schedule `topofinder export --what schedule` writes.
 
     ``kind="steps"``: the step schedule the expression names (expansions keep their
@@ -106,12 +108,31 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
     ``kind="trees"``: ForestColl's throughput-optimal tree schedule (allgather), or the best
     one with exactly ``trees_per_root`` trees per root.
 
+    ``collective="alltoall"`` (steps only): the k-step all-to-all schedule of least bandwidth
+    time from the time-expanded LP (k = ``steps``, default the best of diameter ..
+    diameter + 2), replayed; its ``bandwidth_time`` (units of (M/N)/b) sits next to
+    ``bound`` = 1/f.
+
     >>> s = schedule("C(16,{1,6})", "allreduce")
     >>> s.collective, s.num_steps
     ('allreduce', 6)
+    >>> a = schedule("K(4)", "alltoall")
+    >>> a.num_steps, a.bandwidth_time, a.bound
+    (1, 1.0, 1.0)
     """
+    if collective == ALLTOALL:
+        if kind != "steps":
+            raise TopofinderError(f"all-to-all schedules are step schedules (kind 'steps'), "
+                                  f"not {kind!r}")
+        if low_trees or trees_per_root is not None:
+            raise TopofinderError("low_trees and trees_per_root apply to tree schedules, not "
+                                  "to all-to-all")
+        return alltoall_schedule(load(source), steps=steps).schedule
+    if steps is not None:
+        raise TopofinderError("steps (a step budget) applies to all-to-all schedules only")
     if collective not in COLLECTIVES:
-        raise TopofinderError(f"collective {collective!r}; accepted: {', '.join(COLLECTIVES)}")
+        raise TopofinderError(f"collective {collective!r}; accepted: "
+                              f"{', '.join(COLLECTIVES + (ALLTOALL,))}")
     if kind == "steps":
         recipe = _recipe(source)
         if recipe is None:
@@ -133,7 +154,7 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
 
 
 def load_schedule(source: str | os.PathLike | dict, topology: Source | None = None
-                  ) -> StepSchedule | TreeSchedule:
+                  ) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """A schedule document (a path to schedule JSON, its text, or the parsed dict) on its
     topology: ``topology`` when given, else the one its ``topology`` field names.
 
@@ -167,6 +188,8 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
                                               tuple(labels) if labels else None))
     if source.get("kind") == "trees":
         return TreeSchedule.from_dict(source, topo)
+    if source.get("collective") == ALLTOALL:
+        return AllToAllSchedule.from_json(source, topo)
     return StepSchedule.from_json(source, topo)
 
 
@@ -191,8 +214,8 @@ def export_topology(source: Source, fmt: str = "edgelist",
     return _emit(topology_text(load(source), fmt), path)
 
 
-def relabel(sched: StepSchedule | TreeSchedule, mapping: str | os.PathLike | Mapping
-            ) -> StepSchedule | TreeSchedule:
+def relabel(sched: StepSchedule | TreeSchedule | AllToAllSchedule,
+            mapping: str | os.PathLike | Mapping) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """A schedule renamed by a patch-panel diff's mapping (the CSV ``export --what
     patch-panel --diff OLD --mapping MAP.csv`` writes): node x becomes the old plan's node
     φ(x), so its sends ride the fibres as cabled after the diff. Export it with
@@ -208,6 +231,8 @@ def export_schedule(sched: StepSchedule | TreeSchedule, fmt: str = "json",
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`).
     ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
     recorded so readers rebuild its topology. Also written to ``path`` when given."""
+    if isinstance(sched, AllToAllSchedule) and fmt != "json":
+        raise TopofinderError(f"all-to-all schedules are exported as json, not {fmt}")
     if fmt == "json":
         doc = sched.to_dict()
         if physical is not None:
@@ -312,4 +337,4 @@ def records(result: SearchResult | dict) -> list[dict]:
 __all__ = ["Source", "load", "score", "schedule", "load_schedule", "relabel", "search",
            "export_topology",
            "export_schedule", "export_patch_panel", "SearchResult", "records", "Workload",
-           "Topology", "StepSchedule", "TreeSchedule", "TopofinderError"]
+           "Topology", "StepSchedule", "TreeSchedule", "AllToAllSchedule", "TopofinderError"]

@@ -165,12 +165,19 @@ def _add_export(sub) -> None:
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
-    p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce"],
+    p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce",
+                                            "alltoall"],
                    default="allgather",
                    help="schedule: which collective (default allgather). Steps: reduce-scatter "
                         "is an allgather run backwards, allreduce is reduce-scatter then "
-                        "allgather. Trees: out-trees, in-trees, or in-trees then out-trees, "
-                        "reported next to the allreduce tree optimum")
+                        "allgather, alltoall is a k-step schedule of piece fractions from a "
+                        "time-expanded LP (json only; its bandwidth time, steps and the LP "
+                        "bound 1/f on stderr). Trees: out-trees, in-trees, or in-trees then "
+                        "out-trees, reported next to the allreduce tree optimum")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help="alltoall: exactly K steps (>= the diameter; fewer steps cost less "
+                        "latency, maybe more bandwidth time); default: the least bandwidth "
+                        "time over diameter..diameter+2 steps")
     p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
@@ -277,6 +284,10 @@ def _export_schedule(args, mapping=None) -> int:
     allgather (cheap, before the whole schedule is built), then on the schedule itself;
     nothing is written when it does not fit."""
     source = _source(args)
+    if args.collective == "alltoall":
+        return _export_alltoall(args, source, mapping)
+    if args.steps is not None:
+        raise TopofinderError("export: --steps applies to --collective alltoall")
     if args.format == "xml" and args.kind == "steps" and isinstance(source, str) \
             and not os.path.isfile(source):
         check_fits(allgather_schedule(from_expression(source)), args.channels, args.runtime,
@@ -295,6 +306,31 @@ def _export_schedule(args, mapping=None) -> int:
             raise TopofinderError("export: tree schedules with routes through switches are "
                                   "written as json")
     _write_schedule(schedule, args, None if mapping is None else mapping.physical)
+    return 0
+
+
+def _export_alltoall(args, source, mapping) -> int:
+    """The replay-validated all-to-all step schedule as json; one stderr line compares its
+    bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
+    if args.kind != "steps":
+        raise TopofinderError("export: --collective alltoall builds a step schedule; --kind "
+                              "trees applies to allgather, reduce-scatter and allreduce")
+    if (args.format or "json") != "json":
+        raise TopofinderError(f"export: all-to-all schedules are written as json, not "
+                              f"{args.format}")
+    if args.low_trees or args.trees_per_root is not None:
+        raise TopofinderError("export: --low-trees and --trees-per-root apply to tree "
+                              "schedules, not to all-to-all")
+    start = time.perf_counter()
+    schedule = api.schedule(source, "alltoall", steps=args.steps)
+    if mapping is not None:
+        schedule = api.relabel(schedule, mapping)
+    write_text(args.output, api.export_schedule(
+        schedule, "json", physical=None if mapping is None else mapping.physical))
+    print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
+          f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
+          f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
+          f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
 
 

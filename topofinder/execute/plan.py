@@ -94,6 +94,9 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
             tree_tau = None          # an edge off the topology: no prediction, still runs
         return Program("allgather", topo.n, steps.shard_chunks, steps.sends, 0, "trees",
                        topo.expr, trees.method, steps, tree_tau, pipeline)
+    if doc.get("collective") == "alltoall":
+        raise TopofinderError("run executes allgather, reduce-scatter and allreduce schedules; "
+                              "all-to-all schedules are exported, not run")
     try:
         sched = StepSchedule.from_json(doc, topology=topo)
     except (KeyError, TypeError, ValueError) as exc:

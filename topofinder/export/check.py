@@ -36,8 +36,8 @@ from topofinder.model.topology import Topology
 @dataclass(frozen=True)
 class Sends:
     """Every send of a schedule: ``rows`` (S, 6) = t, v, lo, hi, u, w (a tree edge: t = tree
-    index + 1, v = root, lo = hi = 0); the topology it was built for (None if unknown); the
-    node names it carries."""
+    index + 1, v = root, lo = hi = 0; an all-to-all send: v = the piece's source, lo = hi =
+    0); the topology it was built for (None if unknown); the node names it carries."""
 
     rows: np.ndarray
     kind: str
@@ -97,6 +97,9 @@ def read_sends(path) -> Sends:
             rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
                     for u, w in t["edges"]]
             kind = "trees"
+        elif doc.get("collective") == "alltoall":       # rows t, u, w, src, dst, amount
+            rows = [(r[0], r[3], 0, 0, r[1], r[2]) for r in doc["sends"]]
+            kind = "alltoall"
         else:
             rows, kind = doc["sends"], "steps"
         arr = np.array(rows, np.int64).reshape(-1, 6)
@@ -170,6 +173,8 @@ def _describe(sends: Sends, row, plan: PatchPlan) -> str:
 
     if sends.kind == "trees":
         return f"tree {t} (root {v}): edge {name(u)} -> {name(w)}"
+    if sends.kind == "alltoall":
+        return f"step {t}: {name(u)} sends (part of) a piece from node {v} to {name(w)}"
     return f"step {t}: {name(u)} sends chunks [{lo},{hi}) of node {v}'s shard to {name(w)}"
 
 

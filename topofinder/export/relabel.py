@@ -20,6 +20,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import MAPPING_HEADER
+from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.schedule import StepSchedule, relabel
 from topofinder.model.topology import Topology
 from topofinder.scoring.trees import Tree, TreeSchedule
@@ -82,13 +83,18 @@ def relabel_topology(topo: Topology, mapping: Mapping) -> Topology:
                     labels=mapping.labels)
 
 
-def relabel_schedule(schedule: StepSchedule | TreeSchedule, mapping: Mapping
-                     ) -> StepSchedule | TreeSchedule:
+def relabel_schedule(schedule: StepSchedule | TreeSchedule | AllToAllSchedule,
+                     mapping: Mapping) -> StepSchedule | TreeSchedule | AllToAllSchedule:
     """The schedule with every node x renamed φ(x), on :func:`relabel_topology`."""
     topo = relabel_topology(schedule.topology, mapping)
     phys = mapping.physical
     if isinstance(schedule, StepSchedule):
         return relabel(schedule, phys, topo)
+    if isinstance(schedule, AllToAllSchedule):            # rows t, u, w, src, dst
+        s = schedule.sends
+        return AllToAllSchedule(topo, np.column_stack([s[:, 0], phys[s[:, 1:]]]),
+                                schedule.amounts, method=schedule.method,
+                                bound=schedule.bound)
     trees = [Tree(int(phys[t.root]), t.weight, [(int(phys[u]), int(phys[w]))
                                                  for u, w in t.edges])
              for t in schedule.trees]
