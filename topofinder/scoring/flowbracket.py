@@ -159,6 +159,7 @@ class _Master:
         return total, mu
 
 
+
 def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 500,
                             time_limit: float = 600.0, ascent_steps: int = 12,
                             step: float = 0.5, progress=None) -> Bracket:
@@ -172,8 +173,7 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
     and U the bound at l (the supergradient of Σ dist_l relative to Σ c·l; at the optimum
     the routing scaled by U exactly fills the arcs it uses), η growing after an improvement
     and shrinking after a miss, keeping the best bound; (2) adds the routing at the best
-    lengths as a column and re-solves the master (the lower bound) — every iteration while
-    the lower bound still moves by more than gap/4, else every 4th; (3) prices new columns at
+    lengths as a column and re-solves the master (the lower bound); (3) prices new columns at
     the master's duals and on the line from them to the best lengths.
     """
     start = time.perf_counter()
@@ -201,11 +201,11 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
     lengths = normalise(np.ones(arcs.num))
     upper, flows = evaluate(lengths)
     best_l, best_flows = lengths, flows
-    solution, lower, it, solve_master = None, 0.0, 0, True
+    solution, lower, it = None, 0.0, 0
     while True:
         it += 1
         improved = False
-        for _ in range(ascent_steps * (1 if solve_master else 3) if it > 1 else 0):
+        for _ in range(ascent_steps if it > 1 else 0):
             ub, flows = evaluate(lengths)
             if ub < upper:
                 upper, best_l, best_flows, improved = ub, lengths, flows, True
@@ -217,24 +217,19 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
             lengths = normalise(lengths * np.exp(step * excess))
         if it == 1 or improved:
             master.add(best_flows)
-        solved = solve_master or upper - lower <= 1.5 * gap * upper
-        if solved:
-            total, mu = master.solve()
-            f = certify(total)
-            # the lower bound has settled: re-solve the master only every 4th iteration and
-            # spend the time on the upper bound instead
-            solve_master = f > lower * (1 + gap / 4)
-            if f > lower:
-                lower, solution = f, total
-        else:
-            solve_master = it % 4 == 0
+        # the master every iteration: once the lower bound settles, its duals are still where
+        # the upper bound improves most (L(DBJMod(2,4)^2): 92 s -> 39 s against every 4th)
+        total, mu = master.solve()
+        f = certify(total)
+        if f > lower:
+            lower, solution = f, total
         if progress is not None:
             progress(it, lower, upper)
         if upper - lower <= gap * upper or it >= max_iterations \
                 or time.perf_counter() - start > time_limit:
             break
         dual_l = mu[red.arc_orbit] / size_of_arc
-        if not solved or float(cap @ dual_l) <= 0:
+        if float(cap @ dual_l) <= 0:
             continue
         dual_l = normalise(np.maximum(dual_l, 1e-12 * dual_l.max()))
         # line search for the bound between the best lengths and the master's duals; new
