@@ -57,29 +57,29 @@ def _split_flows(arcs, reps: np.ndarray, lengths: np.ndarray):
     each node passing its inflow on in equal parts over its tight in-arcs."""
     n, r = arcs.n, reps.size
     dist = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
-    slack = dist[:, arcs.tail] + lengths - dist[:, arcs.head]            # ≥ 0 up to rounding
-    tight = slack <= 1e-9 * np.maximum(dist[:, arcs.head], lengths)
+    d_head = dist[:, arcs.head]
+    slack = dist[:, arcs.tail] + lengths - d_head                        # ≥ 0 up to rounding
+    tight = (slack <= 1e-9 * np.maximum(d_head, lengths)) & (arcs.head != reps[:, None])
     ri, e = np.nonzero(tight)
     head = arcs.head[e]
-    keep = head != reps[ri]
-    ri, e, head = ri[keep], e[keep], head[keep]
-    indeg = np.zeros((r, n))
-    np.add.at(indeg, (ri, head), 1.0)
+    cols = ri * n + head
+    indeg = np.bincount(cols, minlength=r * n).astype(float)
     # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v.
     # A tight arc's head lies strictly farther from r than its tail (lengths > 0), so with the
     # nodes ordered by decreasing distance I − P is lower triangular: one sparse triangular
     # solve instead of one sweep per hop of the deepest shortest path.
     rows = ri * n + arcs.tail[e]
-    cols = ri * n + head
-    share = 1.0 / indeg[ri, head]
+    share = 1.0 / indeg[cols]
     b = np.ones(r * n)
     b[np.arange(r) * n + reps] = 0.0
-    order = np.lexsort((-dist.ravel(), np.repeat(np.arange(r), n)))
+    order = (np.argsort(-dist, axis=1, kind="stable") + (np.arange(r) * n)[:, None]).ravel()
     pos = np.empty(r * n, np.int64)
     pos[order] = np.arange(r * n)
     if np.all(pos[cols] < pos[rows]):
-        system = sp.csr_matrix((-share, (pos[rows], pos[cols])), shape=(r * n, r * n)) \
-            + sp.eye(r * n, format="csr")
+        diag = np.arange(r * n)
+        system = sp.csr_matrix((np.concatenate([-share, np.ones(r * n)]),
+                                (np.concatenate([pos[rows], diag]),
+                                 np.concatenate([pos[cols], diag]))), shape=(r * n, r * n))
         x = np.empty(r * n)
         x[order] = spsolve_triangular(system, b[order], lower=True)
     else:                               # distances tied by rounding: sweep to the fixed point
