@@ -23,7 +23,7 @@ from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import concurrent_flow
+from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
 from topofinder.scoring.bfb import bfb_schedule
 from topofinder.scoring.bfb import bfb_score
 from topofinder.scoring.forestcoll import optimal_trees
@@ -256,8 +256,23 @@ case("all-to-all f Pi(4,1024) (N=1024, d=4; 51-orbit LP, certified gap <= 1e-4)"
      group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
 
 
-def _search_cli(cache_dir_fn):
-    """`topofinder search --n 1024 --d 4` as a user runs it: a fresh process, its own cache."""
+def _alltoall_score(expr: str, max_gap: float):
+    """`score`'s default all-to-all bracket (alltoall_summary), failing beyond ``max_gap``."""
+    def run(_):
+        info = alltoall_summary(parse(expr))
+        if info["alltoall_gap"] is None or info["alltoall_gap"] > max_gap:
+            raise AssertionError(f"{expr}: all-to-all gap {info['alltoall_gap']} > {max_gap:g}")
+    return run
+
+
+for _expr in ("Pi(4,1024)", "L^3(C(16,{3,4}))", "L(DBJMod(2,4)^2)", "L^2(Diamond^2)"):
+    case(f"all-to-all bracket (score default, gap <= 1 %) {_expr}", 20.0, group="alltoall",
+         repeat=1)(_alltoall_score(_expr, 0.01))
+
+
+def _search_cli(cache_dir_fn, *extra: str):
+    """`topofinder search --n 1024 --d 4 [extra]` as a user runs it: a fresh process, its own
+    cache."""
     def run(_):
         import os
         import subprocess
@@ -265,8 +280,8 @@ def _search_cli(cache_dir_fn):
 
         env = dict(os.environ, TOPOFINDER_CACHE=cache_dir_fn())
         subprocess.run([sys.executable, "-m", "topofinder.cli.main", "search", "--n", "1024",
-                        "--d", "4", "--json"], env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+                        "--d", "4", "--json", *extra], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return run
 
 
@@ -289,6 +304,9 @@ case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
      group="search", repeat=3)(_search_cli(_fresh_cache_dir))
 case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
      setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
+case("search --n 1024 --d 4 --size 64MB --alltoall-share 0.3, cold cache (subprocess; "
+     "every frontier point bracketed to 1 %)", 60.0, group="search", repeat=3)(
+    _search_cli(_fresh_cache_dir, "--size", "64MB", "--alltoall-share", "0.3"))
 
 
 def _score_at_scale(expr: str, max_gb: float):
