@@ -658,7 +658,8 @@ def _run_bench(args) -> int:
     for row in report["cases"]:
         target = "" if row["target_s"] is None else f"  target {row['target_s']:g} s  " + (
             "ok" if row["meets_target"] else "MISSED")
-        print(f"{row['median_s']:9.4f} s  {row['name']}{target}")
+        failed = f"  FAILED: {row['failed']}" if row.get("failed") else ""
+        print(f"{row['median_s']:9.4f} s  {row['name']}{target}{failed}")
     return 0
 
 
