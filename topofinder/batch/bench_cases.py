@@ -316,10 +316,14 @@ def _score_at_scale(expr: str, max_gb: float):
         import subprocess
         import sys
 
-        script = ("import resource, topofinder as tf\n"
+        # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
+        # keeps the parent's high-water mark (the bench process itself, GBs after the
+        # all-to-all cases); workers it starts from RUSAGE_CHILDREN
+        script = ("import re, resource, topofinder as tf\n"
                   f"tf.score({expr!r})\n"
-                  "peak = max(resource.getrusage(r).ru_maxrss for r in "
-                  "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+                  "status = open('/proc/self/status').read()\n"
+                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
                   "print(peak * 1024)\n")
         env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
         out = subprocess.run([sys.executable, "-c", script], env=env, check=True,

@@ -36,7 +36,6 @@ from math import lcm
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
@@ -277,6 +276,7 @@ def lower_bound(topo: Topology, k: int, use_group: bool = True,
                          shape=(len(dests) * nodes, nvar))
     c = np.zeros(nvar)
     c[:k] = 1.0
+    from scipy.optimize import linprog      # heavy (0.3 s): loaded on first use
     res = linprog(c, A_ub=a_ub, b_ub=np.zeros(n_ub), A_eq=a_eq, b_eq=np.concatenate(b_eq),
                   bounds=(0, None), method="highs")
     if res.status != 0:
@@ -458,6 +458,7 @@ def _master(cols, owners, R, k, n_orb, weights, cap_orb):
                          shape=(k * n_orb, m + k))
     a_eq = sp.csr_matrix((np.ones(m), (np.asarray(owners), np.arange(m))), shape=(R, m + k))
     c = np.concatenate([np.zeros(m), np.ones(k)])
+    from scipy.optimize import linprog      # heavy (0.3 s): loaded on first use
     res = linprog(c, A_ub=a_ub, b_ub=np.zeros(k * n_orb), A_eq=a_eq, b_eq=np.ones(R),
                   bounds=(0, None), method="highs")
     if res.status != 0:
@@ -688,6 +689,7 @@ def _integer_mix(sym, k, trees, owners, m, node_limit=5000):
     a[k * n_orb + own, np.arange(nt)] = 1.0
     lb = np.r_[np.full(k * n_orb, -np.inf), np.full(R, m)]
     ub = np.r_[np.zeros(k * n_orb), np.full(R, m)]
+    from scipy.optimize import Bounds, LinearConstraint, milp   # heavy: loaded on first use
     res = milp(np.r_[np.zeros(nt), np.ones(k)], constraints=LinearConstraint(a, lb, ub),
                integrality=np.r_[np.ones(nt), np.zeros(k)], bounds=Bounds(0, np.inf),
                options={"node_limit": node_limit, "time_limit": 60.0, "disp": False})
