@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from topofinder.model.schedule import (SCHEDULE_FORMAT, SCHEDULE_VERSION, ScheduleError,
-                                       link_capacity)
+                                       StepRows, link_capacity)
 from topofinder.model.topology import Topology
 
 COLLECTIVE = "alltoall"
@@ -39,7 +39,7 @@ _MAX_NODES = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
-class AllToAllSchedule:
+class AllToAllSchedule(StepRows):
     """An all-to-all step schedule on ``topology``.
 
     ``sends``: int64 array (S, 5) of rows (t, u, w, src, dst); ``amounts``: float64 (S,), the
@@ -70,15 +70,6 @@ class AllToAllSchedule:
 
     #: "alltoall", the attribute every schedule class names its collective by
     collective = COLLECTIVE
-
-    @property
-    def num_sends(self) -> int:
-        return int(self.sends.shape[0])
-
-    @property
-    def num_steps(self) -> int:
-        """k: the largest step index (0 for an empty schedule)."""
-        return int(self.sends[:, 0].max()) if self.num_sends else 0
 
     @cached_property
     def step_loads(self) -> tuple[float, ...]:

@@ -45,8 +45,24 @@ class ScheduleError(TopofinderError):
     """A schedule that is malformed or does not perform its collective."""
 
 
+class StepRows:
+    """Counting shared by the step-schedule classes: ``sends`` is an (S, ·) array whose column 0
+    is the step t = 1..k."""
+
+    sends: np.ndarray
+
+    @property
+    def num_sends(self) -> int:
+        return int(self.sends.shape[0])
+
+    @property
+    def num_steps(self) -> int:
+        """k (T_L in steps): the largest step index (0 for an empty schedule)."""
+        return int(self.sends[:, 0].max()) if self.num_sends else 0
+
+
 @dataclass(frozen=True, eq=False)
-class StepSchedule:
+class StepSchedule(StepRows):
     """A step schedule on ``topology``.
 
     ``sends``: int64 array (S, 6), rows (t, v, lo, hi, u, w). ``shard_chunks``: P.
@@ -83,15 +99,6 @@ class StepSchedule:
             raise ScheduleError("reduce_steps applies to allreduce schedules only")
 
     # ---- cost --------------------------------------------------------------------------
-    @property
-    def num_sends(self) -> int:
-        return int(self.sends.shape[0])
-
-    @property
-    def num_steps(self) -> int:
-        """T_L in steps: the largest step index (0 for an empty schedule)."""
-        return int(self.sends[:, 0].max()) if self.num_sends else 0
-
     @cached_property
     def step_loads(self) -> tuple[Fraction, ...]:
         """For t = 1..num_steps: max over links (u, w) of load_t(u, w) / cap(u, w), in chunks
