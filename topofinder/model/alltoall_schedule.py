@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from topofinder.model.schedule import (SCHEDULE_FORMAT, SCHEDULE_VERSION, ScheduleError,
-                                       StepRows, link_capacity)
+                                       StepRows, link_capacity, read_document)
 from topofinder.model.topology import Topology
 
 COLLECTIVE = "alltoall"
@@ -111,27 +111,10 @@ class AllToAllSchedule(StepRows):
         """From a JSON string or dict of :meth:`to_dict` shape, on ``topology``. Needs
         ``collective`` "alltoall" and ``sends``; ``columns`` and ``num_nodes``, when present,
         must match. The result is not replayed until its loads are asked for."""
-        if isinstance(doc, (str, bytes)):
-            try:
-                doc = json.loads(doc)
-            except json.JSONDecodeError as exc:
-                raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ScheduleError("a schedule JSON document must be an object")
-        if doc.get("collective") != COLLECTIVE:
+        doc = read_document(doc, topology, ALLTOALL_COLUMNS, ("collective", "sends"))
+        if doc["collective"] != COLLECTIVE:
             raise ScheduleError(f"not an all-to-all schedule (collective "
-                                f"{doc.get('collective')!r})")
-        if "sends" not in doc:
-            raise ScheduleError("all-to-all schedule JSON lacks sends")
-        if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
-            raise ScheduleError(f"schedule JSON version {doc['version']!r}; this topofinder "
-                                f"reads version {SCHEDULE_VERSION}")
-        if list(doc.get("columns", ALLTOALL_COLUMNS)) != list(ALLTOALL_COLUMNS):
-            raise ScheduleError(f"schedule JSON columns {doc['columns']!r}; expected "
-                                f"{list(ALLTOALL_COLUMNS)}")
-        if "num_nodes" in doc and int(doc["num_nodes"]) != topology.n:
-            raise ScheduleError(f"schedule is for {doc['num_nodes']} nodes, the topology has "
-                                f"{topology.n}")
+                                f"{doc['collective']!r})")
         rows = doc["sends"]
         if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != 6
                                              for r in rows):

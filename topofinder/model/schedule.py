@@ -163,28 +163,36 @@ class StepSchedule(StepRows):
         """From a JSON string or dict of :meth:`to_dict` shape, on ``topology`` (the document's
         ``topology`` field names it; :func:`topofinder.api.load_schedule` builds it from
         there). Documents without ``version`` (written before it existed) read the same."""
-        if isinstance(doc, (str, bytes)):
-            try:
-                doc = json.loads(doc)
-            except json.JSONDecodeError as exc:
-                raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ScheduleError("a schedule JSON document must be an object")
-        missing = [k for k in ("collective", "shard_chunks", "sends") if k not in doc]
-        if missing:
-            raise ScheduleError(f"schedule JSON lacks {', '.join(missing)}")
-        if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
-            raise ScheduleError(f"schedule JSON version {doc['version']!r}; this topofinder "
-                                f"reads version {SCHEDULE_VERSION}")
-        if list(doc.get("columns", SEND_COLUMNS)) != list(SEND_COLUMNS):
-            raise ScheduleError(f"schedule JSON columns {doc['columns']!r}; expected "
-                                f"{list(SEND_COLUMNS)}")
-        if "num_nodes" in doc and int(doc["num_nodes"]) != topology.n:
-            raise ScheduleError(f"schedule is for {doc['num_nodes']} nodes, the topology has "
-                                f"{topology.n}")
+        doc = read_document(doc, topology, SEND_COLUMNS, ("collective", "shard_chunks", "sends"))
         return cls(topology, int(doc["shard_chunks"]), np.array(doc["sends"], dtype=np.int64),
                    collective=doc["collective"], method=doc.get("method", ""),
                    reduce_steps=int(doc.get("reduce_scatter_steps", 0)))
+
+
+def read_document(doc, topology: Topology, columns, required) -> dict:
+    """The checks every schedule JSON reader shares: ``doc`` (a JSON string or dict) parses to
+    an object holding the ``required`` keys, of this ``version``, with these ``columns`` and
+    ``num_nodes`` (when present) matching ``topology``. Returns the dict; ScheduleError else."""
+    if isinstance(doc, (str, bytes)):
+        try:
+            doc = json.loads(doc)
+        except json.JSONDecodeError as exc:
+            raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ScheduleError("a schedule JSON document must be an object")
+    missing = [k for k in required if k not in doc]
+    if missing:
+        raise ScheduleError(f"schedule JSON lacks {', '.join(missing)}")
+    if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION:
+        raise ScheduleError(f"schedule JSON version {doc['version']!r}; this topofinder "
+                            f"reads version {SCHEDULE_VERSION}")
+    if list(doc.get("columns", columns)) != list(columns):
+        raise ScheduleError(f"schedule JSON columns {doc['columns']!r}; expected "
+                            f"{list(columns)}")
+    if "num_nodes" in doc and int(doc["num_nodes"]) != topology.n:
+        raise ScheduleError(f"schedule is for {doc['num_nodes']} nodes, the topology has "
+                            f"{topology.n}")
+    return doc
 
 
 def link_capacity(topo: Topology, u, w) -> np.ndarray:
