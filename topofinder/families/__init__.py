@@ -2,7 +2,7 @@
 family."""
 
 from topofinder.families.basic import (
-    bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
+    affine, bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
     generalized_kautz, hamming, hypercube, kautz, torus, uni_ring,
 )
 from topofinder.families.circulant_opt import best_circulant, optimal_circulant
@@ -14,7 +14,7 @@ from topofinder.families.distance_regular import (
 )
 
 __all__ = [
-    "bi_ring", "circulant", "complete", "complete_bipartite", "de_bruijn",
+    "affine", "bi_ring", "circulant", "complete", "complete_bipartite", "de_bruijn",
     "directed_circulant", "generalized_kautz", "hamming", "hypercube", "kautz", "torus",
     "uni_ring", "best_circulant", "optimal_circulant", "twisted_torus",
     "CATALOG_NAMES", "ag2_minus_parallel_class", "crown", "distance_regular",

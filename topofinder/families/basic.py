@@ -64,6 +64,31 @@ def generalized_kautz(d: int, m: int) -> Topology:
     return Topology(m, x, (-d * x - a) % m, expr=f"Pi({d},{m})")
 
 
+def affine(m: int, q: int, gens) -> Topology:
+    """Aff(m,q,{a,...}), an affine digraph: arcs x → (q·x + a) mod m, one per a, with the
+    self-loops rewired. q must be a unit mod m (gcd(q, m) = 1), so every node also has
+    in-degree |A|. Pi(d,m) is Aff(m, m−d, {m−1,...,m−d}) before rewiring; Du–Hwang's
+    consecutive-d digraphs are the case A = {r, ..., r+d−1}. The nodes x with a loop
+    ((q−1)·x + a ≡ 0) are joined, in increasing order, into one cycle instead (each gives up
+    one loop arc and gets one out- and one in-arc), so no port is wasted on a loop; a single
+    loop is kept."""
+    gens = [int(a) % m if m >= 2 else int(a) for a in gens]
+    _need(m >= 2, f"Aff(m,q,{{a,...}}) needs m >= 2 nodes, got {m}")
+    _need(len(gens) >= 1, "Aff(m,q,{a,...}) needs at least one offset a")
+    _need(len(set(gens)) == len(gens),
+          f"Aff({m},{q},{{...}}): the offsets must differ mod {m}")
+    _need(1 <= q < m and gcd(q, m) == 1,
+          f"Aff({m},{q},{{...}}): q must be in 1..{m - 1} with gcd(q, m) = 1, got q = {q}")
+    d = len(gens)
+    x = np.repeat(np.arange(m, dtype=np.int64), d)
+    w = (q * x + np.tile(np.asarray(gens, dtype=np.int64), m)) % m
+    loops = np.flatnonzero(x == w)
+    if loops.size >= 2:
+        order = loops[np.argsort(x[loops], kind="stable")]
+        w[order] = np.roll(x[order], -1)
+    return Topology(m, x, w, expr=f"Aff({m},{q},{{{','.join(map(str, sorted(gens)))}}})")
+
+
 def _circulant_generators(m: int, gens, family: str) -> list[int]:
     gens = [int(a) for a in gens]
     _need(len(gens) >= 1, f"{family} needs at least one generator")

@@ -92,6 +92,8 @@ class _Builder:
             return a[1], a[0]
         if f in ("C", "DC"):
             return a[0], len(a[1]) * (2 if f == "C" else 1)
+        if f == "Aff":
+            return a[0], len(a[2])
         if f in ("BiRing", "UniRing", "ShiftedRing"):
             return a[1], a[0]
         if f == "DBT":
@@ -154,6 +156,8 @@ def _make_leaf(family: str, a: tuple, key: str) -> Topology:
         return gen.circulant(a[0], list(a[1]))
     if family == "DC":
         return gen.directed_circulant(a[0], list(a[1]))
+    if family == "Aff":
+        return gen.affine(a[0], a[1], list(a[2]))
     if family == "DistReg":
         return _distance_regular(a)
     return _catalog(key)                       # Diamond, DBJMod(d,n)

@@ -36,6 +36,7 @@ _FAMILIES = {
     "Pi": ("Pi(d,m)", (2, 2)),
     "C": ("C(m,{a,...})", "set"),
     "DC": ("DC(m,{a,...})", "set"),
+    "Aff": ("Aff(m,q,{a,...})", "qset"),
     "BiRing": ("BiRing(d,m)", (2, 2)),
     "UniRing": ("UniRing(d,m)", (2, 2)),
     "Torus": ("Torus(m1,...,mk)", (1, None)),
@@ -56,7 +57,8 @@ _ACCEPTED = ", ".join(v[0] for v in _FAMILIES.values()) + "; operators " + _OPER
 @dataclass(frozen=True)
 class Leaf:
     family: str
-    args: tuple            # ints; C/DC: (m, (a, ...)); DistReg: (name,) or (d, N); Diamond: ()
+    args: tuple            # ints; C/DC: (m, (a, ...)); Aff: (m, q, (a, ...));
+                           # DistReg: (name,) or (d, N); Diamond: ()
     pos: int
 
 
@@ -87,6 +89,9 @@ def to_text(node) -> str:
         if node.family in ("C", "DC"):
             m, gens = node.args
             return f"{node.family}({m},{{{','.join(map(str, gens))}}})"
+        if node.family == "Aff":
+            m, q, gens = node.args
+            return f"Aff({m},{q},{{{','.join(map(str, gens))}}})"
         return f"{node.family}({','.join(map(str, node.args))})"
     if isinstance(node, Product):
         return " x ".join(_wrap(to_text(f)) for f in node.factors)
@@ -266,6 +271,14 @@ class _Parser:
             else:
                 gens = tuple(sorted(gens))
             return Leaf(v, (m, gens), pos)
+        if arity == "qset":
+            m = self.integer(f"the node count of {shape}")
+            self.expect(",", f"',' in {shape}")
+            q = self.integer(f"the multiplier q of {shape}")
+            self.expect(",", f"',' in {shape}")
+            gens = tuple(sorted(self.int_set(shape)))
+            self.expect(")", f"')' closing {shape}")
+            return Leaf(v, (m, q, gens), pos)
         args = [self.integer(f"an integer argument of {shape}")]
         while self.at(","):
             self.next()
