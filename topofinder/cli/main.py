@@ -33,7 +33,7 @@ from topofinder.export.plot import plot_frontier
 from topofinder.export.schedule_xml import check_fits
 from topofinder.families.build import load_topology
 from topofinder.families.catalog import listing
-from topofinder.finder import catalog_build
+from topofinder.finder import affine_catalog, catalog_build
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import allgather_schedule
 from topofinder.model.files import write_topology
@@ -704,6 +704,38 @@ def _add_catalog(sub) -> None:
     build.add_argument("--no-write", action="store_true", help="report only, write nothing")
     build.add_argument("--json", action="store_true", help="print one JSON document")
     build.set_defaults(run=_run_catalog_build)
+    aff = actions.add_parser(
+        "affine", help="search affine digraphs Aff(N,q,{a,...}) for every N (bases)",
+        description="For every N in N_MIN..N_MAX and each degree, draw TRIES seeded affine "
+                    "digraphs x -> q*x + a mod N (loops rewired into a cycle), keep those with "
+                    "diameter <= that of Pi(d,N) + 2, score each by BFB and store the Pareto "
+                    "set in (diameter, tau) in catalog/affine.json, which the finder reads as "
+                    "bases (nothing is searched during `search`).")
+    aff.add_argument("--d", type=int, nargs="+", default=[4], help="degrees (default 4)")
+    aff.add_argument("--n-min", type=int, default=5, help="smallest N (default 5)")
+    aff.add_argument("--n-max", type=int, default=2000, help="largest N (default 2000)")
+    aff.add_argument("--tries", type=int, default=affine_catalog.DEFAULT_TRIES,
+                     help=f"draws per (N, d) (default {affine_catalog.DEFAULT_TRIES})")
+    aff.add_argument("--seed", type=int, default=affine_catalog.DEFAULT_SEED,
+                     help=f"seed of the draws (default {affine_catalog.DEFAULT_SEED})")
+    aff.add_argument("--jobs", type=int, default=None, help="worker processes (default: all)")
+    aff.add_argument("-o", "--output", default=None,
+                     help="catalog file to write (default: the shipped catalog/affine.json)")
+    aff.set_defaults(run=_run_catalog_affine)
+
+
+def _run_catalog_affine(args) -> int:
+    if not all(1 <= d <= 64 for d in args.d) or args.tries < 1 or not 5 <= args.n_min <= \
+            args.n_max <= 100_000:
+        raise TopofinderError("catalog affine: needs 1 <= d <= 64, --tries >= 1 and "
+                              "5 <= --n-min <= --n-max <= 100000")
+    path = Path(args.output) if args.output else affine_catalog.CATALOG_FILE
+    doc = affine_catalog.build_catalog(args.d, args.n_min, args.n_max, path,
+                                       tries=args.tries, seed=args.seed, jobs=args.jobs)
+    count = sum(len(v) for v in doc["entries"].values())
+    print(f"catalog affine: {count} sizes with entries, "
+          f"{doc['provenance']['seconds']} s; wrote {path}")
+    return 0
 
 
 def _run_catalog_list(args) -> int:

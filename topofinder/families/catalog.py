@@ -37,6 +37,8 @@ from topofinder.model.units import exact
 #: The shipped catalog (package data ``topofinder.catalog_data``, the repository's catalog/).
 CATALOG_DIR = Path(str(files("topofinder.catalog_data")))
 DISTANCE_REGULAR_FILE = "distance_regular.json"
+#: The affine digraphs per (N, d) (topofinder.finder.affine_catalog), not single entries.
+AFFINE_FILE = "affine.json"
 
 
 def _dir(directory) -> Path:
@@ -71,7 +73,7 @@ def _schedule_entries(directory: Path) -> list[dict]:
     if not directory.is_dir():
         return []
     return [_read(p) for p in sorted(directory.glob("*.json"))
-            if p.name != DISTANCE_REGULAR_FILE]
+            if p.name not in (DISTANCE_REGULAR_FILE, AFFINE_FILE)]
 
 
 def _distance_regular_entries(directory: Path) -> list[dict]:

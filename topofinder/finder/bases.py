@@ -11,6 +11,7 @@ from functools import lru_cache
 from topofinder.families import best_circulant
 from topofinder.families.distance_regular import catalog_sizes
 from topofinder.families.catalog import entries
+from topofinder.finder import affine_catalog
 
 # A BiRing/UniRing or torus far from the Moore bound is a base only while it is small; larger
 # ones only matter as BW-optimal fall-backs at the target itself (``at_target``).
@@ -63,8 +64,8 @@ def base_expressions(n: int, k: int, at_target: bool = False) -> list[tuple[str,
 
 
 def _extension_bases(n: int, k: int) -> list[tuple[str, str]]:
-    """Bases from the larger generators: best circulants, distance-regular graphs, twisted tori
-    and the search-found catalog."""
+    """Bases from the larger generators: best circulants, distance-regular graphs, twisted tori,
+    the search-found catalog and the affine digraphs of catalog/affine.json."""
     out = []
     if k % 2 == 0 and n >= 3:
         out.append((best_circulant(n, k).expr, "bfb"))
@@ -78,6 +79,7 @@ def _extension_bases(n: int, k: int) -> list[tuple[str, str]]:
                 sides = [2 * cand] + [cand] * (dims - 1)
                 out.append((f"TwistedTorus({','.join(map(str, sides))})", "bfb"))
     out += [(expr, "catalog") for expr in _catalog_index().get((n, k), [])]
+    out += [(expr, "bfb") for expr in affine_catalog.catalog().get((n, k), [])]
     return out
 
 
