@@ -90,7 +90,7 @@ def test_search_is_a_deterministic_pareto_set_scored_exactly(n):
 
 def test_shipped_catalog_entries_are_what_they_claim():
     doc = json.loads(affine_catalog.CATALOG_FILE.read_text())
-    rows = doc["entries"]["4"]
+    rows = doc["degrees"]["4"]["entries"]
     assert len(rows) > 1500
     rng = np.random.default_rng(0)
     for n in rng.choice([int(k) for k in rows], 6, replace=False):
@@ -123,9 +123,15 @@ def test_catalog_affine_cli_writes_a_catalog(tmp_path, capsys):
     assert main(["catalog", "affine", "--n-min", "5", "--n-max", "12", "--tries", "4",
                  "--jobs", "1", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["provenance"]["command"].startswith("topofinder catalog affine")
-    assert all(parse(e["expr"]).n == int(n) for n, rows in doc["entries"]["4"].items()
+    block = doc["degrees"]["4"]
+    assert block["provenance"]["command"].startswith("topofinder catalog affine --d 4")
+    assert all(parse(e["expr"]).n == int(n) for n, rows in block["entries"].items()
                for e in rows)
+    # a second degree is added to the same file, the first kept
+    assert main(["catalog", "affine", "--d", "2", "--n-min", "5", "--n-max", "9", "--tries",
+                 "4", "--jobs", "1", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["degrees"]) == {"2", "4"} and doc["degrees"]["4"] == block
 
 
 def test_catalog_affine_cli_refuses_bad_ranges(tmp_path, capsys):

@@ -732,9 +732,10 @@ def _run_catalog_affine(args) -> int:
     path = Path(args.output) if args.output else affine_catalog.CATALOG_FILE
     doc = affine_catalog.build_catalog(args.d, args.n_min, args.n_max, path,
                                        tries=args.tries, seed=args.seed, jobs=args.jobs)
-    count = sum(len(v) for v in doc["entries"].values())
-    print(f"catalog affine: {count} sizes with entries, "
-          f"{doc['provenance']['seconds']} s; wrote {path}")
+    built = [doc["degrees"][str(d)] for d in args.d]
+    count = sum(len(b["entries"]) for b in built)
+    print(f"catalog affine: {count} (N, d) with entries, {built[0]['provenance']['seconds']} s; "
+          f"wrote {path}")
     return 0
 
 

@@ -124,7 +124,8 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
                   progress: bool = True) -> dict:
     """Run :func:`search` for every d in ``degrees`` and n_min ≤ N ≤ n_max (in parallel, with a
     progress bar) and write the catalog JSON to ``path`` whole at the end (via a temporary
-    file: nothing half-written)."""
+    file: nothing half-written). Degrees already in the file and not rebuilt are kept; each
+    degree records the command that built it."""
     if n_min < 2 or n_max < n_min:
         raise TopofinderError(f"affine catalog: needs 2 <= n_min <= n_max, got {n_min}..{n_max}")
     start = time.perf_counter()
@@ -135,16 +136,24 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
     for (n, d, _, _), (_, found) in zip(tasks, rows):
         if found:
             entries[str(d)][str(n)] = found
-    doc = {"version": 1,
-           "provenance": {"command": (f"topofinder catalog affine --d "
-                                      f"{' '.join(map(str, degrees))} --n-min {n_min} "
-                                      f"--n-max {n_max} --tries {tries} --seed {seed}"),
-                          "method": "affine digraphs x -> q*x + a mod N (loops rewired), "
-                                    f"{tries} seeded draws per (N, d), diameter <= Pi's + 2, "
-                                    "Pareto set in (diameter, BFB tau)",
-                          "seconds": round(time.perf_counter() - start, 1)},
-           "entries": entries}
+    seconds = round(time.perf_counter() - start, 1)
     path = Path(path)
+    try:                                   # other degrees already in the file are kept
+        doc = json.loads(path.read_text())
+        kept = doc["degrees"] if doc.get("version") == 2 else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = {}
+    for d in degrees:
+        kept[str(d)] = {
+            "provenance": {"command": (f"topofinder catalog affine --d {d} --n-min {n_min} "
+                                       f"--n-max {n_max} --tries {tries} --seed {seed}"),
+                           "method": "affine digraphs x -> q*x + a mod N (loops rewired), "
+                                     f"{tries} seeded draws per N and {tries // 2} local "
+                                     "moves from the best, diameter <= Pi's + 2, Pareto set "
+                                     "in (diameter, BFB tau)",
+                           "seconds": seconds},
+            "entries": entries[str(d)]}
+    doc = {"version": 2, "degrees": dict(sorted(kept.items(), key=lambda kv: int(kv[0])))}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     tmp.replace(path)
@@ -164,4 +173,5 @@ def catalog() -> dict[tuple[int, int], list[str]]:
     except (OSError, ValueError):
         return {}
     return {(int(n), int(d)): [e["expr"] for e in rows]
-            for d, by_n in doc.get("entries", {}).items() for n, rows in by_n.items()}
+            for d, block in doc.get("degrees", {}).items()
+            for n, rows in block["entries"].items()}
