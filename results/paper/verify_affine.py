@@ -1,4 +1,4 @@
-"""Replay the exported allgather schedule of the new d = 4 best points (issue 18).
+"""Replay the exported allgather schedule of the new best points at d = 2 and 4 (issue 18).
 
 For every 5th N (and both sizes), the best point of results/paper/best.csv whose expression
 uses an affine digraph is exported the way `topofinder export EXPR --what schedule` does
@@ -6,11 +6,13 @@ uses an affine digraph is exported the way `topofinder export EXPR --what schedu
 replayed by the independent validator, and its (T_L, τ) compared with the sweep's table
 (predicted values: exact for bases, the expansion theorems' for line graphs, which a replayed
 construction may beat — "equal" says whether it is the same number).
-Run from the repository root: python3 results/paper/verify_d4.py → verify_d4.csv.
+Run from the repository root: python3 results/paper/verify_affine.py [DEGREE ...] →
+verify_d{2,4}.csv.
 """
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -24,7 +26,11 @@ HERE = Path(__file__).parent
 
 def main() -> None:
     best = pd.read_csv(HERE / "best.csv")
-    rows = best[(best.d == 4) & best.expr.str.contains("Aff") & (best.N % 5 == 0)]
+    for d in [int(a) for a in sys.argv[1:]] or (2, 4):
+        verify(best[(best.d == d) & best.expr.str.contains("Aff") & (best.N % 5 == 0)], d)
+
+
+def verify(rows: pd.DataFrame, d: int) -> None:
     out = []
     for expr in sorted(set(rows.expr), key=lambda e: int(rows[rows.expr == e].N.iloc[0])):
         table = rows[rows.expr == expr].iloc[0]
@@ -36,8 +42,8 @@ def main() -> None:
                     "equal": s.num_steps == table.T_L and abs(float(s.tau) - table.tau) < 1e-12,
                     "match": s.num_steps == table.T_L and float(s.tau) <= table.tau + 1e-12})
     df = pd.DataFrame(out)
-    df.to_csv(HERE / "verify_d4.csv", index=False)
-    print(f"{len(df)} schedules replayed: {int(df.match.sum())} at or below the table's "
+    df.to_csv(HERE / f"verify_d{d}.csv", index=False)
+    print(f"d = {d}: {len(df)} schedules replayed: {int(df.match.sum())} at or below the table's "
           f"(T_L, tau), {int(df.equal.sum())} equal to it")
 
 
