@@ -15,6 +15,8 @@ from topofinder.families import affine, generalized_kautz
 from topofinder.families.build import parse
 from topofinder.finder import affine_catalog
 from topofinder.finder.bases import base_expressions
+from topofinder.api import schedule as tf_schedule
+from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.schedule import validate
 from topofinder.scoring.bfb import bfb_schedule, bfb_score
 
@@ -142,3 +144,12 @@ def test_catalog_affine_cli_refuses_bad_ranges(tmp_path, capsys):
                  "-o", str(tmp_path / "x.json")]) != 0
     err = capsys.readouterr().err
     assert "catalog affine" in err and not (tmp_path / "x.json").exists()
+
+
+def test_line_graph_of_an_affine_digraph_is_moore_and_bandwidth_optimal_at_16_2():
+    """L(Aff(8,3,{1,3})) replays at (T_L, τ) = (4, 15/16): the Moore bound (1+2+4+8 < 16 nodes
+    within 3 hops) and the bandwidth bound (N−1)/N at once, so it dominates paper 001
+    Table 9's DBJMod(2,4) (5, 15/16) and L(Diamond) (4, 1)."""
+    s = tf_schedule("L(Aff(8,3,{1,3}))", "allgather")
+    validate(s)
+    assert (s.num_steps, s.tau) == (moore_bound_steps(16, 2), Fraction(15, 16))

@@ -302,7 +302,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
 
     >>> r = search(16, 2, jobs=1)
     >>> [(p.expr, p.T_L, p.tau_exact) for p in r.frontier]
-    [('L(Diamond)', 4, '1/1'), ('DBJMod(2,4)', 5, '15/16')]
+    [('L(Aff(8,3,{1,3}))', 4, '15/16')]
     """
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
