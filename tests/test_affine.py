@@ -64,18 +64,6 @@ def test_bad_affine_expressions_are_one_line_errors(text, needle):
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("expr", ["Aff(1000,691,{49,115,767,945})", "Pi(4,37)", "C(50,{3,7})",
-                                  "Torus(4,6)"])
-def test_bit_parallel_diameter_matches_bfs(expr):
-    t = parse(expr)
-    assert affine_catalog.reach_diameter(t, t.diameter) == t.diameter
-    assert affine_catalog.reach_diameter(t, t.diameter - 1) is None
-
-
-def test_reach_diameter_of_a_disconnected_graph_is_none():
-    assert affine_catalog.reach_diameter(parse("Aff(8,3,{0,4})"), 8) is None
-
-
 @pytest.mark.parametrize("n", [50, 333])
 def test_search_is_a_deterministic_pareto_set_scored_exactly(n):
     front = affine_catalog.search(n, 4, tries=24)

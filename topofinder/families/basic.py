@@ -72,8 +72,8 @@ def affine(m: int, q: int, gens) -> Topology:
     ((q−1)·x + a ≡ 0) are joined, in increasing order, into one cycle instead (each gives up
     one loop arc and gets one out- and one in-arc), so no port is wasted on a loop; a single
     loop is kept."""
-    gens = [int(a) % m if m >= 2 else int(a) for a in gens]
     _need(m >= 2, f"Aff(m,q,{{a,...}}) needs m >= 2 nodes, got {m}")
+    gens = [int(a) % m for a in gens]
     _need(len(gens) >= 1, "Aff(m,q,{a,...}) needs at least one offset a")
     _need(len(set(gens)) == len(gens),
           f"Aff({m},{q},{{...}}): the offsets must differ mod {m}")

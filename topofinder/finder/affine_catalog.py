@@ -30,31 +30,12 @@ from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.families.basic import affine, generalized_kautz
 from topofinder.families.catalog import AFFINE_FILE, CATALOG_DIR
-from topofinder.model.topology import Topology
 from topofinder.scoring.bfb import bfb_tau
 
 #: Candidates scored per (N, d) by default (about 40 ms each at N = 2000 on one core).
 DEFAULT_TRIES = 64
 #: Seed of the draws; with N and d it fixes every candidate.
 DEFAULT_SEED = 18
-
-
-def reach_diameter(topo: Topology, limit: int) -> int | None:
-    """Diameter (hops) if ≤ ``limit``, else None (also when not strongly connected): a
-    bit-parallel BFS from every node at once, N²/8 bytes."""
-    n = topo.n
-    words = (n + 63) // 64
-    reach = np.zeros((n, words), dtype=np.uint64)
-    nodes = np.arange(n)
-    reach[nodes, nodes // 64] = np.uint64(1) << (nodes % 64).astype(np.uint64)
-    src, dst = np.asarray(topo.src), np.asarray(topo.dst)
-    for step in range(1, limit + 1):
-        grown = reach.copy()
-        np.bitwise_or.at(grown, dst, reach[src])
-        reach = grown
-        if int(np.bitwise_count(reach).sum()) == n * n:
-            return step
-    return None
 
 
 def _draws(n: int, d: int, seed: int):
@@ -80,9 +61,8 @@ def search(n: int, d: int, tries: int = DEFAULT_TRIES, seed: int = DEFAULT_SEED)
 
     def score(q: int, gens: list[int]) -> None:
         topo = affine(n, q, gens)
-        diameter = reach_diameter(topo, limit)
-        if diameter is not None:
-            found.append((diameter, bfb_tau(topo), q, gens))
+        if topo.strongly_connected and topo.diameter <= limit:
+            found.append((topo.diameter, bfb_tau(topo), q, gens))
 
     draws = _draws(n, d, seed)
     for _ in range(tries):
@@ -115,7 +95,7 @@ def search(n: int, d: int, tries: int = DEFAULT_TRIES, seed: int = DEFAULT_SEED)
 
 
 def _search_row(n: int, d: int, tries: int, seed: int):
-    return n, [{**e, "tau": f"{e['tau'].numerator}/{e['tau'].denominator}"}
+    return [{**e, "tau": f"{e['tau'].numerator}/{e['tau'].denominator}"}
                for e in search(n, d, tries, seed)]
 
 
@@ -133,7 +113,7 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
     rows = run_parallel(_search_row, tasks, jobs=jobs, progress=progress,
                         label="catalog affine")
     entries: dict[str, dict[str, list]] = {str(d): {} for d in degrees}
-    for (n, d, _, _), (_, found) in zip(tasks, rows):
+    for (n, d, _, _), found in zip(tasks, rows):
         if found:
             entries[str(d)][str(n)] = found
     seconds = round(time.perf_counter() - start, 1)
