@@ -35,7 +35,7 @@ from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.files import topology_text
-from topofinder.model.schedule import COLLECTIVES, StepSchedule, validate
+from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall_steps import alltoall_schedule
 from topofinder.scoring.bfb import bfb_schedule
@@ -170,13 +170,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
                 source = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
-    if isinstance(source, str):
-        try:
-            source = json.loads(source)
-        except json.JSONDecodeError as exc:
-            raise TopofinderError(f"schedule JSON does not parse: {exc}") from None
-    if not isinstance(source, dict):
-        raise TopofinderError("a schedule document must be a JSON object")
+    source = parse_object(source)
     if topology is None:
         if not isinstance(source.get("topology"), str):
             raise TopofinderError("the schedule names no topology; pass topology=")

@@ -169,10 +169,9 @@ class StepSchedule(StepRows):
                    reduce_steps=int(doc.get("reduce_scatter_steps", 0)))
 
 
-def read_document(doc, topology: Topology, columns, required) -> dict:
-    """The checks every schedule JSON reader shares: ``doc`` (a JSON string or dict) parses to
-    an object holding the ``required`` keys, of this ``version``, with these ``columns`` and
-    ``num_nodes`` (when present) matching ``topology``. Returns the dict; ScheduleError else."""
+def parse_object(doc) -> dict:
+    """A schedule document (JSON string, bytes or an already parsed value) as a dict;
+    ScheduleError when it does not parse or is not an object."""
     if isinstance(doc, (str, bytes)):
         try:
             doc = json.loads(doc)
@@ -180,6 +179,15 @@ def read_document(doc, topology: Topology, columns, required) -> dict:
             raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
     if not isinstance(doc, dict):
         raise ScheduleError("a schedule JSON document must be an object")
+    return doc
+
+
+def read_document(doc, topology: Topology, columns, required) -> dict:
+    """The checks every schedule JSON reader shares: ``doc`` (a JSON string or dict) parses to
+    an object (:func:`parse_object`) holding the ``required`` keys, of this ``version``, with
+    these ``columns`` and ``num_nodes`` (when present) matching ``topology``. Returns the
+    dict; ScheduleError else."""
+    doc = parse_object(doc)
     missing = [k for k in required if k not in doc]
     if missing:
         raise ScheduleError(f"schedule JSON lacks {', '.join(missing)}")
