@@ -239,3 +239,21 @@ def test_double_tree_cut_bound_is_certified_and_tight():
         assert f <= float(double_tree_cut_bound(m)) * (1 + 1e-9)
     v = score_baseline("DBT(32)", "double-binary-tree", True)
     assert v["alltoall_f"] <= v["alltoall_f_upper"] <= float(double_tree_cut_bound(32))
+
+
+def test_baselines_repeat_from_the_cache_without_a_worker_pool(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(tmp_path / "cache"))
+    told = []
+    first = search(16, 4, Workload(), jobs=2, baselines=True,
+                   baseline_progress=lambda done, count, exprs: told.append((done, count)))
+    assert told[0] == (0, 3) and sorted(told[1:]) == [(1, 3), (2, 3), (3, 3)]
+
+    def no_pool(fn, items, **kwargs):
+        assert not items, "a warm search scored a baseline again"
+        return []
+
+    monkeypatch.setattr("topofinder.workload.baselines.run_parallel", no_pool)
+    told.clear()
+    again = search(16, 4, Workload(), jobs=2, baselines=True,
+                   baseline_progress=lambda done, count, exprs: told.append((done, count)))
+    assert told == [] and again["baselines"] == first["baselines"]

@@ -554,8 +554,11 @@ def format_frontier(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _baseline_progress(i: int, count: int, expr: str) -> None:
-    print(f"scoring baseline {i + 1}/{count}: {expr}", file=sys.stderr, flush=True)
+def _baseline_progress(done: int, count: int, exprs: list[str]) -> None:
+    if done == 0:
+        print(f"scoring {count} baselines: {', '.join(exprs)}", file=sys.stderr, flush=True)
+    else:
+        print(f"baselines scored: {done}/{count}", file=sys.stderr, flush=True)
 
 
 def _ms(x) -> str:

@@ -93,6 +93,10 @@ class Cached:
     def __call__(self, *args, **options):
         return self._memorized(self.fn, code_version(), args, options)
 
+    def in_cache(self, *args) -> bool:
+        """Whether ``self(*args)`` would be answered from the disk cache."""
+        return self._memorized.check_call_in_cache(self.fn, code_version(), args, {})
+
 
 def cached(fn: Callable, use_cache: bool = True) -> Callable:
     """``fn`` itself when caching is off, else its disk-cached version."""

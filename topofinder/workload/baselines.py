@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.compute.cache import cached
+from topofinder.compute.parallel import run_parallel
 from topofinder.finder.baselines import baseline_specs, score_baseline
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -34,21 +35,34 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
 
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
                      moe: MoEWorkload | None = None, use_cache: bool = True,
-                     progress=None) -> list[dict]:
+                     progress=None, jobs: int | None = None) -> list[dict]:
     """One entry per baseline of finder.baselines.baseline_specs: its verified scores, its
     times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
     recommended frontier point's dict) over it. A baseline that does not exist at (N, d) is
-    listed with ``expr`` None and the reason in ``note``."""
-    out = []
+    listed with ``expr`` None and the reason in ``note``. The baselines are scored on
+    ``jobs`` workers (None: all cores); ``progress(done, count, exprs)`` is told before the
+    first and as each one ends."""
     specs = baseline_specs(n, d)
-    for i, spec in enumerate(specs):
+    score = cached(score_baseline, use_cache)
+    calls = [(s.expr, s.schedule, full_alltoall) for s in specs if s.expr is not None]
+    # answered from the cache in this process; the rest in parallel (a worker pool costs
+    # more than a warm search)
+    scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
+    todo = [c for c in calls if c[0] not in scored]
+    exprs = [c[0] for c in todo]
+    if progress and todo:
+        progress(0, len(todo), exprs)
+    scores = run_parallel(score, todo, jobs=jobs,
+                          progress=(lambda k, count: progress(k, count, exprs)) if progress
+                          else None, label="scoring baselines")
+    scored.update(zip(exprs, scores))
+    out = []
+    for spec in specs:
         entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}
         if spec.expr is None:
             out.append(entry)
             continue
-        if progress:
-            progress(i, len(specs), spec.expr)
-        v = cached(score_baseline, use_cache)(spec.expr, spec.schedule, full_alltoall)
+        v = scored[spec.expr]
         entry.update(v)
         ar_tau = float(Fraction(v["allreduce_tau"]))
         entry["allreduce_time_s"] = workload.collective_time(v["allreduce_T_L"], ar_tau)

@@ -89,7 +89,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     if baselines:
         doc["baselines"] = priced_baselines(n, d, workload, doc["frontier"][best], full_alltoall,
                                             moe, use_cache=use_cache,
-                                            progress=baseline_progress)
+                                            progress=baseline_progress, jobs=jobs)
     return doc
 
 
