@@ -11,7 +11,7 @@ import pytest
 
 from topofinder.scoring.alltoall import (
     alltoall_summary, alltoall_time, concurrent_flow, concurrent_flow_exact,
-    concurrent_flow_pdlp, concurrent_flow_symmetric, dual_bound, find_automorphisms,
+    concurrent_flow_bracket, concurrent_flow_symmetric, dual_bound, find_automorphisms,
     moore_bound, moore_distance_sum,
 )
 from topofinder.errors import TopofinderError
@@ -196,20 +196,30 @@ def test_disconnected_topology_is_rejected():
         concurrent_flow(g)
 
 
-def test_pdlp_brackets_the_exact_value():
+@pytest.mark.parametrize("gap", [1e-2, 1e-4])
+def test_column_generation_brackets_the_exact_value(gap):
     g = generalized_kautz(4, 48)
     e = concurrent_flow_exact(g)
-    p = concurrent_flow_pdlp(g, tol=1e-3, time_limit=60)
+    p = concurrent_flow_bracket(g, gap=gap)
     # both brackets are proved: p.f ≤ f* ≤ e.upper_bound and e.f ≤ f* ≤ p.upper_bound
     assert p.f <= e.upper_bound and e.f <= p.upper_bound
-    assert p.gap <= 1e-2
+    assert p.gap <= gap and p.method == "column-generation"
+
+
+def test_large_reduced_lps_are_bracketed_to_the_requested_gap(monkeypatch):
+    g = generalized_kautz(4, 48)
+    e = concurrent_flow_exact(g)
+    monkeypatch.setattr("topofinder.scoring.alltoall.SMALL_LP_VARIABLES", 10)
+    r = concurrent_flow(g, tol=1e-4)
+    assert r.method == "column-generation" and r.gap <= 1e-4
+    assert r.f <= e.upper_bound and e.f <= r.upper_bound
 
 
 # ---- slow: N = 1024 and the 20-topology sweep ----------------------------------------------
 
 @pytest.mark.slow
 def test_table7_n1024_generalized_kautz():
-    r = concurrent_flow(generalized_kautz(4, 1024))        # 51 orbit representatives
+    r = concurrent_flow(generalized_kautz(4, 1024), tol=1e-4)   # 51 orbit representatives
     assert close(r.f, 8.01e-4) and r.gap < 1e-4
 
 
@@ -222,7 +232,7 @@ def test_n1024_line_graph_cubed_of_circulant_against_table7():
     g = line_graph(circulant(16, [3, 4]), 3)
     hop = dual_bound(g, np.ones(g.link_matrix.nnz))
     assert abs(hop - 4096 / g.distances.sum()) < 1e-15 and hop < 8.12e-4
-    r = concurrent_flow(g)
+    r = concurrent_flow(g, tol=1e-4)
     assert r.f <= hop and close(r.f, 7.850e-4, 1e-3) and r.gap < 1e-4
 
 
@@ -246,8 +256,8 @@ def test_sweep_scalable_methods_agree_with_exact_lp(make):
     assert g.n <= 128
     e = concurrent_flow_exact(g)
     assert e.exact
-    s = concurrent_flow(g)                                  # symmetry-reduced, exact
+    s = concurrent_flow_symmetric(g)                        # symmetry-reduced, exact
     assert abs(s.f - e.f) <= 1e-6 * e.f
-    p = concurrent_flow_pdlp(g, tol=1e-3, time_limit=120)   # first-order, certified bracket
+    p = concurrent_flow_bracket(g, gap=1e-3)               # column generation, certified
     assert p.f <= e.upper_bound and e.f <= p.upper_bound
-    assert p.gap <= 1e-2
+    assert p.gap <= 1e-3

@@ -12,8 +12,8 @@ Methods
 - :func:`concurrent_flow_symmetric`: LP (3) reduced by a group of automorphisms found by
   individualisation–refinement (exact; proof in its docstring). Vertex-transitive G: one
   source's flow.
-- :func:`concurrent_flow_pdlp`: first-order LP solver (PDLP) for LPs too large for HiGHS;
-  a primal f and a certified upper bound from its duals.
+- :func:`concurrent_flow_bracket`: column generation on the reduced LP
+  (topofinder.scoring.flowbracket) to a requested certified gap.
 - :func:`concurrent_flow`: picks one of the above.
 - :func:`moore_bound`: f ≤ N·d / Σ_{s≠t} dist_Moore(s, t); :func:`alltoall_time`.
 
@@ -36,8 +36,11 @@ from topofinder.scoring.flowbracket import concurrent_flow_bracket as _bracket
 from topofinder.scoring.symmetry import automorphism_group, orbits, topology_group
 from topofinder.model.topology import Topology
 
-#: Below this many LP (3) variables (N·|E|) :func:`concurrent_flow` solves the exact LP.
-EXACT_MAX_VARIABLES = 400_000
+#: A symmetry-reduced LP (3) with at most this many variables is solved exactly (HiGHS) by
+#: :func:`concurrent_flow` and by `score`'s bracket (faster than iterating); larger ones by
+#: column generation, which also beats the interior point there: Pi(4,1024) (51 orbits,
+#: 209 k variables) to a 1e-5 gap in 23 s against 62 s for the LP, which ends at 8e-6 anyway.
+SMALL_LP_VARIABLES = 20_000
 #: Largest LP (variables) whose interior-point solution is crossed over to a vertex.
 CROSSOVER_MAX = 20_000
 #: Relative gap below which a solver's answer counts as the LP optimum.
@@ -309,17 +312,15 @@ class _Reduction:
         return int(self.reps.size * self.arc_orbit.size)
 
 
-def _lp(arcs: _Arcs, red: _Reduction, mask: np.ndarray | None = None):
-    """LP (3) in ≤/= form over y[i, e] (only where ``mask``, default everywhere) and
+def _lp(arcs: _Arcs, red: _Reduction):
+    """LP (3) in ≤/= form over y[i, e] and
     per-representative copies f_i of f tied by f_i = f_{i+1} (a single f column would make the
     interior-point normal equations dense). Rows: f_i + out_i(u) − in_i(u) ≤ 0 for u ≠ reps[i];
     for each arc orbit O, Σ_i weight_i/|O| · Σ_{e∈O} y[i, e] ≤ c_O (the load of every arc of O
     under H-averaging). Returns (c, A_ub, b_ub, A_eq, conservation row count, scatter) where
     ``scatter(x)`` gives the R×|E| flow matrix of a solution x."""
     n, m, r = arcs.n, arcs.num, red.reps.size
-    if mask is None:
-        mask = np.ones((r, m), bool)
-    i, e = np.nonzero(mask)
+    i, e = np.divmod(np.arange(r * m), m)
     ny = i.size
     nv = ny + r
     var = np.arange(ny)
@@ -371,14 +372,13 @@ def _certify(arcs: _Arcs, red: _Reduction, y: np.ndarray, cap_duals: np.ndarray)
     return f, max(_dual_bound(arcs, lengths, red), f)
 
 
-def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str, mask: np.ndarray | None = None):
+def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str):
     """Interior point (HiGHS). Crossover to a vertex (exact duals) only up to CROSSOVER_MAX
     variables: beyond, it dominates the run time and is not needed since f is re-verified and
-    bounded by :func:`_certify` (gaps ~1e-7 instead of ~1e-12). With ``mask`` the LP is
-    restricted to those flow variables (a lower bound; the dual bound stays valid)."""
+    bounded by :func:`_certify` (gaps ~1e-7 instead of ~1e-12)."""
     from scipy.optimize import OptimizeWarning, linprog   # heavy; only the LP path needs it
 
-    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red, mask)
+    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.zeros(a_eq.shape[0]),
@@ -387,47 +387,6 @@ def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str, mask: np.ndarray | Non
     if res.x is None:
         raise TopofinderError(f"{expr}: the all-to-all LP failed ({res.message})")
     return _certify(arcs, red, scatter(res.x), -res.ineqlin.marginals[ncons:])
-
-
-def _solve_pdlp(arcs: _Arcs, red: _Reduction, tol: float, time_limit: float, expr: str,
-                slack: float = 0.3):
-    """First-order primal-dual LP solver (OR-Tools PDLP) to relative tolerance ``tol`` or
-    ``time_limit`` seconds. Its duals give the upper bound; its primal only approximately
-    conserves flow, so the lower bound comes from LP (3) restricted to the arcs PDLP uses and
-    the arcs of reduced cost ≤ ``slack``·(median length) under its dual lengths, which contain
-    every shortest-path tree (complementary slackness: an optimal flow uses only arcs of zero
-    reduced cost); that LP is small and solved by HiGHS.
-    """
-    from ortools.pdlp import solvers_pb2
-    from ortools.pdlp.python import pdlp
-
-    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red)
-    a = sp.vstack([a_ub, a_eq]).tocsc()
-    qp = pdlp.QuadraticProgram()
-    qp.resize_and_initialize(a.shape[1], a.shape[0])
-    qp.objective_vector = c
-    qp.constraint_matrix = a
-    qp.constraint_lower_bounds = np.concatenate([np.full(a_ub.shape[0], -np.inf),
-                                                 np.zeros(a_eq.shape[0])])
-    qp.constraint_upper_bounds = np.concatenate([b_ub, np.zeros(a_eq.shape[0])])
-    qp.variable_lower_bounds = np.zeros(a.shape[1])
-    qp.variable_upper_bounds = np.full(a.shape[1], np.inf)
-    params = solvers_pb2.PrimalDualHybridGradientParams()
-    crit = params.termination_criteria
-    crit.simple_optimality_criteria.eps_optimal_relative = tol / 4
-    crit.simple_optimality_criteria.eps_optimal_absolute = 0.0
-    crit.time_sec_limit = time_limit
-    params.num_threads = 2
-    res = pdlp.primal_dual_hybrid_gradient(qp, params)
-    duals = -np.asarray(res.dual_solution)[ncons:ncons + red.orbit_size.size]
-    y = scatter(np.asarray(res.primal_solution))
-    f0, ub = _certify(arcs, red, y, duals)
-    lengths = _positive(np.maximum(duals, 0.0)[red.arc_orbit])
-    dist = dijkstra(arcs.matrix(lengths), indices=red.reps)
-    reduced = lengths + dist[:, arcs.tail] - dist[:, arcs.head]   # ≥ 0; 0 on tight arcs
-    mask = (y > 1e-4 * y.max(axis=1, keepdims=True)) | (reduced <= slack * np.median(lengths))
-    f, _ = _solve_highs(arcs, red, expr, mask)
-    return max(f, f0), ub
 
 
 # ---- public entry points -------------------------------------------------------------------
@@ -486,33 +445,21 @@ def _arc_transitive(topo: Topology, arcs: _Arcs, red: _Reduction) -> AllToAllRes
                           sources=int(red.reps.size))
 
 
-def concurrent_flow_pdlp(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
-                         generators=None) -> AllToAllResult:
-    """(1 − tol)-approximate LP (3) (optionally H-reduced) by the first-order PDLP solver, with a
-    certified gap: ``f`` is delivered by the returned flows and ``upper_bound`` is
-    :func:`dual_bound` at the solver's dual lengths, whatever the solver's own status."""
-    arcs = _check(topo)
-    red = _Reduction.of(arcs, list(generators or []))
-    f, ub = _solve_pdlp(arcs, red, tol, time_limit, topo.expr)
-    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "pdlp",
-                          sources=int(red.reps.size))
-
-
 def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
                     budget: int | None = None) -> AllToAllResult:
-    """Concurrent all-to-all flow by the cheapest method that meets ``tol``.
+    """Concurrent all-to-all flow to a certified relative gap ≤ ``tol``, by the cheapest method.
 
     Finds the automorphism group (bliss, milliseconds at N = 1024; a larger group means a
     smaller LP: L^3(K(4,4)) needs 4 sources instead of 1024); if the reduced LP has at most
-    EXACT_MAX_VARIABLES variables it is solved exactly (HiGHS), else approximately by PDLP
-    (relative tolerance ``tol``, at most ``time_limit`` s) with a certified upper bound.
+    SMALL_LP_VARIABLES variables it is solved exactly (HiGHS), else bracketed by column
+    generation (:func:`concurrent_flow_bracket`, at most ``time_limit`` s).
     """
     arcs = _check(topo)
     gens = _find_automorphisms(arcs, budget)
     red = _Reduction.of(arcs, gens)
-    if red.num_variables <= EXACT_MAX_VARIABLES:
+    if red.num_variables <= SMALL_LP_VARIABLES:
         return concurrent_flow_symmetric(topo, generators=gens)
-    return concurrent_flow_pdlp(topo, tol, time_limit, generators=gens)
+    return concurrent_flow_bracket(topo, gap=tol, time_limit=time_limit, generators=gens)
 
 
 def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float = 600.0,
@@ -537,9 +484,6 @@ def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float
 #: LP (3) solved to optimality, or only the hop-count and Moore bounds.
 ALLTOALL_MODES = ("bracket", "exact", "bound")
 ALLTOALL_GAP = 0.01
-#: A symmetry-reduced LP at most this large is solved exactly even in bracket mode (faster
-#: than iterating).
-SMALL_LP_VARIABLES = 20_000
 #: Seconds after which the bracket is reported as reached (its gap may then exceed the target).
 BRACKET_TIME_LIMIT = 300.0
 
