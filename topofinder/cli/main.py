@@ -732,6 +732,8 @@ def _run_catalog_affine(args) -> int:
             args.n_max <= 100_000:
         raise TopofinderError("catalog affine: needs 1 <= d <= 64, --tries >= 1 and "
                               "5 <= --n-min <= --n-max <= 100000")
+    if args.jobs is not None and args.jobs < 1:
+        raise TopofinderError(f"catalog affine: --jobs must be >= 1, got {args.jobs}")
     path = Path(args.output) if args.output else affine_catalog.CATALOG_FILE
     doc = affine_catalog.build_catalog(args.d, args.n_min, args.n_max, path,
                                        tries=args.tries, seed=args.seed, jobs=args.jobs)

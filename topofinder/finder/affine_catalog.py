@@ -18,6 +18,7 @@ bases; nothing is searched during `topofinder search`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from functools import lru_cache
 from fractions import Fraction
@@ -99,15 +100,40 @@ def _search_row(n: int, d: int, tries: int, seed: int):
                for e in search(n, d, tries, seed)]
 
 
+def _kept_degrees(path: Path) -> dict:
+    """The degrees already in the catalog file at ``path`` ({} when there is none yet);
+    TopofinderError when ``path`` cannot be written or holds something other than an affine
+    catalog (it is never overwritten then)."""
+    if path.is_dir() or not path.parent.is_dir():
+        raise TopofinderError(f"affine catalog: cannot write {path}: "
+                              f"{'it is a directory' if path.is_dir() else 'no such directory'}")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise TopofinderError(f"affine catalog: cannot write {path}: permission denied")
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("version") == 2 and isinstance(doc.get("degrees"), dict):
+            return doc["degrees"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise TopofinderError(f"affine catalog: {path} exists and is not an affine catalog "
+                          f"(version 2); give another output file")
+
+
 def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = DEFAULT_TRIES,
                   seed: int = DEFAULT_SEED, jobs: int | None = None,
                   progress: bool = True) -> dict:
     """Run :func:`search` for every d in ``degrees`` and n_min ≤ N ≤ n_max (in parallel, with a
     progress bar) and write the catalog JSON to ``path`` whole at the end (via a temporary
     file: nothing half-written). Degrees already in the file and not rebuilt are kept; each
-    degree records the command that built it."""
+    degree records the command that built it. The output is checked before the search."""
     if n_min < 2 or n_max < n_min:
         raise TopofinderError(f"affine catalog: needs 2 <= n_min <= n_max, got {n_min}..{n_max}")
+    if seed < 0:
+        raise TopofinderError(f"affine catalog: the seed must be >= 0, got {seed}")
+    path = Path(path)
+    _kept_degrees(path)
     start = time.perf_counter()
     tasks = [(n, d, tries, seed) for d in degrees for n in range(n_min, n_max + 1)]
     rows = run_parallel(_search_row, tasks, jobs=jobs, progress=progress,
@@ -117,12 +143,7 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
         if found:
             entries[str(d)][str(n)] = found
     seconds = round(time.perf_counter() - start, 1)
-    path = Path(path)
-    try:                                   # other degrees already in the file are kept
-        doc = json.loads(path.read_text())
-        kept = doc["degrees"] if doc.get("version") == 2 else {}
-    except (OSError, ValueError, KeyError, TypeError):
-        kept = {}
+    kept = _kept_degrees(path)             # other degrees already in the file are kept
     for d in degrees:
         kept[str(d)] = {
             "provenance": {"command": (f"topofinder catalog affine --d {d} --n-min {n_min} "
@@ -134,7 +155,7 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
                            "seconds": seconds},
             "entries": entries[str(d)]}
     doc = {"version": 2, "degrees": dict(sorted(kept.items(), key=lambda kv: int(kv[0])))}
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     tmp.replace(path)
     catalog.cache_clear()
