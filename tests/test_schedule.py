@@ -61,7 +61,7 @@ def test_multi_arc_has_k_fold_bandwidth():
 
 @pytest.mark.parametrize("edit, message", [
     (lambda r: r.__setitem__(8, (1, 2, 0, 1, 1, 0)), "does not hold"),      # unheld chunk
-    (lambda r: r.__setitem__(0, (1, 0, 0, 2, 0, 2)), "no arc"),             # 0→2 missing
+    (lambda r: r.__setitem__(0, (1, 0, 0, 2, 0, 2)), "no link"),             # 0→2 missing
     (lambda r: r.pop(), "incomplete allgather"),
     (lambda r: r.__setitem__(9, (2, 2, 1, 3, 3, 0)), r"outside \[0, 2\)"),   # chunk 2 of P=2
     (lambda r: r.__setitem__(9, (2, 2, 1, 1, 3, 0)), "empty chunk range"),

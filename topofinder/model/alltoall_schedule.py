@@ -26,7 +26,8 @@ from functools import cached_property
 import numpy as np
 
 from topofinder.model.schedule import (SCHEDULE_FORMAT, SCHEDULE_VERSION, ScheduleError,
-                                       StepRows, link_capacity, read_document)
+                                       StepRows, check_send_rows, link_capacity,
+                                       read_document)
 from topofinder.model.topology import Topology
 
 COLLECTIVE = "alltoall"
@@ -146,19 +147,7 @@ def _check_rows(s: np.ndarray, amounts: np.ndarray, topo: Topology) -> None:
     checks = [(t < 1, "steps are numbered from 1"), (out, f"a node outside 0..{n - 1}"),
               (src == dst, "a piece from a node to itself (src = dst)"),
               (~np.isfinite(amounts) | (amounts <= 0), "the amount must be a positive number")]
-    bad = np.zeros(s.shape[0], bool)
-    for mask, _ in checks:
-        bad |= mask
-    cap = np.zeros(s.shape[0], np.int64)
-    ok = ~bad
-    cap[ok] = link_capacity(topo, u[ok], w[ok])
-    checks.append((ok & (cap == 0), f"no link u->w in {topo.expr}"))
-    bad |= checks[-1][0]
-    if bad.any():
-        cand = np.flatnonzero(bad)
-        i = cand[np.lexsort((cand, t[cand]))[0]]
-        reason = next(msg for mask, msg in checks if mask[i])
-        raise ScheduleError(f"{_describe(s[i], amounts[i])}: {reason}")
+    check_send_rows(checks, t, u, w, topo, lambda i: _describe(s[i], amounts[i]))
 
 
 def _merge(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

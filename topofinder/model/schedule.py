@@ -249,6 +249,26 @@ def _describe(row) -> str:
     return f"step {t}: node {u} sends chunks [{lo},{hi}) of node {v}'s shard to node {w}"
 
 
+def check_send_rows(checks: list, t: np.ndarray, u: np.ndarray, w: np.ndarray,
+                    topo: Topology, describe) -> None:
+    """ScheduleError naming the earliest-step row (ties: the first listed) that fails one of
+    ``checks`` — (mask over rows, reason) pairs, the first failing reason wins — or sends u→w
+    over no link of ``topo``; ``describe(i)`` says what row i does."""
+    bad = np.zeros(t.shape[0], bool)
+    for mask, _ in checks:
+        bad |= mask
+    ok = ~bad
+    cap = np.zeros(t.shape[0], np.int64)
+    cap[ok] = link_capacity(topo, u[ok], w[ok])
+    checks = [*checks, (ok & (cap == 0), f"no link u->w in {topo.expr}")]
+    bad |= checks[-1][0]
+    if bad.any():
+        cand = np.flatnonzero(bad)
+        i = cand[np.lexsort((cand, t[cand]))[0]]
+        reason = next(msg for mask, msg in checks if mask[i])
+        raise ScheduleError(f"{describe(i)}: {reason}")
+
+
 def _check_rows(s: np.ndarray, topo: Topology, p: int) -> None:
     n = topo.n
     if s.shape[0] == 0:
@@ -261,19 +281,7 @@ def _check_rows(s: np.ndarray, topo: Topology, p: int) -> None:
         ((lo < 0) | (hi > p), f"chunk range outside [0, {p})"),
         (lo >= hi, "an empty chunk range (need lo < hi)"),
     ]
-    bad_any = np.zeros(s.shape[0], bool)
-    for mask, _ in checks:
-        bad_any |= mask
-    ok = ~bad_any
-    cap = np.zeros(s.shape[0], np.int64)
-    cap[ok] = link_capacity(topo, u[ok], w[ok])
-    checks.append((ok & (cap == 0), f"no arc u→w in {topo.expr}"))
-    bad_any |= checks[-1][0]
-    if bad_any.any():
-        cand = np.flatnonzero(bad_any)
-        i = cand[np.lexsort((cand, t[cand]))[0]]
-        reason = next(msg for mask, msg in checks if mask[i])
-        raise ScheduleError(f"{_describe(s[i])}: {reason}")
+    check_send_rows(checks, t, u, w, topo, lambda i: _describe(s[i]))
 
 
 class _Segments:
