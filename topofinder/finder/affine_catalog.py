@@ -97,7 +97,7 @@ def search(n: int, d: int, tries: int = DEFAULT_TRIES, seed: int = DEFAULT_SEED)
 
 def _search_row(n: int, d: int, tries: int, seed: int):
     return [{**e, "tau": f"{e['tau'].numerator}/{e['tau'].denominator}"}
-               for e in search(n, d, tries, seed)]
+            for e in search(n, d, tries, seed)]
 
 
 def _kept_degrees(path: Path) -> dict:
