@@ -134,7 +134,6 @@ def test_catalog_affine_cli_refuses_bad_ranges(tmp_path, capsys):
     assert "catalog affine" in err and not (tmp_path / "x.json").exists()
 
 
-
 @pytest.mark.parametrize("extra, target, needle", [
     (["--seed", "-1"], "x.json", "seed must be >= 0"),
     (["--jobs", "0"], "x.json", "--jobs must be >= 1"),
@@ -154,6 +153,7 @@ def test_catalog_affine_cli_refuses_bad_output_before_searching(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == before
+
 
 def test_line_graph_of_an_affine_digraph_is_moore_and_bandwidth_optimal_at_16_2():
     """L(Aff(8,3,{1,3})) replays at (T_L, τ) = (4, 15/16): the Moore bound (1+2+4+8 < 16 nodes
