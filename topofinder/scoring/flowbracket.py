@@ -15,7 +15,10 @@ shortest-path problem under the arc lengths l_e = μ_O/|O| given by the capacity
 Every length vector gives the weak-duality upper bound of paper 001's LP (3),
 f* ≤ Σ_e c_e l_e / Σ_{s≠t} dist_l(s, t), where for H-invariant l the denominator is
 Σ_r w_r Σ_t dist_l(r, t) (a node in r's orbit sees a permutation of r's distances). The
-pricing point is smoothed towards the best bound so far (Wentges), which keeps the duals from
+lengths are improved between master solves by quasi-Newton steps on an entropy-smoothed dual
+(shortest distances replaced by a softmin over each source's distance DAG, whose gradient is a
+Boltzmann routing; Nesterov's smoothing of the piecewise-linear Σ dist_l), and the pricing
+point is smoothed towards the best bound so far (Wentges), which keeps the duals from
 oscillating; iterations stop when (upper − lower)/upper ≤ the requested gap.
 """
 
@@ -51,6 +54,40 @@ class Bracket:
         return max(0.0, (self.upper - self.lower) / self.upper)
 
 
+def _solve_along(order: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray,
+                 b: np.ndarray) -> np.ndarray:
+    """x = b + M x for M[rows, cols] = vals where every entry's column comes before its row in
+    ``order`` (a permutation of the unknowns): I − M is then lower triangular in that order, so
+    one sparse triangular solve replaces one sweep per hop of the deepest path. If rounding
+    broke the order (tied distances), sweep to the fixed point instead."""
+    size = b.size
+    pos = np.empty(size, np.int64)
+    pos[order] = np.arange(size)
+    if np.all(pos[cols] < pos[rows]):
+        diag = np.arange(size)
+        system = sp.csr_matrix((np.concatenate([-vals, np.ones(size)]),
+                                (np.concatenate([pos[rows], diag]),
+                                 np.concatenate([pos[cols], diag]))), shape=(size, size))
+        x = np.empty(size)
+        x[order] = spsolve_triangular(system, b[order], lower=True)
+        return x
+    m = sp.csr_matrix((vals, (rows, cols)), shape=(size, size))
+    x = b.copy()
+    for _ in range(size):
+        nxt = b + m @ x
+        if np.array_equal(nxt, x):
+            break
+        x = nxt
+    return x
+
+
+def _by_distance(dist: np.ndarray, descending: bool) -> np.ndarray:
+    """The R·N unknowns (representative-major) ordered by distance within each representative."""
+    r, n = dist.shape
+    key = -dist if descending else dist
+    return (np.argsort(key, axis=1, kind="stable") + (np.arange(r) * n)[:, None]).ravel()
+
+
 def _split_flows(arcs, reps: np.ndarray, lengths: np.ndarray):
     """Shortest-path distances from each representative (R×N) and, per representative, the
     single-source flow (R×|E|) that sends 1 unit to every other node along shortest paths,
@@ -61,38 +98,48 @@ def _split_flows(arcs, reps: np.ndarray, lengths: np.ndarray):
     slack = dist[:, arcs.tail] + lengths - d_head                        # ≥ 0 up to rounding
     tight = (slack <= 1e-9 * np.maximum(d_head, lengths)) & (arcs.head != reps[:, None])
     ri, e = np.nonzero(tight)
-    head = arcs.head[e]
-    cols = ri * n + head
+    cols = ri * n + arcs.head[e]
     indeg = np.bincount(cols, minlength=r * n).astype(float)
-    # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v.
-    # A tight arc's head lies strictly farther from r than its tail (lengths > 0), so with the
-    # nodes ordered by decreasing distance I − P is lower triangular: one sparse triangular
-    # solve instead of one sweep per hop of the deepest shortest path.
+    # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v; a
+    # tight arc's head lies strictly farther from r than its tail (lengths > 0)
     rows = ri * n + arcs.tail[e]
     share = 1.0 / indeg[cols]
     b = np.ones(r * n)
     b[np.arange(r) * n + reps] = 0.0
-    order = (np.argsort(-dist, axis=1, kind="stable") + (np.arange(r) * n)[:, None]).ravel()
-    pos = np.empty(r * n, np.int64)
-    pos[order] = np.arange(r * n)
-    if np.all(pos[cols] < pos[rows]):
-        diag = np.arange(r * n)
-        system = sp.csr_matrix((np.concatenate([-share, np.ones(r * n)]),
-                                (np.concatenate([pos[rows], diag]),
-                                 np.concatenate([pos[cols], diag]))), shape=(r * n, r * n))
-        x = np.empty(r * n)
-        x[order] = spsolve_triangular(system, b[order], lower=True)
-    else:                               # distances tied by rounding: sweep to the fixed point
-        p = sp.csr_matrix((share, (rows, cols)), shape=(r * n, r * n))
-        x = b.copy()
-        for _ in range(r * n):
-            nxt = b + p @ x
-            if np.array_equal(nxt, x):
-                break
-            x = nxt
+    x = _solve_along(_by_distance(dist, descending=True), rows, cols, share, b)
     flow = np.zeros((r, arcs.num))
     flow[ri, e] = x[cols] * share
     return dist, flow
+
+
+def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: float):
+    """The entropy-smoothed counterpart of :func:`_split_flows`: (dist R×N, soft R×N, flows R×|E|).
+
+    Over the paths P_r(t) of r's distance DAG (arcs whose head lies strictly farther from r
+    than their tail; it holds every shortest path), soft[r, t] = −T·log Σ_{p∈P_r(t)}
+    exp(−len(p)/T) ≤ dist[r, t], and the flow sends 1 unit to every t split over P_r(t) with
+    Boltzmann weights exp(−len(p)/T)/Σ: its arc loads are ∂/∂l_e Σ_t soft[r, t] (the gradient
+    of a concave, smooth function of l while the DAG stays fixed). Weights are computed relative
+    to the shortest path, exp(−slack/T), so nothing underflows however small T is.
+    """
+    n, r = arcs.n, reps.size
+    dist = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
+    d_tail, d_head = dist[:, arcs.tail], dist[:, arcs.head]
+    ri, e = np.nonzero(d_tail < d_head)
+    weight = np.exp(-(d_tail[ri, e] + lengths[e] - d_head[ri, e]) / temperature)
+    head, tail = ri * n + arcs.head[e], ri * n + arcs.tail[e]
+    start = np.zeros(r * n)
+    start[np.arange(r) * n + reps] = 1.0
+    # z[v] = Σ_p exp(−(len p − dist v)/T) ≥ 1 over paths from r: forward, nearest first
+    z = _solve_along(_by_distance(dist, descending=False), head, tail, weight, start)
+    soft = dist - temperature * np.log(z).reshape(r, n)
+    # the last arc of a path to v is (u, v) with probability z[u]·w/z[v]; a node's inflow is
+    # its own unit plus what it passes on: backward, farthest first
+    share = z[tail] * weight / z[head]
+    x = _solve_along(_by_distance(dist, descending=True), tail, head, share, 1.0 - start)
+    flow = np.zeros((r, arcs.num))
+    flow[ri, e] = x[head] * share
+    return dist, soft, flow
 
 
 class _Master:
@@ -160,21 +207,75 @@ class _Master:
 
 
 
+class _Stalled(Exception):
+    """Raised inside the objective to end an L-BFGS-B phase early."""
+
+
+def _smoothed_ascent(arcs, red, lengths: np.ndarray, upper: float, temperature: float,
+                     evaluations: int, deadline: float, window: int = 10, stall: float = 1e-3):
+    """One phase of L-BFGS-B on the entropy-smoothed dual; returns (bound, lengths, flows) at
+    the lowest true dual bound it met, if below ``upper``, else None.
+
+    Maximises Σ_r w_r Σ_t soft_T(r, t) (:func:`_softmin_flows`) over H-invariant lengths
+    l = ℓ/(c·ℓ), one ℓ ≥ 10⁻³ per arc orbit, from ``lengths``; T = ``temperature``/Σ_e c_e (a
+    fraction of the mean length). The smoothed function is concave with the Boltzmann loads as
+    gradient, so quasi-Newton steps move all lengths at once where supergradient steps on the
+    piecewise-linear Σ dist zig-zag; every evaluation's Dijkstra also gives the true bound
+    c·l / Σ_r w_r Σ_t dist(r, t). The flows returned are that point's Boltzmann single-source
+    flows (R×|E|, 1 unit to every other node): near-optimal columns for the master. Stops after
+    ``evaluations``, at ``deadline`` (perf_counter), or when the bound gained less than
+    ``stall`` (relative) over the last ``window`` evaluations.
+    """
+    from scipy.optimize import minimize      # heavy; loaded on first use
+    cap, k = arcs.cap, red.orbit_size.size
+    orbit_cap = np.bincount(red.arc_orbit, weights=cap, minlength=k)
+    cold = temperature / float(cap.sum())
+    best = [upper, None, None]
+    history = []
+
+    def objective(ell):
+        scale = float(orbit_cap @ ell)
+        l = ell[red.arc_orbit] / scale
+        dist, soft, flows = _softmin_flows(arcs, red.reps, l, cold)
+        bound = 1.0 / float(red.weight @ dist.sum(axis=1))          # c·l = 1
+        if bound < best[0]:
+            best[:] = [bound, l, flows]
+        history.append(best[0])
+        if time.perf_counter() > deadline or (
+                len(history) > window and best[0] > (1 - stall) * history[-1 - window]):
+            raise _Stalled
+        load = red.weight @ flows
+        grad = np.bincount(red.arc_orbit, weights=load, minlength=k)
+        # d/dℓ of G(ℓ/(c·ℓ)): the quotient rule, with c·l = 1
+        grad = (grad - float(load @ l) * orbit_cap) / scale
+        return -float(red.weight @ soft.sum(axis=1)), -grad
+
+    start = np.bincount(red.arc_orbit, weights=lengths, minlength=k) / red.orbit_size
+    try:
+        minimize(objective, start / start.mean(), jac=True, method="L-BFGS-B",
+                 bounds=[(1e-3, None)] * k,
+                 options={"maxfun": evaluations, "maxiter": evaluations, "ftol": 0.0, "gtol": 0.0})
+    except _Stalled:
+        pass
+    return None if best[1] is None else tuple(best)
+
+
 def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 500,
-                            time_limit: float = 600.0, ascent_steps: int = 12,
-                            step: float = 0.5, progress=None) -> Bracket:
+                            time_limit: float = 600.0, temperature: float = 0.04,
+                            cooling: float = 0.5, phase: int = 100, progress=None) -> Bracket:
     """Certified lower and upper bounds on f* with (upper − lower)/upper ≤ ``gap`` (or the best
     reached within ``max_iterations`` / ``time_limit`` seconds). ``arcs``/``red``: the collapsed
     arcs and the orbit reduction of topofinder.scoring.alltoall. ``progress(iteration, lower, upper)``
     is called after every iteration.
 
-    Each iteration (1) takes ``ascent_steps`` multiplicative supergradient steps on the arc
-    lengths, l_e ← l_e·exp(η·(load_e·U/c_e − 1)) with load the shortest-path routing's load
-    and U the bound at l (the supergradient of Σ dist_l relative to Σ c·l; at the optimum
-    the routing scaled by U exactly fills the arcs it uses), η growing after an improvement
-    and shrinking after a miss, keeping the best bound; (2) adds the routing at the best
-    lengths as a column and re-solves the master (the lower bound); (3) prices new columns at
-    the master's duals and on the line from them to the best lengths.
+    Each iteration (1) lowers the upper bound by a phase of at most ``phase`` evaluations of
+    :func:`_smoothed_ascent` from the best lengths, at a temperature starting at
+    ``temperature`` and multiplied by ``cooling`` after each phase (a smaller T biases the
+    smoothed optimum less, a larger one is easier to climb); (2) adds the shortest-path and the
+    Boltzmann routings at the best lengths as columns and re-solves the master (the lower
+    bound); (3) prices new columns at the master's duals and on the line from them to the best
+    lengths. On L(DBJMod(2,4)^2) this takes 4 master solves where multiplicative supergradient
+    steps took 11 (37 s -> 15 s).
     """
     start = time.perf_counter()
     cap = arcs.cap
@@ -198,23 +299,21 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
         dist, flows = _split_flows(arcs, red.reps, lengths)
         return float(cap @ lengths) / float(red.weight @ dist.sum(axis=1)), flows
 
-    lengths = normalise(np.ones(arcs.num))
-    upper, flows = evaluate(lengths)
-    best_l, best_flows = lengths, flows
+    best_l = normalise(np.ones(arcs.num))
+    upper, best_flows = evaluate(best_l)
     solution, lower, it = None, 0.0, 0
     while True:
         it += 1
         improved = False
-        for _ in range(ascent_steps if it > 1 else 0):
-            ub, flows = evaluate(lengths)
-            if ub < upper:
-                upper, best_l, best_flows, improved = ub, lengths, flows, True
-                step = min(2.0, step * 1.1)
-            else:
-                step = max(0.01, step * 0.8)     # overshot: shorter steps
-            load = (red.weight @ flows) @ master.to_orbits          # mean load per arc orbit
-            excess = np.clip(load[red.arc_orbit] * ub / cap - 1.0, -1.0, 1.0)
-            lengths = normalise(lengths * np.exp(step * excess))
+        if it > 1:
+            found = _smoothed_ascent(arcs, red, best_l, upper, temperature, phase,
+                                     start + time_limit)
+            temperature *= cooling
+            if found is not None:
+                upper, best_l, boltzmann = found
+                _, best_flows = _split_flows(arcs, red.reps, best_l)
+                master.add(boltzmann)
+                improved = True
         if it == 1 or improved:
             master.add(best_flows)
         # the master every iteration: once the lower bound settles, its duals are still where
@@ -246,6 +345,5 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
             master.add(line[2])
         if line[0] < upper:
             upper, best_l, best_flows = line
-            lengths = best_l
     return Bracket(lower, max(upper, lower), it, master.columns,
                    time.perf_counter() - start, solution, best_l)
