@@ -98,3 +98,32 @@ def test_bracket_at_1e5_nodes_reaches_one_percent():
     assert info["alltoall_f_upper"] <= info["alltoall_f"] / (1 - 0.01)
     assert info["alltoall_f_upper"] <= float(np.sum(alltoall._Arcs.of(topo).cap)) \
         / topo.distance_sum * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("expr", ["L(Diamond)", "C(14,{1,5})"])
+def test_softmin_flows_are_the_boltzmann_routing_over_each_distance_dag(expr):
+    """Both triangular solves against enumerating every path of the distance DAG (arcs whose
+    head lies strictly farther from r): soft = −T·log Σ_p exp(−len/T), and each arc carries
+    the total probability of the paths through it."""
+    from topofinder.scoring.flowbracket import _softmin_flows
+    topo = tf.load(expr)
+    arcs = alltoall._Arcs.of(topo)
+    lengths = np.random.default_rng(2).integers(2, 6, arcs.num).astype(float)
+    temperature = 0.8
+    reps = np.array([0, topo.n - 1])
+    dist, soft, flow = _softmin_flows(arcs, reps, lengths, temperature)
+    for i, r in enumerate(reps):
+        weight = np.zeros(topo.n)
+        through = np.zeros((topo.n, arcs.num))          # Σ over paths to t of weight·[e ∈ p]
+
+        def walk(v, length, used):
+            weight[v] += np.exp(-length / temperature)
+            through[v, used] += np.exp(-length / temperature)
+            for e in np.flatnonzero((arcs.tail == v) & (dist[i, arcs.head] > dist[i, v])):
+                walk(arcs.head[e], length + lengths[e], used + [e])
+
+        walk(r, 0.0, [])
+        assert np.allclose(soft[i], -temperature * np.log(weight), rtol=1e-12, atol=1e-12)
+        assert np.all(soft[i] <= dist[i] + 1e-12)
+        others = np.arange(topo.n) != r
+        assert np.allclose(flow[i], (through[others] / weight[others, None]).sum(axis=0))
