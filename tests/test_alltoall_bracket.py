@@ -87,6 +87,25 @@ def test_bracket_contains_the_exact_lp_value(make):
     assert b.upper_bound <= dual_bound(g, np.ones(g.link_matrix.nnz)) * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("expr", ["Diamond^2", "L(DBJMod(2,3))"])
+def test_smoothed_dual_gives_both_bounds_around_the_exact_lp(expr):
+    """One unbounded phase of the smoothed dual from uniform lengths: its best Boltzmann routing,
+    re-certified from the flows alone, and its best dual bound straddle the exact LP value."""
+    from topofinder.scoring.alltoall import _certify, _check, _Reduction
+    from topofinder.scoring.flowbracket import _smoothed_ascent
+    g = parse(expr)
+    arcs = _check(g)
+    red = _Reduction.of(arcs, list(topology_group(g).generators))
+    exact = concurrent_flow_exact(g)
+    found = _smoothed_ascent(arcs, red, np.ones(arcs.num), (0.0, np.inf), 0.05, 0.0, 200,
+                             np.inf)
+    f, _ = _certify(arcs, red, found.flows, np.ones(red.orbit_size.size))
+    assert f == pytest.approx(found.lower, rel=1e-9)
+    assert found.lower <= exact.upper_bound * (1 + 1e-9)
+    assert found.upper >= exact.f * (1 - 1e-9)
+    assert found.upper == pytest.approx(dual_bound(g, found.lengths), rel=1e-9)
+
+
 def test_tighter_gap_is_honoured():
     g = generalized_kautz(4, 40)
     b = concurrent_flow_bracket(g, gap=1e-3)

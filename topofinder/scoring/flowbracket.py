@@ -216,7 +216,8 @@ class _Stalled(Exception):
 class _Smoothed:
     """What a phase of :func:`_smoothed_ascent` found: the lowest true dual bound ``upper`` at
     ``lengths`` (|E|) with that point's Boltzmann flows ``columns`` (R×|E|), and the best
-    routing among the Boltzmann flows it evaluated, ``flows`` (R×|E|), of value ``lower``."""
+    routing among the Boltzmann flows it evaluated, ``flows`` (R×|E|, scaled to deliver
+    ``lower`` to every other node within the capacities)."""
 
     upper: float
     lengths: np.ndarray | None = None
@@ -261,7 +262,7 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
         if upper < best.upper:
             best.upper, best.lengths, best.columns = upper, l, flows
         if lower > best.lower:
-            best.lower, best.flows = lower, flows
+            best.lower, best.flows = lower, lower * flows          # scaled to fit every arc
         smoothed = float(red.weight @ soft.sum(axis=1))
         history.append(max(smoothed, history[-1]) if history else smoothed)
         if best.upper - best.lower <= gap * best.upper or time.perf_counter() > deadline \
