@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -228,7 +229,7 @@ class _Smoothed:
 
 def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float],
                      temperature: float, gap: float, evaluations: int, deadline: float,
-                     window: int = 5, stall: float = 1e-5) -> _Smoothed:
+                     window: int = 5, stall: float = 1e-5, report=None) -> _Smoothed:
     """One phase of L-BFGS-B on the entropy-smoothed dual, from ``lengths``, keeping the best
     bounds it meets below/above ``bounds`` = (lower, upper).
 
@@ -242,7 +243,8 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
     the floor carries the same load per capacity). Stops once the gap is ≤ ``gap``, after
     ``evaluations``, at ``deadline`` (perf_counter), or once the smoothed objective is
     solved at this temperature: its best value gained less than ``stall`` (relative) over the
-    last ``window`` evaluations.
+    last ``window`` evaluations. ``report(lower, upper)``, if given, sees the best bounds after
+    every evaluation.
     """
     from scipy.optimize import minimize      # heavy; loaded on first use
     cap, k = arcs.cap, red.orbit_size.size
@@ -263,6 +265,8 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
             best.upper, best.lengths, best.columns = upper, l, flows
         if lower > best.lower:
             best.lower, best.flows = lower, lower * flows          # scaled to fit every arc
+        if report is not None:
+            report(best.lower, best.upper)
         smoothed = float(red.weight @ soft.sum(axis=1))
         history.append(max(smoothed, history[-1]) if history else smoothed)
         if best.upper - best.lower <= gap * best.upper or time.perf_counter() > deadline \
@@ -288,7 +292,7 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
     """Certified lower and upper bounds on f* with (upper − lower)/upper ≤ ``gap`` (or the best
     reached within ``max_iterations`` / ``time_limit`` seconds). ``arcs``/``red``: the collapsed
     arcs and the orbit reduction of topofinder.scoring.alltoall. ``progress(iteration, lower, upper)``
-    is called after every iteration.
+    is called after every iteration and every smoothed-dual evaluation.
 
     Each iteration after the first (1) runs a phase of at most ``phase`` evaluations of
     :func:`_smoothed_ascent` from the best lengths, at a temperature starting at
@@ -329,8 +333,9 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
         it += 1
         improved = False
         if it > 1:
+            report = None if progress is None else partial(progress, it)
             found = _smoothed_ascent(arcs, red, best_l, (lower, upper), temperature, gap,
-                                     phase, start + time_limit)
+                                     phase, start + time_limit, report=report)
             temperature *= cooling
             if found.flows is not None:
                 lower, solution = found.lower, found.flows
