@@ -182,6 +182,9 @@ def test_table7_line_graph_squared_of_diamond_squared_stays_below_its_hop_bound(
 @pytest.mark.parametrize("expr, ref", [
     ("L^3(K(4,4))", 1.88e-3), ("L^2(DistReg(4,32))", 1.78e-3), ("DBJ(4,4)", 4.04e-3),
     ("(UniRing(1,4) x UniRing(1,8))^2", 2.79e-4),
+    # printed L(BiRing(1,4)^3 □ UniRing(1,2)): a degree-1 ring on 4 nodes is the directed
+    # 4-ring, and only then is N = 512, d = 4 and D(G) = 11 as the row says
+    ("L(UniRing(1,4)^3 x UniRing(1,2))", 1.12e-3),
 ])
 def test_table7_symmetric_rows(expr, ref):
     info = alltoall_summary(parse(expr))
