@@ -127,3 +127,20 @@ def test_softmin_flows_are_the_boltzmann_routing_over_each_distance_dag(expr):
         assert np.all(soft[i] <= dist[i] + 1e-12)
         others = np.arange(topo.n) != r
         assert np.allclose(flow[i], (through[others] / weight[others, None]).sum(axis=0))
+
+
+def test_softmin_flows_refuse_path_sums_beyond_float64():
+    """A chain of 1100 diamonds has 2^1100 shortest paths end to end: the path sum overflows,
+    which must surface as FloatingPointError (the smoothed phase then ends) and not as NaN."""
+    from topofinder.model.topology import Topology
+    from topofinder.scoring.flowbracket import _softmin_flows
+    src, dst = [], []
+    for i in range(1100):
+        c, a, b, nxt = 3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 3
+        for u, v in ((c, a), (c, b), (a, nxt), (b, nxt)):
+            src += [u, v]
+            dst += [v, u]
+    topo = Topology(3 * 1100 + 1, np.array(src), np.array(dst))
+    arcs = alltoall._Arcs.of(topo)
+    with pytest.raises(FloatingPointError, match="overflow"):
+        _softmin_flows(arcs, np.array([0]), np.ones(arcs.num), 1.0)

@@ -122,7 +122,8 @@ def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: flo
     exp(−len(p)/T) ≤ dist[r, t], and the flow sends 1 unit to every t split over P_r(t) with
     Boltzmann weights exp(−len(p)/T)/Σ: its arc loads are ∂/∂l_e Σ_t soft[r, t] (the gradient
     of a concave, smooth function of l while the DAG stays fixed). Weights are computed relative
-    to the shortest path, exp(−slack/T), so nothing underflows however small T is.
+    to the shortest path, exp(−slack/T), so nothing underflows however small T is; a path sum
+    beyond float64 (some 10³⁰⁸ near-shortest paths) raises FloatingPointError.
     """
     n, r = arcs.n, reps.size
     dist = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
@@ -134,6 +135,8 @@ def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: flo
     start[np.arange(r) * n + reps] = 1.0
     # z[v] = Σ_p exp(−(len p − dist v)/T) ≥ 1 over paths from r: forward, nearest first
     z = _solve_along(_by_distance(dist, descending=False), head, tail, weight, start)
+    if not np.all(np.isfinite(z)):          # more near-shortest paths than float64 can count
+        raise FloatingPointError("softmin path sums overflow")
     soft = dist - temperature * np.log(z).reshape(r, n)
     # the last arc of a path to v is (u, v) with probability z[u]·w/z[v]; a node's inflow is
     # its own unit plus what it passes on: backward, farthest first
@@ -281,7 +284,7 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
         minimize(objective, start / start.mean(), jac=True, method="L-BFGS-B",
                  bounds=[(1e-3, None)] * k,
                  options={"maxfun": evaluations, "maxiter": evaluations, "ftol": 0.0, "gtol": 0.0})
-    except _Stalled:
+    except (_Stalled, FloatingPointError):       # overflow: keep what this phase found
         pass
     return best
 
