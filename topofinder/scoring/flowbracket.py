@@ -250,9 +250,9 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
     every evaluation.
     """
     from scipy.optimize import minimize      # heavy; loaded on first use
-    cap, k = arcs.cap, red.orbit_size.size
-    orbit_cap = np.bincount(red.arc_orbit, weights=cap, minlength=k)
-    cold = temperature / float(cap.sum())
+    k = red.orbit_size.size
+    orbit_cap = red.orbit_cap * red.orbit_size             # Σ_{e∈O} c_e
+    cold = temperature / float(arcs.cap.sum())
     best = _Smoothed(bounds[1], lower=bounds[0])
     history = []
 
