@@ -26,8 +26,8 @@ import numpy as np
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
-from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
+from topofinder.cabling.patch_panel import PatchPlan, plan_patch_panel
+from topofinder.cabling.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
 from topofinder.families.build import load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe

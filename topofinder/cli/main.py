@@ -24,11 +24,11 @@ from topofinder.errors import TopofinderError
 from topofinder.execute import is_quiet_rank
 from topofinder.execute import mpi as execute_mpi
 from topofinder.export.npz import save_npz
-from topofinder.export.check import apply_diff, check, read_sends
-from topofinder.export.patch_panel import diff_plans, plan_patch_panel, read_plan
-from topofinder.export.physical import configure, connect_changes, make_layout, write_changes
-from topofinder.export.ranks import ranks_text
-from topofinder.export.relabel import read_mapping, relabel_topology
+from topofinder.cabling.check import apply_diff, check, read_sends
+from topofinder.cabling.patch_panel import diff_plans, plan_patch_panel, read_plan
+from topofinder.cabling.physical import configure, connect_changes, make_layout, write_changes
+from topofinder.cabling.ranks import ranks_text
+from topofinder.cabling.relabel import read_mapping, relabel_topology
 from topofinder.export.plot import plot_frontier
 from topofinder.export.schedule_xml import check_fits
 from topofinder.families.build import load_topology
