@@ -4,6 +4,12 @@ The compilers of both papers lower a mathematical schedule to per-GPU *threadblo
 ordered list of send / receive / reduce / copy instructions, in the XML the MSCCL interpreter
 runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.StepSchedule`:
 
+The lowering runs as named passes, each a function: layout (:func:`_layout`, and
+:func:`_step_messages` ordering a step's pieces by where they sit), threadblock/channel
+placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
+receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
+:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`).
+
 - Pieces. With P chunks per shard and k channels every shard is cut into k·P pieces; channel j
   runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
   keep shard v's pieces at [v·k·P, (v+1)·k·P) as NCCL requires (piece j·P + c = chunk c of
@@ -222,11 +228,39 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     collective (a cheaper early check before the full schedule is built; bounds stay valid).
     ``stage``: the writer's option (None: direct or staged, whichever fits)."""
     rt, limit = _options(runtime, channels, max_steps)
-    topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
     coll = collective or schedule.collective
     if collective and schedule.collective != "allgather":
         raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
-    what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
+    what = f"MSCCL XML ({rt.name}) for {schedule.topology.expr} {coll}"
+    tbs = _check_shape(schedule, channels, rt, what)
+    if not schedule.sends.shape[0] or collective == "reduce-scatter":
+        return                      # (an allgather checked as reduce-scatter reads scratch)
+    n = schedule.topology.n
+    direct, staged = _instruction_bounds(schedule, channels, coll, stage)
+    worst = int(direct.argmax())
+    need = int(direct[worst]) if staged is None else int(staged.max())
+    if stage is None and staged is not None:
+        need = min(int(direct[worst]), need)
+    if need > limit:
+        a, b = divmod(worst, n)
+        where = (f"the threadblock sending {a}→{b} needs at least {direct[worst]} instructions"
+                 if need == direct[worst] else
+                 f"a threadblock needs at least {need} instructions even with staged copies")
+        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
+                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
+    link = direct[:n * n] if staged is None else np.minimum(direct, staged[:n * n])
+    bl = link.reshape(n, n)
+    nodes = 1 + n + tbs + channels * int((bl.sum(axis=1) + bl.sum(axis=0)).max())
+    if nodes >= rt.max_nodes:
+        raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); export --format "
+                              "json or npz instead")
+
+
+def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
+    """Ranks, pieces per buffer (int16 offsets) and threadblocks (one per peer and direction
+    plus a local one, per channel) against the runtime; returns threadblocks per GPU."""
+    n, p = schedule.topology.n, schedule.shard_chunks
     instead = "export --format json or npz instead"
     if n > rt.max_subs:
         raise TopofinderError(f"{what}: {n} ranks exceed the XML loader's {rt.max_subs} <gpu> "
@@ -249,223 +283,274 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         raise TopofinderError(f"{what}: {tbs} threadblocks per GPU ({k} channel(s) × "
                               f"{dout + din + 1}) exceed the runtime's {min(rt.max_tbs, 128)}; "
                               f"use fewer channels")
-    s = schedule.sends
-    if not s.shape[0]:
-        return
-    t, v, lo, hi, u, w = (s[:, i] for i in range(6))
-    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+    return tbs
+
+
+def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool | None):
+    """Lower bounds on instructions per threadblock, from the send rows: (direct, staged).
+    ``direct[u·N + w]``: the send threadblock u→w without staging — one instruction per
+    (link, step) in a reduce phase, one per contiguous chunk range in the allgather phase.
+    ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
+    allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
+    each (rank, step)'s local threadblock, which copies every range of a multi-range message
+    on both ends (paper 001 §7)."""
+    n, p, steps = schedule.topology.n, schedule.shard_chunks, schedule.num_steps
+    t, v, lo, hi, u, w = (schedule.sends[:, i] for i in range(6))
+    reduce_until = {"allgather": 0, "reduce-scatter": steps,
                     "allreduce": schedule.reduce_steps}[schedule.collective]
-    if collective == "reduce-scatter":          # its sources are scratch: no bound from here
-        return
     link = u * n + w
     ag = t > reduce_until
-    # reduce phase: one instruction per (link, step) at least
-    rs_link = np.unique(link[~ag] * (schedule.num_steps + 1) + t[~ag]) // (schedule.num_steps + 1)
+    span = steps + 1
+    rs_link = np.unique(link[~ag] * span + t[~ag]) // span
     bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
-    if ag.any():
-        kp = k * p if coll != "allreduce" else p
-        span = schedule.num_steps + 1
-        start = v[ag] * kp + lo[ag]
-        end = v[ag] * kp + hi[ag]
-        key = link[ag] * span + t[ag]
-        order = np.lexsort((start, key))
-        key, start, end = key[order], start[order], end[order]
-        brk = np.ones(key.size, bool)
-        brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
-        runs_kt, runs = np.unique(key[brk], return_counts=True)
-        direct_ag = np.bincount(runs_kt // span, weights=runs, minlength=n * n)
-        if stage is not False:
-            # staged: one send per (link, step) and block of 71 pieces; the step's local
-            # threadblock copies every run of a multi-run message on both ends (paper 001 §7)
-            pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
-                                 minlength=runs_kt.size)
-            blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
-            extra = np.maximum(0, runs - blocks)
-            lk, st = runs_kt // span, runs_kt % span
-            su, sw = lk // n, lk % n
-            stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
-                np.bincount(sw * span + st, weights=extra, minlength=n * span)
-            staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(
-                np.int64)
-            staged_bound = max(int(staged_link.max()), int(stage_tb.max()))
-        bound = bound + direct_ag.astype(np.int64)
-    worst = int(bound.argmax())
-    direct_bound = int(bound[worst])
-    if stage is True and ag.any():
-        need = staged_bound
-    elif stage is None and ag.any():
-        need = min(direct_bound, staged_bound)
-    else:
-        need = direct_bound
-    if need > limit:
-        a, b = divmod(worst, n)
-        where = (f"the threadblock sending {a}→{b} needs at least {direct_bound} instructions"
-                 if need == direct_bound else
-                 f"a threadblock needs at least {need} instructions even with staged copies")
-        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
-                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
-    if stage is not False and ag.any():
-        bound = np.minimum(bound, staged_link)
-    bl = bound.reshape(n, n)
-    per_rank = bl.sum(axis=1) + bl.sum(axis=0)
-    nodes = 1 + n + tbs + k * int(per_rank.max())
-    if nodes >= rt.max_nodes:
-        raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
-                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {instead}")
+    if not ag.any():
+        return bound, None
+    kp = k * p if coll != "allreduce" else p
+    start, end, key = v[ag] * kp + lo[ag], v[ag] * kp + hi[ag], link[ag] * span + t[ag]
+    order = np.lexsort((start, key))
+    key, start, end = key[order], start[order], end[order]
+    brk = np.ones(key.size, bool)
+    brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
+    runs_kt, runs = np.unique(key[brk], return_counts=True)
+    direct = bound + np.bincount(runs_kt // span, weights=runs, minlength=n * n).astype(np.int64)
+    if stage is False:
+        return direct, None
+    pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
+                         minlength=runs_kt.size)
+    blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+    extra = np.maximum(0, runs - blocks)
+    lk, st = runs_kt // span, runs_kt % span
+    su, sw = lk // n, lk % n
+    stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
+        np.bincount(sw * span + st, weights=extra, minlength=n * span)
+    staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64)
+    return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
+
+
+class _Lowering:
+    """The state the lowering passes share: every rank's program (:class:`_Prog`), where each
+    rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
+    own chunk are still to arrive (``remaining``)."""
+
+    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage):
+        self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
+        self.max_cnt, self.stage = max_cnt, stage
+        self.pos, _ = _layout(self.coll, self.n, self.p, k)
+        self.progs = place_threadblocks(schedule, inplace, k)
+        self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+                             "allreduce": schedule.reduce_steps}[self.coll]
+        self.loc = [{} for _ in range(self.n)]
+        self.remaining = defaultdict(int)
+
+    def own_out(self, w: int, c: int):
+        """Where rank w's own reduced chunk c ends: its output."""
+        return ("o", c) if self.coll == "reduce-scatter" else ("o", self.pos(w, c))
+
+
+def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
+    """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
+    receive threadblock per in-neighbour and a local one (channel 0; channel j repeats them
+    on its own pieces when the XML is written)."""
+    out_peers, in_peers = _peers(schedule)
+    return [_Prog(u, out_peers[u], in_peers[u], inplace, schedule.collective,
+                  k * schedule.shard_chunks) for u in range(schedule.topology.n)]
 
 
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
            stage: bool = False):
-    """Channel-0 programs of every rank (module doc); ``stage``: allgather-phase messages
-    that are not one contiguous range on both ends go through scratch (packed by copies
-    before the send, unpacked after the receive, in a local threadblock per step)."""
-    n, p, k = schedule.topology.n, schedule.shard_chunks, channels
-    coll = schedule.collective
-    kp = k * p
-    pos, _ = _layout(coll, n, p, k)
+    """Channel-0 programs of every rank (module doc), pass by pass: layout and threadblock
+    placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
+    layout order, their receive places, consolidation into instructions (staged through
+    scratch with ``stage``: allgather-phase messages that are not one contiguous range on both
+    ends are packed by copies before the send and unpacked after the receive, in a local
+    threadblock per step), with the reduce phase's results moved to the output between the
+    phases."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
-    out_peers, in_peers = _peers(schedule)
-    progs = [_Prog(u, out_peers[u], in_peers[u], inplace, coll, kp) for u in range(n)]
-    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
-                    "allreduce": schedule.reduce_steps}[coll]
-    loc = [{} for _ in range(n)]
-
-    def own_out(w, c):
-        return ("o", c) if coll == "reduce-scatter" else ("o", pos(w, c))
-
-    remaining = defaultdict(int)
-    if coll == "allgather":
-        for u in range(n):
-            if inplace:
-                for c in range(p):
-                    loc[u][(u, c)] = ("o", pos(u, c))
-            else:
-                for c in range(p):
-                    loc[u][(u, c)] = ("i", c)
-                progs[u].add(progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
-                             [("i", 0)], [("o", pos(u, 0))])
-    else:
-        for u in range(n):
-            for v in range(n):
-                for c in range(p):
-                    loc[u][(v, c)] = ("i", pos(v, c))
-        for t, v, lo, hi, u, w in s.tolist():
-            if t <= reduce_until and v == w:
-                for c in range(lo, hi):
-                    remaining[(w, c)] += 1
-
-    def finish_reduce():
-        for u in range(n):
-            prog = progs[u]
-            pend = []
-            for c in range(p):
-                cur, want = loc[u].get((u, c)), own_out(u, c)
-                if cur is None:
-                    raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
-                if cur != want:
-                    pend.append((cur, want))
-            for run in _runs([(a, None, b) for a, b in pend], max_cnt, key=lambda x: x):
-                (src, _, dst), cnt = run[0], len(run)
-                prog.add(prog.local, "cpy", src, dst, cnt, reduce_until, [src], [dst])
-            loc[u] = {(u, c): own_out(u, c) for c in range(p)}
-
-    started_ag = coll == "allgather"
+    _initial_data(st, s, inplace)
+    started_ag = st.coll == "allgather"
     steps, first = np.unique(s[:, 0], return_index=True) if s.shape[0] else ([], [])
     bounds = list(first) + [s.shape[0]]
     for j, t in enumerate(list(steps)):
         t = int(t)
-        reducing = t <= reduce_until
+        reducing = t <= st.reduce_until
         if not reducing and not started_ag:
-            finish_reduce()
+            _finish_reduce(st)
             started_ag = True
-        groups = {}
-        for _, v, lo, hi, u, w in s[bounds[j]:bounds[j + 1]].tolist():
-            groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
-        msgs = []
-        for (u, w) in sorted(groups):
-            pieces = groups[(u, w)]
-            try:
-                srcs = [loc[u][pc] for pc in pieces]
-            except KeyError:
-                raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
-                                    "validate the schedule first") from None
-            order = sorted(range(len(pieces)), key=lambda i: srcs[i])
-            pieces = [pieces[i] for i in order]
-            srcs = [srcs[i] for i in order]
-            if reducing:
-                for pc in pieces:
-                    del loc[u][pc]
-            msgs.append((u, w, pieces, srcs))
-        recvs = {}
-        for u, w, pieces, srcs in sorted(msgs, key=lambda m: (m[1], m[0])):
-            lst = []
-            for pc in pieces:
-                v, c = pc
-                if reducing:
-                    cur = loc[w].get(pc)
-                    final = False
-                    if v == w:
-                        remaining[(w, c)] -= 1
-                        final = remaining[(w, c)] == 0
-                    dst = own_out(w, c) if final else progs[w].new_scratch()
-                    loc[w][pc] = dst
-                    lst.append(("rrc" if cur is not None else "r", cur, dst))
-                else:
-                    if pc in loc[w]:
-                        dst = progs[w].new_scratch()
-                    else:
-                        dst = ("o", pos(v, c))
-                        loc[w][pc] = dst
-                    lst.append(("r", None, dst))
-            recvs[(u, w)] = lst
+        msgs = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
+        recvs = _receive_places(st, msgs, reducing)
         runs = {}
-        msg_pieces = {(m[0], m[1]): m[2] for m in msgs}
         for u, w, pieces, srcs in msgs:
-            items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs[(u, w)])]
-            runs[(u, w)] = _runs(items, max_cnt, key=lambda x: x)
-            if stage and not reducing and len(runs[(u, w)]) > 1:
-                runs[(u, w)] = [items[i:i + max_cnt] for i in range(0, len(items), max_cnt)]
-            prog = progs[u]
-            for run in runs[(u, w)]:
-                src = run[0][0]
-                parts = _runs(run, max_cnt, key=lambda it: (it[0],))
-                if len(parts) > 1:                       # pack into scratch, send once
-                    blk = prog.new_scratch(len(run))
-                    at = 0
-                    for part in parts:
-                        dst = ("s", blk[1] + at)
-                        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t,
-                                 [part[0][0]], [dst])
-                        at += len(part)
-                    src = blk
-                prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
-        for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
-            prog = progs[w]
-            where = {id(it): pc for it, pc in zip(
-                (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
-            for run in runs[(u, w)]:
-                _, kind, cur, dst = run[0]
-                parts = _runs(run, max_cnt, key=lambda it: (it[3],))
-                if kind == "r" and len(parts) > 1:         # receive into scratch, unpack
-                    blk = prog.new_scratch(len(run))
-                    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
-                    at = 0
-                    for part in parts:
-                        src = ("s", blk[1] + at)
-                        if part[0][3][0] != "s":           # not a duplicate
-                            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t,
-                                     [src], [part[0][3]])
-                            for q, it in enumerate(part):  # forwards read the scratch copy
-                                loc[w][where[id(it)]] = ("s", blk[1] + at + q)
-                        at += len(part)
-                    continue
-                reads = [cur] if kind == "rrc" else []
-                prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
-                         reads, [dst])
+            runs[(u, w)] = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
+        _emit_receives(st, t, runs, {(m[0], m[1]): m[2] for m in msgs})
     if not started_ag:
-        finish_reduce()
-    return progs
+        _finish_reduce(st)
+    return st.progs
+
+
+def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
+    """Where every rank's input sits before step 1 (allgather: its shard, copied to the output
+    unless in place); for reduce phases, the count of sends of each rank's own chunks."""
+    n, p, pos = st.n, st.p, st.pos
+    if st.coll == "allgather":
+        for u in range(n):
+            if inplace:
+                for c in range(p):
+                    st.loc[u][(u, c)] = ("o", pos(u, c))
+            else:
+                for c in range(p):
+                    st.loc[u][(u, c)] = ("i", c)
+                st.progs[u].add(st.progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
+                                [("i", 0)], [("o", pos(u, 0))])
+        return
+    for u in range(n):
+        for v in range(n):
+            for c in range(p):
+                st.loc[u][(v, c)] = ("i", pos(v, c))
+    for t, v, lo, hi, u, w in s.tolist():
+        if t <= st.reduce_until and v == w:
+            for c in range(lo, hi):
+                st.remaining[(w, c)] += 1
+
+
+def _finish_reduce(st: _Lowering) -> None:
+    """End of the reduce phase: every rank copies its reduced chunks that are not yet in
+    place to its output (consecutive ones in one copy)."""
+    for u in range(st.n):
+        prog = st.progs[u]
+        pend = []
+        for c in range(st.p):
+            cur, want = st.loc[u].get((u, c)), st.own_out(u, c)
+            if cur is None:
+                raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
+            if cur != want:
+                pend.append((cur, want))
+        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, key=lambda x: x):
+            (src, _, dst), cnt = run[0], len(run)
+            prog.add(prog.local, "cpy", src, dst, cnt, st.reduce_until, [src], [dst])
+        st.loc[u] = {(u, c): st.own_out(u, c) for c in range(st.p)}
+
+
+def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> list:
+    """Layout pass of one step: per link (u, w), the (shard, chunk) pieces it carries and
+    their places at u, in buffer order; a reduce-phase sender gives its partials up."""
+    groups = {}
+    for _, v, lo, hi, u, w in rows.tolist():
+        groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
+    msgs = []
+    for (u, w) in sorted(groups):
+        pieces = groups[(u, w)]
+        try:
+            srcs = [st.loc[u][pc] for pc in pieces]
+        except KeyError:
+            raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
+                                "validate the schedule first") from None
+        order = sorted(range(len(pieces)), key=lambda i: srcs[i])
+        pieces = [pieces[i] for i in order]
+        srcs = [srcs[i] for i in order]
+        if reducing:
+            for pc in pieces:
+                del st.loc[u][pc]
+        msgs.append((u, w, pieces, srcs))
+    return msgs
+
+
+def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
+    """Where each received piece lands, per link: (kind, place it reduces with or None,
+    destination). Reduce phase: fresh scratch, or the output for the last partial of the
+    receiver's own chunk; allgather phase: the final place (scratch for a duplicate)."""
+    recvs = {}
+    for u, w, pieces, _ in sorted(msgs, key=lambda m: (m[1], m[0])):
+        lst = []
+        for pc in pieces:
+            v, c = pc
+            if reducing:
+                cur = st.loc[w].get(pc)
+                final = False
+                if v == w:
+                    st.remaining[(w, c)] -= 1
+                    final = st.remaining[(w, c)] == 0
+                dst = st.own_out(w, c) if final else st.progs[w].new_scratch()
+                st.loc[w][pc] = dst
+                lst.append(("rrc" if cur is not None else "r", cur, dst))
+            else:
+                if pc in st.loc[w]:
+                    dst = st.progs[w].new_scratch()
+                else:
+                    dst = ("o", st.pos(v, c))
+                    st.loc[w][pc] = dst
+                lst.append(("r", None, dst))
+        recvs[(u, w)] = lst
+    return recvs
+
+
+def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs: list,
+                       reducing: bool) -> list:
+    """Consolidation pass for link u→w at step t: runs of pieces contiguous on both ends
+    become one send instruction each; staged, the message goes in blocks of ``max_cnt``
+    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)."""
+    items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
+    runs = _runs(items, st.max_cnt, key=lambda x: x)
+    if st.stage and not reducing and len(runs) > 1:
+        runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
+    prog = st.progs[u]
+    for run in runs:
+        src = _stage_pack(prog, t, run, st.max_cnt)
+        prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
+    return runs
+
+
+def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
+    """Staging pass, sender side: a run whose sources are several ranges is copied into one
+    fresh scratch range by step t's local threadblock; returns where the send reads."""
+    parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+    if len(parts) == 1:
+        return run[0][0]
+    blk = prog.new_scratch(len(run))
+    at = 0
+    for part in parts:
+        dst = ("s", blk[1] + at)
+        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t, [part[0][0]], [dst])
+        at += len(part)
+    return blk
+
+
+def _emit_receives(st: _Lowering, t: int, runs: dict, msg_pieces: dict) -> None:
+    """The receive instructions of step t, receiver by receiver: each message lands in its
+    places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
+    ranges, in scratch and is unpacked by :func:`_stage_unpack`."""
+    for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
+        prog = st.progs[w]
+        where = {id(it): pc for it, pc in zip(
+            (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
+        for run in runs[(u, w)]:
+            _, kind, cur, dst = run[0]
+            parts = _runs(run, st.max_cnt, key=lambda it: (it[3],))
+            if kind == "r" and len(parts) > 1:
+                _stage_unpack(st, prog, t, u, w, run, parts, where)
+                continue
+            reads = [cur] if kind == "rrc" else []
+            prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
+                     reads, [dst])
+
+
+def _stage_unpack(st: _Lowering, prog: _Prog, t: int, u: int, w: int, run, parts,
+                  where) -> None:
+    """Staging pass, receiver side: take the message into fresh scratch in one receive, copy
+    each range to its place (duplicates stay in scratch); forwards then read the scratch copy,
+    so they wait for no copy."""
+    blk = prog.new_scratch(len(run))
+    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
+    at = 0
+    for part in parts:
+        src = ("s", blk[1] + at)
+        if part[0][3][0] != "s":
+            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t, [src],
+                     [part[0][3]])
+            for q, it in enumerate(part):
+                st.loc[w][where[id(it)]] = ("s", blk[1] + at + q)
+        at += len(part)
 
 
 def _runs(items, max_cnt, key):
