@@ -138,19 +138,43 @@ def test_runtime_spelling_and_max_bytes():
 
 
 def test_step_limit_refused_with_the_figure():
+    """Torus(8,8) allreduce under a 1-step limit: one step of one link alone needs more, so no
+    spreading over lanes helps; refused with the figure."""
     s = schedule("Torus(8,8)", "allreduce")
-    with pytest.raises(TopofinderError, match=r"instructions, the limit is 20 "
+    with pytest.raises(TopofinderError, match=r"has \d+ instructions, the limit is 1 "
                                               r"\(MSCCL_MAX_NUM_STEPS\)"):
-        to_msccl_xml(s, max_steps=20)
+        to_msccl_xml(s, max_steps=1)
 
 
+@pytest.mark.parametrize("channels", [1, 2])
+@pytest.mark.parametrize("coll", COLLS)
+def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
+    """Under half the step limit the direct program needs, each link's later steps move to
+    threadblocks on further channels (lanes): every threadblock fits, the program completes at
+    capacity 1 and 2 and moves exactly the schedule's chunks at its steps."""
+    s = schedule("Torus(4,4)", coll)
+    need = check(to_msccl_xml(s, channels=channels), "msccl-executor",
+                 capacities=())["max_steps_per_tb"]
+    limit = need // 2
+    xml = to_msccl_xml(s, channels=channels, max_steps=limit)
+    stats = check(xml, "msccl-executor", capacities=(1, 2), max_steps=limit)
+    assert stats["max_steps_per_tb"] <= limit
+    assert int(ET.fromstring(xml).get("nchannels")) > channels
+    doc = parse_msccl_xml(xml)
+    assert doc["channels"] == channels
+    assert chunk_moves(doc["sends"]) == chunk_moves(s.sends)
+
+
+@pytest.mark.slow
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
-    """L^3(C(16,{1,6})) allreduce (N = 1024): refused with the limit named, nothing written."""
+    """L^3(C(16,{1,6})) allreduce (N = 1024): its links fit on lanes, but a rank's program
+    passes the parser's 4095 elements (found by the lowering, stopped at that step: minutes,
+    GBs); refused with the limit named, nothing written."""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
                  "allreduce", "--format", "xml", "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "MSCCL_MAX_NUM_STEPS" in err and "json or npz" in err and len(err.splitlines()) == 1
+    assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
     assert not out.exists()
 
 

@@ -39,8 +39,8 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
     progs = place_threadblocks(s, inplace=False, k=1)
     links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
     for prog in progs:
-        assert set(prog.send_tb) == {w for u, w in links if u == prog.u}
-        assert set(prog.recv_tb) == {u for u, w in links if w == prog.u}
+        assert set(prog.send_tb) == {(w, 0) for u, w in links if u == prog.u}
+        assert set(prog.recv_tb) == {(u, 0) for u, w in links if w == prog.u}
         assert [kind for kind, _ in prog.tb_peer].count("local") == 1
 
 
@@ -72,7 +72,7 @@ def test_consolidation_sends_one_instruction_per_contiguous_run():
     recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
     runs = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
     assert [len(r) for r in runs] == [2, 1]
-    sends = st.progs[0].instrs[st.progs[0].send_tb[1]]
+    sends = st.progs[0].instrs[st.progs[0].send_tb[(1, 0)]]
     assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
                                                                        ("s", ("o", 5), 1)]
 

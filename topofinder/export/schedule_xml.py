@@ -55,6 +55,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
 from math import lcm
@@ -83,19 +84,24 @@ _MAX_CNT_DEFAULT = 71
 class _Prog:
     """One rank's channel-0 program: threadblocks of instructions with dependencies."""
 
-    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
+    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int,
+                 lanes: dict | None = None):
         self.u = u
         self.tb_peer = [("send", w) for w in out_peers] + [("recv", x) for x in in_peers] + [
             ("local", -1)]
-        self.send_tb = {w: i for i, w in enumerate(out_peers)}
-        self.recv_tb = {x: len(out_peers) + i for i, x in enumerate(in_peers)}
+        self.send_tb = {(w, 0): i for i, w in enumerate(out_peers)}
+        self.recv_tb = {(x, 0): len(out_peers) + i for i, x in enumerate(in_peers)}
         self.local = len(self.tb_peer) - 1
         ntb = len(self.tb_peer)
+        self.lane = [0] * ntb                       # per tb: its channel lane (time slot)
+        self.lanes = lanes or {}                    # link (u, w) → first steps of lanes 1, 2, …
         self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
+        self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
         self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
+        self.total = 0                              # XML steps so far, nops included
         self.stage = {}
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
 
@@ -114,7 +120,7 @@ class _Prog:
         self.scratch += count
         return ("s", self.scratch - count)
 
-    def add(self, tb, kind, src, dst, cnt, t, reads, writes):
+    def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
         """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
         cand = {}
         for buf, off in reads:
@@ -144,8 +150,10 @@ class _Prog:
             self.hasdep[b].add(i)
         idx = len(self.instrs[tb])
         cur[tb] = idx + 1
+        self.total += max(1, len(chosen))
         self.clock[tb].append(cur)
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
+        self.slots[tb].append(slot or (t, 0))
         for buf, off in reads:
             for k in range(cnt):
                 self.readers.setdefault(self.phys(buf, off + k), {})[tb] = idx
@@ -155,15 +163,31 @@ class _Prog:
                 self.writer[cell] = (tb, idx)
                 self.readers[cell] = {}
 
+    def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
+        self.tb_peer.append((kind, peer))
+        self.lane.append(lane)
+        self.instrs.append([])
+        self.slots.append([])
+        self.clock.append([])
+        self.hasdep.append(set())
+        return len(self.tb_peer) - 1
+
     def stage_tb(self, t: int) -> int:
         """The local threadblock that packs and unpacks step t's staged messages."""
         if t not in self.stage:
-            self.stage[t] = len(self.tb_peer)
-            self.tb_peer.append(("local", -1))
-            self.instrs.append([])
-            self.clock.append([])
-            self.hasdep.append(set())
+            self.stage[t] = self._new_tb("local", -1)
         return self.stage[t]
+
+    def conn_tb(self, kind: str, peer: int, slot: tuple) -> int:
+        """The threadblock of connection (``kind`` = send to / recv from ``peer``) that carries
+        ``slot`` = (step, run of that step's message): lane i of the link holds its slots from
+        the i-th boundary in ``lanes`` on, on channel lane i (placement in time)."""
+        link = (self.u, peer) if kind == "send" else (peer, self.u)
+        lane = bisect_right(self.lanes.get(link, ()), slot)
+        table = self.send_tb if kind == "send" else self.recv_tb
+        if (peer, lane) not in table:
+            table[(peer, lane)] = self._new_tb(kind, peer, lane)
+        return table[(peer, lane)]
 
     def emitted(self) -> list[int]:
         """Threadblocks written to the XML, in id order (empty local ones are left out)."""
@@ -241,20 +265,31 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     need = int(direct[worst]) if staged is None else int(staged.max())
     if stage is None and staged is not None:
         need = min(int(direct[worst]), need)
-    if need > limit:
+    lanes = -(-need // limit)           # a link's steps spread over lanes of ≤ limit each
+    if channels * lanes > rt.max_channels:
         a, b = divmod(worst, n)
-        where = (f"the threadblock sending {a}→{b} needs at least {direct[worst]} instructions"
+        where = (f"the link {a}→{b} needs at least {direct[worst]} instructions"
                  if need == direct[worst] else
                  f"a threadblock needs at least {need} instructions even with staged copies")
-        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
-                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
-    link = direct[:n * n] if staged is None else np.minimum(direct, staged[:n * n])
-    bl = link.reshape(n, n)
-    nodes = 1 + n + tbs + channels * int((bl.sum(axis=1) + bl.sum(axis=0)).max())
+        raise TopofinderError(f"{what}: {where}, more than {rt.max_channels // channels} "
+                              f"threadblocks of {limit} (MSCCL_MAX_NUM_STEPS) on "
+                              f"{rt.max_channels} channels hold; {_step_advice(rt, need)}")
+    per_rank = _rank_bound(direct, n)
+    if staged is not None:          # staged: its links plus the rank's staging copies
+        with_copies = _rank_bound(staged[:n * n], n) + staged[n * n:].reshape(n, -1).sum(axis=1)
+        per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
+    nodes = 1 + n + tbs + channels * int(per_rank.max())
     if nodes >= rt.max_nodes:
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
                               f"parser holds {rt.max_nodes - 1} (MAX_NODES); export --format "
                               "json or npz instead")
+
+
+def _rank_bound(link: np.ndarray, n: int) -> np.ndarray:
+    """Per rank: the instructions of its send and receive threadblocks, from per-link
+    counts (index u·N + w)."""
+    bl = link.reshape(n, n)
+    return bl.sum(axis=1) + bl.sum(axis=0)
 
 
 def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
@@ -289,7 +324,8 @@ def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
 def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool | None):
     """Lower bounds on instructions per threadblock, from the send rows: (direct, staged).
     ``direct[u·N + w]``: the send threadblock u→w without staging — one instruction per
-    (link, step) in a reduce phase, one per contiguous chunk range in the allgather phase.
+    (link, step) and 71 pieces in a reduce phase, per contiguous chunk range and 71 pieces in
+    the allgather phase (cnt < MSCCL_MAX_COUNT = 72).
     ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
     allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
     each (rank, step)'s local threadblock, which copies every range of a multi-range message
@@ -301,8 +337,10 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     link = u * n + w
     ag = t > reduce_until
     span = steps + 1
-    rs_link = np.unique(link[~ag] * span + t[~ag]) // span
-    bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
+    rs_kt, rs_at = np.unique(link[~ag] * span + t[~ag], return_inverse=True)
+    rs_blocks = np.ceil(np.bincount(rs_at.ravel(), weights=(hi - lo)[~ag],
+                                    minlength=rs_kt.size) / _MAX_CNT_DEFAULT)
+    bound = np.bincount(rs_kt // span, weights=rs_blocks, minlength=n * n).astype(np.int64)
     if not ag.any():
         return bound, None
     kp = k * p if coll != "allreduce" else p
@@ -312,7 +350,10 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     brk = np.ones(key.size, bool)
     brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
     runs_kt, runs = np.unique(key[brk], return_counts=True)
-    direct = bound + np.bincount(runs_kt // span, weights=runs, minlength=n * n).astype(np.int64)
+    run_len = np.bincount(np.cumsum(brk) - 1, weights=end - start)
+    per_run = np.ceil(run_len / _MAX_CNT_DEFAULT)
+    direct = bound + np.bincount(key[brk] // span, weights=per_run,
+                                 minlength=n * n).astype(np.int64)
     if stage is False:
         return direct, None
     pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
@@ -332,11 +373,12 @@ class _Lowering:
     rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
     own chunk are still to arrive (``remaining``)."""
 
-    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage):
+    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
+                 lanes: dict | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
         self.pos, _ = _layout(self.coll, self.n, self.p, k)
-        self.progs = place_threadblocks(schedule, inplace, k)
+        self.progs = place_threadblocks(schedule, inplace, k, lanes)
         self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
                              "allreduce": schedule.reduce_steps}[self.coll]
         self.loc = [{} for _ in range(self.n)]
@@ -347,25 +389,64 @@ class _Lowering:
         return ("o", c) if self.coll == "reduce-scatter" else ("o", self.pos(w, c))
 
 
-def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
+def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
+                       lanes: dict | None = None) -> list:
     """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
-    receive threadblock per in-neighbour and a local one (channel 0; channel j repeats them
-    on its own pieces when the XML is written)."""
+    receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
+    on its own pieces when the XML is written). ``lanes`` (from :func:`assign_lanes`) moves
+    a link's later steps to further threadblocks on further channels, so no threadblock holds
+    more than the runtime's step limit."""
     out_peers, in_peers = _peers(schedule)
     return [_Prog(u, out_peers[u], in_peers[u], inplace, schedule.collective,
-                  k * schedule.shard_chunks) for u in range(schedule.topology.n)]
+                  k * schedule.shard_chunks, lanes) for u in range(schedule.topology.n)]
+
+
+def assign_lanes(progs: list, budget: int) -> dict | None:
+    """Placement in time: from programs lowered on one lane, cut each link's sequence of slots
+    (step, run of the step's message) into consecutive groups whose instructions (nops
+    included) on the sending and on the receiving threadblock stay within ``budget``; group i
+    runs on channel lane i. Returns {link (u, w): [first slot of lane 1, of lane 2, …]} for
+    the links that need cuts, or None when one slot alone exceeds ``budget``."""
+    per_slot = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for prog in progs:
+        for b, (kind, peer) in enumerate(prog.tb_peer):
+            if kind == "local":
+                continue
+            link, side = ((prog.u, peer), 0) if kind == "send" else ((peer, prog.u), 1)
+            for ins, slot in zip(prog.instrs[b], prog.slots[b]):
+                per_slot[link][slot][side] += max(1, len(ins[5]))
+    lanes = {}
+    for link, slots in per_slot.items():
+        used, cuts = [0, 0], []
+        for slot in sorted(slots):
+            need = slots[slot]
+            if max(need) > budget:
+                return None
+            if used[0] + need[0] > budget or used[1] + need[1] > budget:
+                cuts.append(slot)
+                used = [0, 0]
+            used = [used[0] + need[0], used[1] + need[1]]
+        if cuts:
+            lanes[link] = cuts
+    return lanes
+
+
+class _TooBig(Exception):
+    """The lowering stopped early: some rank's program already exceeds what its parser
+    loads."""
 
 
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
-           stage: bool = False):
+           stage: bool = False, lanes: dict | None = None, max_steps: int | None = None):
     """Channel-0 programs of every rank (module doc), pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
     layout order, their receive places, consolidation into instructions (staged through
     scratch with ``stage``: allgather-phase messages that are not one contiguous range on both
     ends are packed by copies before the send and unpacked after the receive, in a local
     threadblock per step), with the reduce phase's results moved to the output between the
-    phases."""
-    st = _Lowering(schedule, channels, inplace, max_cnt, stage)
+    phases. ``max_steps``: stop (:class:`_TooBig`) once one rank's channel-0 program holds
+    more XML steps, checked after every schedule step."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage, lanes)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     _initial_data(st, s, inplace)
@@ -384,6 +465,11 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
         for u, w, pieces, srcs in msgs:
             runs[(u, w)] = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
         _emit_receives(st, t, runs, {(m[0], m[1]): m[2] for m in msgs})
+        if max_steps is not None:
+            big = max(st.progs, key=lambda prog: prog.total)
+            if big.total > max_steps:
+                raise _TooBig(f"rank {big.u} would load more than {max_steps} steps by "
+                              f"schedule step {t} of {schedule.num_steps}")
     if not started_ag:
         _finish_reduce(st)
     return st.progs
@@ -495,9 +581,10 @@ def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs:
     if st.stage and not reducing and len(runs) > 1:
         runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
     prog = st.progs[u]
-    for run in runs:
+    for r, run in enumerate(runs):
         src = _stage_pack(prog, t, run, st.max_cnt)
-        prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
+        prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
+                 slot=(t, r))
     return runs
 
 
@@ -521,27 +608,28 @@ def _emit_receives(st: _Lowering, t: int, runs: dict, msg_pieces: dict) -> None:
     places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
     ranges, in scratch and is unpacked by :func:`_stage_unpack`."""
     for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
-        prog = st.progs[w]
-        where = {id(it): pc for it, pc in zip(
-            (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
-        for run in runs[(u, w)]:
+        prog, where = st.progs[w], None
+        for r, run in enumerate(runs[(u, w)]):
             _, kind, cur, dst = run[0]
             parts = _runs(run, st.max_cnt, key=lambda it: (it[3],))
             if kind == "r" and len(parts) > 1:
-                _stage_unpack(st, prog, t, u, w, run, parts, where)
+                where = where or {id(it): pc for it, pc in zip(
+                    (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
+                _stage_unpack(st, prog, (t, r), u, w, run, parts, where)
                 continue
             reads = [cur] if kind == "rrc" else []
-            prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
-                     reads, [dst])
+            prog.add(prog.conn_tb("recv", u, (t, r)), kind, cur if kind == "rrc" else dst, dst,
+                     len(run), t, reads, [dst], slot=(t, r))
 
 
-def _stage_unpack(st: _Lowering, prog: _Prog, t: int, u: int, w: int, run, parts,
+def _stage_unpack(st: _Lowering, prog: _Prog, slot: tuple, u: int, w: int, run, parts,
                   where) -> None:
     """Staging pass, receiver side: take the message into fresh scratch in one receive, copy
     each range to its place (duplicates stay in scratch); forwards then read the scratch copy,
     so they wait for no copy."""
     blk = prog.new_scratch(len(run))
-    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
+    t = slot[0]
+    prog.add(prog.conn_tb("recv", u, slot), "r", blk, blk, len(run), t, [], [blk], slot=slot)
     at = 0
     for part in parts:
         src = ("s", blk[1] + at)
@@ -567,8 +655,8 @@ def _runs(items, max_cnt, key):
 
 def _follows(a, b) -> bool:
     for x, y in zip(a, b):
-        if isinstance(x, tuple) and isinstance(y, tuple):
-            if x[0] != y[0] or x[1] + 1 != y[1]:
+        if type(x) is tuple and type(y) is tuple:
+            if x[1] + 1 != y[1] or x[0] != y[0]:
                 return False
         elif x != y:
             return False
@@ -601,14 +689,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    tries = [stage] if stage is not None or coll == "reduce-scatter" else [False, True]
-    for attempt in tries:
-        progs = _lower(schedule, channels, inplace, rt.max_count - 1, stage=attempt)
-        problem = _fit_problem(progs, schedule.topology.n, channels, rt, limit)
-        if problem is None:
-            break
-    if problem is not None:
-        raise TopofinderError(f"{what}: {problem}")
+    progs = _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what)
     text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes,
                  extra)
     try:
@@ -619,8 +700,51 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     return text
 
 
+def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
+                  what: str) -> list:
+    """Lower directly, then staged (unless ``stage`` fixes one), each first on one lane per
+    link; when a threadblock holds more than ``limit`` steps, place the links' later slots on
+    further lanes (:func:`assign_lanes`, aiming 1/8 below the limit since the new
+    threadblocks' dependencies add nops, then 1/4). The first that fits, else
+    TopofinderError."""
+    tries = [stage] if stage is not None or schedule.collective == "reduce-scatter" \
+        else [False, True]
+    n, first = schedule.topology.n, None
+    room = (rt.max_nodes - 2 - n) // k              # XML steps one rank's parser can hold
+    for attempt in tries:
+        try:
+            progs = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt,
+                           max_steps=room)
+        except _TooBig as exc:
+            first = first or (f"{exc}, beyond the {rt.max_nodes - 1} XML elements its parser "
+                              "holds (MAX_NODES); export --format json or npz instead")
+            continue
+        problem = _fit_problem(progs, n, k, rt, limit)
+        if problem is None:
+            return progs
+        first = first or problem
+        for budget in (limit * 7 // 8, limit * 3 // 4):
+            lanes = assign_lanes(progs, budget)
+            if lanes is None:
+                break
+            laned = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt, lanes=lanes)
+            problem = _fit_problem(laned, n, k, rt, limit)
+            if problem is None:
+                return laned
+    raise TopofinderError(f"{what}: {first}")
+
+
+def _lane_count(progs) -> int:
+    """Lanes (channels per instance) the programs use."""
+    return 1 + max((max(prog.lane) for prog in progs), default=0)
+
+
 def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     """Why the lowered programs do not fit the runtime (one clause), or None."""
+    lanes = _lane_count(progs)
+    if k * lanes > rt.max_channels:
+        return (f"spreading its links over {lanes} channel lanes × {k} instance(s) needs more "
+                f"than the runtime's {rt.max_channels} channels; use fewer channels")
     for prog in progs:
         counts = prog.steps_per_tb()
         ntb = len(counts)
@@ -649,7 +773,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
           extra=None) -> str:
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
-    kp = k * p
+    kp, lanes = k * p, _lane_count(progs)
     _, shift = _layout(coll, n, p, k)
     if max_bytes is None:
         max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
@@ -657,7 +781,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         max_b = str(max_bytes)
     algo = ET.Element("algo", {
         "name": name or f"topofinder_{coll}_{topo.expr}"[:200], "proto": protocol,
-        "nchannels": str(k), "nchunksperloop": str(n * kp), "ngpus": str(n),
+        "nchannels": str(k * lanes), "nchunksperloop": str(n * kp), "ngpus": str(n),
         "coll": rt.colls[coll], "inplace": "1" if inplace else "0",
         "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
@@ -690,7 +814,8 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                 kind, peer = prog.tb_peer[b]
                 tb = ET.SubElement(gpu, "tb", {
                     "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
-                    "recv": str(peer if kind == "recv" else -1), "chan": str(j)})
+                    "recv": str(peer if kind == "recv" else -1),
+                    "chan": str(j * lanes + prog.lane[b])})
                 st = 0
                 for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
                     for db, di in deps[:-1]:
@@ -734,10 +859,11 @@ def parse_msccl_xml(text: str) -> dict:
     algo = parse(text)
     a = algo.attrs
     try:
-        n, k = algo.ngpus, algo.nchannels
-        p = int(a["shard_chunks"])
+        n, p = algo.ngpus, int(a["shard_chunks"])
         layout = a.get("layout", "shard")
-    except (KeyError, ValueError):
+        k = algo.nchunksperloop // (n * p)          # instances; each on nchannels/k lanes
+        lanes = algo.nchannels // k
+    except (KeyError, ValueError, ZeroDivisionError):
         raise TopofinderError("MSCCL XML lacks topofinder's shard_chunks attribute") from None
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
@@ -749,8 +875,8 @@ def parse_msccl_xml(text: str) -> dict:
         else:
             v, rest = divmod(elem, k * p)
             j, c = divmod(rest, p)
-        if j != chan:
-            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of channel {j}")
+        if j != chan // lanes:
+            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of instance {j}")
         per_channel[j].add((t, v, c, u, w))
     if any(x != per_channel[0] for x in per_channel[1:]):
         raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
