@@ -353,3 +353,14 @@ def test_torus16x16_allgather_fits_executor_by_staging():
     xml = to_msccl_xml(s)
     stats = check(xml, "msccl-executor", capacities=(1,))
     assert stats["max_steps_per_tb"] <= 64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("expr", ["L^2(C(16,{3,4}))", "L^2(C(16,{1,6}))", "Pi(4,256)",
+                                  "L^2(K(4,4))"])
+def test_n256_frontier_points_fit_the_default_executor(expr, coll):
+    """N = 256 (issue 28): within msccl-executor's default limits (64 steps per threadblock,
+    spread over lanes), loads on every rank, completes at capacity 1 and 2, moves the
+    schedule's chunks (minutes per case)."""
+    exported_runs(expr, coll, 1)
