@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.scoring.alltoall import (
+from topofinder.scoring.alltoall.concurrent_flow import (
     alltoall_summary, alltoall_time, concurrent_flow, concurrent_flow_exact,
     concurrent_flow_bracket, concurrent_flow_symmetric, dual_bound, find_automorphisms,
     moore_bound, moore_distance_sum,
@@ -209,7 +209,7 @@ def test_column_generation_brackets_the_exact_value(gap):
 def test_large_reduced_lps_are_bracketed_to_the_requested_gap(monkeypatch):
     g = generalized_kautz(4, 48)
     e = concurrent_flow_exact(g)
-    monkeypatch.setattr("topofinder.scoring.alltoall.SMALL_LP_VARIABLES", 10)
+    monkeypatch.setattr("topofinder.scoring.alltoall.concurrent_flow.SMALL_LP_VARIABLES", 10)
     r = concurrent_flow(g, tol=1e-4)
     assert r.method == "column-generation" and r.gap <= 1e-4
     assert r.f <= e.upper_bound and e.f <= r.upper_bound

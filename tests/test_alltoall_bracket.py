@@ -10,7 +10,7 @@ from math import factorial
 import numpy as np
 import pytest
 
-from topofinder.scoring.alltoall import (
+from topofinder.scoring.alltoall.concurrent_flow import (
     alltoall_summary, concurrent_flow_bracket, concurrent_flow_exact, dual_bound,
 )
 from topofinder.errors import TopofinderError
@@ -91,8 +91,8 @@ def test_bracket_contains_the_exact_lp_value(make):
 def test_smoothed_dual_gives_both_bounds_around_the_exact_lp(expr):
     """One unbounded phase of the smoothed dual from uniform lengths: its best Boltzmann routing,
     re-certified from the flows alone, and its best dual bound straddle the exact LP value."""
-    from topofinder.scoring.alltoall import _certify, _check, _Reduction
-    from topofinder.scoring.flowbracket import _smoothed_ascent
+    from topofinder.scoring.alltoall.concurrent_flow import _certify, _check, _Reduction
+    from topofinder.scoring.alltoall.flowbracket import _smoothed_ascent
     g = parse(expr)
     arcs = _check(g)
     red = _Reduction.of(arcs, list(topology_group(g).generators))

@@ -2,12 +2,12 @@
 optimal (checked by the independent validator at T_B^FC); when stuck it says so."""
 
 
-from topofinder.scoring.forestcoll import _links, throughput_optimum, tree_parameters
+from topofinder.scoring.trees.forestcoll import _links, throughput_optimum, tree_parameters
 from topofinder.families import generalized_kautz
 from topofinder.model.operations import line_graph
 from topofinder.families import circulant
-from topofinder.scoring.greedy_trees import greedy_pack
-from topofinder.scoring.trees import Tree, TreeSchedule, problems
+from topofinder.scoring.trees.greedy_trees import greedy_pack
+from topofinder.model.tree_schedule import Tree, TreeSchedule, problems
 from fractions import Fraction
 
 

@@ -1,4 +1,4 @@
-"""k-step allgather (topofinder.scoring.kstep): the time-expanded LP bound, its symmetry
+"""k-step allgather (topofinder.scoring.allgather.kstep): the time-expanded LP bound, its symmetry
 reduction, and routed schedules checked by the independent replay validator."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from scipy.optimize import linprog
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
 from topofinder.model.schedule import validate
-from topofinder.scoring import kstep
-from topofinder.scoring.bfb import bfb_score
+from topofinder.scoring.allgather import kstep
+from topofinder.scoring.allgather.bfb import bfb_score
 from topofinder.workload.rank import search
 
 #: small vertex-transitive topologies (Cayley graphs and a line graph of K_3)

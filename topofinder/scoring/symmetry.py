@@ -9,7 +9,7 @@ coloured graph restricted to the nodes are exactly the capacity-preserving ones.
 generator returned is checked against the arc list before it is used.
 
 The group drives the orbit reduction of the all-to-all LP (3) of paper 001 (one source flow
-per vertex orbit, one capacity row per arc orbit; see topofinder.scoring.alltoall).
+per vertex orbit, one capacity row per arc orbit; see topofinder.scoring.alltoall.concurrent_flow).
 """
 
 from __future__ import annotations

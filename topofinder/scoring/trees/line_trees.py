@@ -26,9 +26,9 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import line_graph
-from topofinder.scoring.forestcoll import _Packer
+from topofinder.scoring.trees.forestcoll import _Packer
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 def _arc_index(topo: Topology) -> np.ndarray:

@@ -22,9 +22,8 @@ graph* has nodes (v, t), t = 0..k, hold arcs (v, t−1)→(v, t) of unbounded ca
   steps), so the routed τ is an upper bound, not the optimum. The mix is rounded to integer
   chunks (shard split into P chunks) and copied to every source by the group.
 
-Group: generators of Aut(G) from BLISS (python-igraph, optional extra ``symmetry``), else from
-the colour-refinement search of topofinder.scoring.alltoall; each verified on the arcs with their
-capacities (any verified subset gives an exact reduction; a smaller group only costs time).
+Group: generators of Aut(G) from bliss (topofinder.scoring.symmetry); each verified on the arcs
+with their capacities (any verified subset gives an exact reduction; a smaller group only costs time).
 """
 
 from __future__ import annotations

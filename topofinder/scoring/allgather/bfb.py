@@ -37,7 +37,7 @@ from topofinder.model.schedule import StepSchedule, reduce_scatter as _reduce_sc
 from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
 from topofinder.model.reach import distances_to as reach_distances_to, in_slots
-from topofinder.scoring import bfb_bits
+from topofinder.scoring.allgather import bfb_bits
 from topofinder.model.schedule import allreduce
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours

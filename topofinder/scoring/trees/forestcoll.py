@@ -11,7 +11,8 @@ homogeneous d-regular fabric). N = |V_c| compute nodes; switch nodes V_s relay o
     T_B^FC = (M/N)·ratio* = (B/N)·ratio*   [M/B].
 
 On a switched fabric the trees are packed on the compute-only graph G* that edge splitting
-(topofinder.scoring.switch_split, paper 002 §5.3) leaves, and mapped back to routes through switches.
+(topofinder.scoring.trees.switch_split, paper 002 §5.3) leaves, and mapped back to routes
+through switches.
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from math import gcd
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
-from topofinder.scoring.bfb import bfb_schedule, bfb_score
+from topofinder.scoring.allgather.bfb import bfb_schedule, bfb_score
 from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
-from topofinder.scoring.greedy_trees import greedy_pack
-from topofinder.scoring.step_trees import trees_from_steps
-from topofinder.scoring.switch_split import split_switches
+from topofinder.scoring.trees.greedy_trees import greedy_pack
+from topofinder.scoring.trees.step_trees import trees_from_steps
+from topofinder.scoring.trees.switch_split import split_switches
 from topofinder.scoring.symmetry import topology_group
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 #: From this many sinks on only one per automorphism orbit is probed (bliss: ~1 s at
@@ -666,8 +667,8 @@ def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
     U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
 
     With ``translations`` "auto", a topology whose optimal BFB schedule already reaches
-    T_B^FC gets that schedule's first-receipt trees (topofinder.scoring.step_trees: shortest-path
-    trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
+    T_B^FC gets that schedule's first-receipt trees (topofinder.scoring.trees.step_trees:
+    shortest-path trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
     members first (a heuristic; the minimum-height packing is NP-hard). ``translations``:
     "auto" (cyclic shifts for
     vertex-transitive topologies), None, or an N×N array of automorphisms with

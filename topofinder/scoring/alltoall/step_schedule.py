@@ -18,8 +18,8 @@ every feasible x gives a schedule of that cost by path decomposition (below). Su
 gives a static concurrent flow of value 1/Σ_t z_t, so the optimum is ≥ 1/f (f of LP (3)).
 
 Symmetry: automorphisms do not touch time, so the reduction of LP (3) carries over exactly
-(proof in :func:`topofinder.scoring.alltoall.concurrent_flow_symmetric`, per step): for a group
-H of automorphisms, one flow per vertex orbit (representative r, orbit size w_r) and one load
+(proof in :func:`topofinder.scoring.alltoall.concurrent_flow.concurrent_flow_symmetric`, per
+step): for a group H of automorphisms, one flow per vertex orbit (representative r, orbit size w_r) and one load
 row per (step, arc orbit O): Σ_r (w_r/|O|) Σ_{e∈O} x[r, t, e] ≤ c_O·z_t. Source s = h·r gets
 the average of h(x_r) over the |H_r| elements h with h·r = s, whose loads are those rows. H is
 enumerated element by element (the generators of the bliss group added while the subgroup
@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from topofinder.errors import TopofinderError
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import _Arcs, _check, concurrent_flow_symmetric
+from topofinder.scoring.alltoall.concurrent_flow import _Arcs, _check, concurrent_flow_symmetric
 from topofinder.scoring.symmetry import topology_group
 
 #: Extra step budgets tried beyond the diameter by default.

@@ -28,19 +28,19 @@ from topofinder.model.units import exact
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import line_graph
 from topofinder.families.build import load_topology
-from topofinder.scoring.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
+from topofinder.scoring.trees.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
     throughput_optimum
-from topofinder.scoring.line_trees import line_graph_trees
+from topofinder.scoring.trees.line_trees import line_graph_trees
 from topofinder.model.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule, validate
+from topofinder.model.tree_schedule import Tree, TreeSchedule, validate
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 
 
 def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSchedule | None:
-    """Uniform-entry trees (topofinder.scoring.line_trees) when ``topo`` is the expression L^k(G)
-    of a base they exist for and they reach the optimum; else None."""
+    """Uniform-entry trees (topofinder.scoring.trees.line_trees) when ``topo`` is the expression
+    L^k(G) of a base they exist for and they reach the optimum; else None."""
     try:
         node = parse_tree(topo.expr)
     except TopofinderError:
@@ -63,8 +63,8 @@ def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSche
 
 def allgather_trees(topo: Topology, *, prefer_low_trees=False, trees_per_root=None):
     """(schedule, its proven optimum τ in M/B): optimal or fixed-k out-trees, validated.
-    A line-graph expression gets the uniform-entry trees of topofinder.scoring.line_trees when they
-    reach the optimum; otherwise (and with --trees-per-root) ForestColl's trees."""
+    A line-graph expression gets the uniform-entry trees of topofinder.scoring.trees.line_trees
+    when they reach the optimum; otherwise (and with --trees-per-root) ForestColl's trees."""
     if trees_per_root is None:
         opt = throughput_optimum(topo)
         sched, tau = _line_graph_trees(topo, opt, prefer_low_trees), opt.tau

@@ -2,8 +2,8 @@
 generation on the orbit-reduced LP, with a proved upper bound at every iteration.
 
 Dantzig–Wolfe form of LP (3) restricted to H-invariant flows (H a group of automorphisms;
-topofinder.scoring.alltoall proves the restriction exact). A column is one single-source flow of
-representative r that delivers 1 unit to every other node; the master LP mixes columns:
+topofinder.scoring.alltoall.concurrent_flow proves the restriction exact). A column is one
+single-source flow of representative r that delivers 1 unit to every other node; the master LP mixes columns:
 
     max f   s.t.  Σ_j λ_{r,j} ≥ f                                      (every representative r)
                   Σ_{r,j} λ_{r,j}·(w_r/|O|)·Σ_{e∈O} y_{r,j}(e) ≤ c_O     (every arc orbit O)
@@ -294,8 +294,9 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
                             cooling: float = 0.5, phase: int = 100, progress=None) -> Bracket:
     """Certified lower and upper bounds on f* with (upper − lower)/upper ≤ ``gap`` (or the best
     reached within ``max_iterations`` / ``time_limit`` seconds). ``arcs``/``red``: the collapsed
-    arcs and the orbit reduction of topofinder.scoring.alltoall. ``progress(iteration, lower, upper)``
-    is called after every iteration and every smoothed-dual evaluation.
+    arcs and the orbit reduction of topofinder.scoring.alltoall.concurrent_flow.
+    ``progress(iteration, lower, upper)`` is called after every iteration and every
+    smoothed-dual evaluation.
 
     Each iteration after the first (1) runs a phase of at most ``phase`` evaluations of
     :func:`_smoothed_ascent` from the best lengths, at a temperature starting at

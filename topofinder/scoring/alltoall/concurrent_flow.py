@@ -13,7 +13,7 @@ Methods
   individualisation–refinement (exact; proof in its docstring). Vertex-transitive G: one
   source's flow.
 - :func:`concurrent_flow_bracket`: column generation on the reduced LP
-  (topofinder.scoring.flowbracket) to a requested certified gap.
+  (topofinder.scoring.alltoall.flowbracket) to a requested certified gap.
 - :func:`concurrent_flow`: picks one of the above.
 - :func:`moore_bound`: f ≤ N·d / Σ_{s≠t} dist_Moore(s, t); :func:`alltoall_time`.
 
@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from topofinder.errors import TopofinderError
-from topofinder.scoring.flowbracket import concurrent_flow_bracket as _bracket
+from topofinder.scoring.alltoall.flowbracket import concurrent_flow_bracket as _bracket
 from topofinder.scoring.symmetry import automorphism_group, orbits, topology_group
 from topofinder.model.topology import Topology
 
@@ -467,7 +467,8 @@ def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float
     """Certified bracket f ≤ f* ≤ upper_bound with relative gap ≤ ``gap`` (or the best within
     ``time_limit`` s) by column generation on the orbit-reduced LP (3): shortest-path pricing
     per orbit representative, a small master LP, and the dual bound of :func:`dual_bound` at
-    every iterate (topofinder.scoring.flowbracket). ``f`` is re-verified from the returned flows."""
+    every iterate (topofinder.scoring.alltoall.flowbracket). ``f`` is re-verified from the
+    returned flows."""
     arcs = _check(topo)
     gens = _find_automorphisms(arcs) if generators is None else list(generators)
     red = _Reduction.of(arcs, gens)
