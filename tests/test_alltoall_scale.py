@@ -7,6 +7,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import topofinder as tf
 from topofinder.scoring.alltoall import concurrent_flow
+from topofinder.scoring.links import Links
 from topofinder.scoring.symmetry import topology_group
 
 
@@ -17,16 +18,16 @@ def dense_bound(arcs, lengths):
 @pytest.mark.parametrize("expr", ["Torus(4,6)", "Pi(4,60)", "L(K(4,4))", "C(30,{1,7})"])
 def test_dual_bound_by_orbits_and_blocks(expr, monkeypatch):
     topo = tf.load(expr)
-    arcs = concurrent_flow._Arcs.of(topo)
-    red = concurrent_flow._Reduction.of(arcs, list(topology_group(topo).generators))
+    arcs = Links.of(topo)
+    red = concurrent_flow.flow_reduction(arcs, topology_group(topo).generators)
     rng = np.random.default_rng(0)
     invariant = rng.uniform(0.5, 2.0, red.orbit_size.size)[red.arc_orbit]
-    assert concurrent_flow._invariant(invariant, red)
-    assert concurrent_flow._dual_bound(arcs, invariant, red) == pytest.approx(
+    assert concurrent_flow.is_orbit_invariant(invariant, red)
+    assert concurrent_flow.links_dual_bound(arcs, invariant, red) == pytest.approx(
         dense_bound(arcs, invariant), rel=1e-12)
     monkeypatch.setattr(concurrent_flow, "DIST_BLOCK_CELLS", 7 * topo.n)     # several blocks
     free = rng.uniform(0.5, 2.0, arcs.num)
-    assert concurrent_flow._dual_bound(arcs, free, red) == pytest.approx(dense_bound(arcs, free),
+    assert concurrent_flow.links_dual_bound(arcs, free, red) == pytest.approx(dense_bound(arcs, free),
                                                                   rel=1e-12)
 
 
@@ -67,13 +68,13 @@ def test_arc_transitive_summary_needs_no_lp(expr):
 def test_split_flows_deliver_one_unit_along_tight_arcs_split_evenly(expr):
     """The triangular solve against the definition: every non-source node keeps 1 unit, only
     shortest-path arcs carry flow, and a node's tight in-arcs carry equal amounts."""
-    from topofinder.scoring.alltoall.flowbracket import _split_flows
+    from topofinder.scoring.alltoall.flowbracket import split_flows
     topo = tf.load(expr)
-    arcs = concurrent_flow._Arcs.of(topo)
+    arcs = Links.of(topo)
     rng = np.random.default_rng(1)
     lengths = rng.integers(1, 4, arcs.num).astype(float)       # many ties
     reps = np.array([0, topo.n // 2])
-    dist, flow = _split_flows(arcs, reps, lengths)
+    dist, flow = split_flows(arcs, reps, lengths)
     ref = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
     assert np.allclose(dist, ref)
     for i, r in enumerate(reps):
@@ -97,7 +98,7 @@ def test_bracket_at_1e5_nodes_reaches_one_percent():
     assert info["alltoall_method"] == "column-generation"
     assert info["alltoall_gap"] <= 0.01
     assert info["alltoall_f_upper"] <= info["alltoall_f"] / (1 - 0.01)
-    assert info["alltoall_f_upper"] <= float(np.sum(concurrent_flow._Arcs.of(topo).cap)) \
+    assert info["alltoall_f_upper"] <= float(np.sum(Links.of(topo).cap)) \
         / topo.distance_sum * (1 + 1e-12)
 
 
@@ -106,13 +107,13 @@ def test_softmin_flows_are_the_boltzmann_routing_over_each_distance_dag(expr):
     """Both triangular solves against enumerating every path of the distance DAG (arcs whose
     head lies strictly farther from r): soft = −T·log Σ_p exp(−len/T), and each arc carries
     the total probability of the paths through it."""
-    from topofinder.scoring.alltoall.flowbracket import _softmin_flows
+    from topofinder.scoring.alltoall.flowbracket import softmin_flows
     topo = tf.load(expr)
-    arcs = concurrent_flow._Arcs.of(topo)
+    arcs = Links.of(topo)
     lengths = np.random.default_rng(2).integers(2, 6, arcs.num).astype(float)
     temperature = 0.8
     reps = np.array([0, topo.n - 1])
-    dist, soft, flow = _softmin_flows(arcs, reps, lengths, temperature)
+    dist, soft, flow = softmin_flows(arcs, reps, lengths, temperature)
     for i, r in enumerate(reps):
         weight = np.zeros(topo.n)
         through = np.zeros((topo.n, arcs.num))          # Σ over paths to t of weight·[e ∈ p]
@@ -134,7 +135,7 @@ def test_softmin_flows_refuse_path_sums_beyond_float64():
     """A chain of 1100 diamonds has 2^1100 shortest paths end to end: the path sum overflows,
     which must surface as FloatingPointError (the smoothed phase then ends) and not as NaN."""
     from topofinder.model.topology import Topology
-    from topofinder.scoring.alltoall.flowbracket import _softmin_flows
+    from topofinder.scoring.alltoall.flowbracket import softmin_flows
     src, dst = [], []
     for i in range(1100):
         c, a, b, nxt = 3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 3
@@ -142,6 +143,6 @@ def test_softmin_flows_refuse_path_sums_beyond_float64():
             src += [u, v]
             dst += [v, u]
     topo = Topology(3 * 1100 + 1, np.array(src), np.array(dst))
-    arcs = concurrent_flow._Arcs.of(topo)
+    arcs = Links.of(topo)
     with pytest.raises(FloatingPointError, match="overflow"):
-        _softmin_flows(arcs, np.array([0]), np.ones(arcs.num), 1.0)
+        softmin_flows(arcs, np.array([0]), np.ones(arcs.num), 1.0)
