@@ -110,8 +110,8 @@ def topology_group(topo) -> Group:
     cached facts, since ForestColl and the all-to-all LP both ask)."""
     group = topo.__dict__.get("_automorphism_group")
     if group is None:
-        m = topo.link_matrix.tocoo()
-        group = automorphism_group(topo.n, m.row, m.col, m.data)
+        links = Links.of(topo)
+        group = automorphism_group(topo.n, links.tail, links.head, links.cap)
         topo.__dict__["_automorphism_group"] = group
     return group
 

@@ -30,6 +30,7 @@ from topofinder.model.operations import line_graph
 from topofinder.families.build import load_topology
 from topofinder.scoring.trees.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
     throughput_optimum
+from topofinder.scoring.links import Links
 from topofinder.scoring.trees.line_trees import line_graph_trees
 from topofinder.model.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
@@ -188,8 +189,8 @@ def allreduce_lp(topo: Topology) -> AllreduceLP:
     aggregate in-network (paper 002 §5.6). That relaxes the paper's exact variant (compute-pair
     capacities routed by multi-commodity flows), so ``tau`` is then a lower bound — the
     allreduce optimum with in-network aggregation — (``exact`` False)."""
-    m = topo.link_matrix.tocoo()
-    tail, head, cap = m.row.astype(np.int64), m.col.astype(np.int64), m.data.astype(float)
+    links = Links.of(topo)
+    tail, head, cap = links.tail, links.head, links.cap.astype(float)
     n, ne = topo.n, tail.size
     nvar = n + 2 * ne                         # x | c^BC | c^RE
     compute = topo.compute_nodes
