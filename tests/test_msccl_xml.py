@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from topofinder import api
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import (
@@ -21,9 +22,11 @@ from topofinder.export.schedule_xml import (
     instruction_counts,
     parse_msccl_xml,
     to_msccl_xml,
+    trees_as_steps,
 )
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
+from topofinder.model.schedule import validate
 
 COLLS = ("allgather", "reduce-scatter", "allreduce")
 _CACHE = {}
@@ -364,3 +367,21 @@ def test_n256_frontier_points_fit_the_default_executor(expr, coll):
     spread over lanes), loads on every rank, completes at capacity 1 and 2, moves the
     schedule's chunks (minutes per case)."""
     exported_runs(expr, coll, 1)
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_tree_collectives_as_xml_complete(coll, tmp_path):
+    """ForestColl trees of every collective as MSCCL XML (reduce-scatter in-trees leaves
+    first, allreduce = those then the allgather out-trees): within the executor's limits,
+    complete at capacity 1 and 2; the XML moves exactly the step rows the trees give."""
+    out = tmp_path / "trees.xml"
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--kind", "trees",
+                 "--collective", coll, "--format", "xml", "-o", str(out)]) == 0
+    xml = out.read_text()
+    stats = check(xml, "msccl-executor", capacities=(1, 2))
+    assert 0 < stats["max_steps_per_tb"] <= 64
+    doc = parse_msccl_xml(xml)
+    steps = trees_as_steps(api.schedule("Torus(4,4)", coll, "trees"))
+    validate(steps)
+    assert doc["collective"] == coll
+    assert chunk_moves(doc["sends"]) == chunk_moves(steps.sends)

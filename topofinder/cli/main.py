@@ -299,7 +299,7 @@ def _export_schedule(args, mapping=None) -> int:
     if args.format == "xml" and args.kind == "steps":
         check_fits(schedule, args.channels, args.runtime, args.max_steps)
     if args.kind == "trees" and (args.format or "json") != "json":
-        if args.collective != "allgather":
+        if args.collective != "allgather" and args.format != "xml":
             raise TopofinderError(f"export: {args.collective} tree schedules are written as "
                                   f"json")
         if schedule.topology.has_switches:

@@ -915,29 +915,49 @@ def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
 
 
 def trees_as_steps(trees) -> StepSchedule:
-    """A tree-flow allgather (paper 002) as the step schedule MSCCL executes: P = lcm of the
-    weight denominators, tree i of root r carries the next weight·P chunks of r's shard, and
-    every tree edge (u, w) sends them at step depth(w). (The runtime pipelines these sends;
+    """A tree-flow schedule (paper 002) as the step schedule MSCCL executes: P = lcm of the
+    weight denominators, tree i of root r carries the next weight·P chunks of r's shard.
+    Allgather out-trees send every edge (u, w) at step depth(w); reduce-scatter in-trees send
+    u's partial to its parent at step H − depth(u) + 1 (H: the deepest tree), so every node
+    has its children's partials first; allreduce (``reduce_scatter`` and ``allgather``
+    trees) runs the first then the second, sharing P. (The runtime pipelines these sends;
     the steps only fix the order.)"""
-    topo = trees.topology
-    p = lcm(*[Fraction(t.weight).denominator for t in trees.trees]) if trees.trees else 1
+    phases = [trees.reduce_scatter, trees.allgather] if hasattr(trees, "allgather") \
+        else [trees]
+    every = [t for ph in phases for t in ph.trees]
+    p = lcm(*[Fraction(t.weight).denominator for t in every]) if every else 1
+    rows, heights = [], []
+    for ph in phases:
+        inward = ph.collective == "reduce-scatter"
+        part = _tree_rows(ph.trees, p, inward)
+        height, offset = max((r[0] for r in part), default=0), sum(heights)
+        rows += [((height - r[0] + 1 if inward else r[0]) + offset, *r[1:]) for r in part]
+        heights.append(height)
+    coll = "allreduce" if len(phases) == 2 else phases[0].collective
+    return StepSchedule(phases[0].topology, p, np.array(rows, np.int64).reshape(-1, 6),
+                        collective=coll, method=phases[-1].method or "trees",
+                        reduce_steps=heights[0] if coll == "allreduce" else 0)
+
+
+def _tree_rows(trees, p: int, inward: bool) -> list:
+    """(depth, root, lo, hi, u, w) per tree edge; depth of the edge's far end from the root
+    (out-trees: w; in-trees, edges child → parent: u)."""
     nxt = defaultdict(int)
     rows = []
-    for t in trees.trees:
-        size = Fraction(t.weight) * p
+    for t in trees:
+        size = int(Fraction(t.weight) * p)
         lo = nxt[t.root]
-        nxt[t.root] += int(size)
+        nxt[t.root] += size
         children = defaultdict(list)
         for u, w in t.edges:
-            children[u].append(w)
+            children[w if inward else u].append((u, w))
         frontier, depth = [t.root], 0
         while frontier:
             depth += 1
             new = []
-            for u in frontier:
-                for w in children[u]:
-                    rows.append((depth, t.root, lo, lo + int(size), u, w))
-                    new.append(w)
+            for x in frontier:
+                for u, w in children[x]:
+                    rows.append((depth, t.root, lo, lo + size, u, w))
+                    new.append(u if inward else w)
             frontier = new
-    return StepSchedule(topo, p, np.array(rows, np.int64).reshape(-1, 6),
-                        collective="allgather", method=trees.method or "trees")
+    return rows
