@@ -24,6 +24,11 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   and sends to w — what ``rcs``/``rrs``/``rrcs`` need — deadlocks in a ring of such
   threadblocks as soon as one step's message exceeds the buffer, so the writer fuses only the
   receive with the reduction, ``rrc``.)
+- Lanes: a link whose threadblock would exceed the runtime's steps per threadblock gets
+  further threadblocks for the same peer on further channels, each holding a consecutive
+  group of the link's (step, message run) slots (:func:`assign_lanes`); instance j, lane i
+  runs on channel j·L + i. Each lane is its own connection whose receiving threadblock only
+  receives, in step order, so the argument above holds lane by lane.
 - Consolidation: the pieces a step sends on a link are ordered by where they sit and every
   contiguous range becomes one instruction (``cnt`` > 1, at most 71); received data lands in
   a fresh contiguous scratch range (reduce-scatter partials) or at its final place. When that
@@ -45,7 +50,9 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
   limit per threadblock (64 / 256). A schedule that does not fit the runtime's limits is
-  refused before anything is written (:func:`check_fits` runs first on the schedule arrays).
+  refused before anything is written (:func:`check_fits` runs first on the schedule arrays;
+  the lowering stops at the first schedule step after which a rank holds more XML steps than
+  its parser loads).
 
 Every step carries ``t``, the schedule step (ignored by runtimes), and the algo element the
 schedule's topology, P and piece layout, so :func:`parse_msccl_xml` recovers the sends by
