@@ -19,7 +19,7 @@ PACKAGE = ROOT / "topofinder"
 
 #: Bottom to top. A module may import from its own layer and the layers below it.
 LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
-          "workload", "export", "execute", "batch", "api", "cli"]
+          "workload", "export", "resilience", "execute", "batch", "api", "cli"]
 
 
 def _modules() -> dict[str, Path]:
