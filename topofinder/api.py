@@ -26,7 +26,7 @@ import numpy as np
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
+from topofinder.export.patch_panel import PatchPlan, PlanDiff, plan_patch_panel
 from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
 from topofinder.families.build import load_topology
@@ -38,6 +38,10 @@ from topofinder.model.failures import split_expression
 from topofinder.model.files import topology_text
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
 from topofinder.model.topology import Topology
+from topofinder.resilience.cabling import degraded_plan, failure_cabling
+from topofinder.resilience.repatch import repatch
+from topofinder.resilience.robust import robust_search
+from topofinder.resilience.survey import PAIR_BUDGET, survey
 from topofinder.scoring.alltoall_steps import alltoall_schedule
 from topofinder.scoring.bfb import bfb_schedule
 from topofinder.scoring.tree_collectives import collective_trees
@@ -245,8 +249,60 @@ def export_schedule(sched: StepSchedule | TreeSchedule, fmt: str = "json",
 
 def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 1008
                        ) -> PatchPlan:
-    """The patch-panel cabling plan of a topology (write it with ``.write_csv(path)``)."""
+    """The patch-panel cabling plan of a topology (write it with ``.write_csv(path)``). A
+    degraded fabric ``Fail(EXPR; ...)`` gets EXPR's plan without the dead connections, in
+    survivor numbering with node names (topofinder.resilience.cabling)."""
+    failed = split_expression(source) if isinstance(source, str) else None
+    if failed is not None:
+        return degraded_plan(load(failed[0]), failed[1], cabling, panel_size)
     return plan_patch_panel(load(source), cabling, panel_size)
+
+
+def failed(source: str, fibres=(), nodes=()) -> str:
+    """The expression of ``source`` after failing ``fibres`` ("u->w", "u<->w") and ``nodes``
+    (intact numbers): ``Fail(EXPR; ...)``, loadable like any expression.
+
+    >>> failed("C(16,{1,6})", ["0->1"], [5])
+    'Fail(C(16,{1,6}); 0->1, 5)'
+    >>> load(failed("C(16,{1,6})", nodes=[5])).labels[5]
+    '6'
+    """
+    items = [str(f) for f in fibres] + [str(int(v)) for v in nodes]
+    if not items:
+        return source
+    expr = f"Fail({source}; {', '.join(items)})"
+    load(expr)          # the failure must name existing elements and keep the fabric connected
+    return expr
+
+
+def fail(source: Source, workload: Workload | None = None, *, links: int = 1, nodes: int = 1,
+         cabling: str = "auto", alltoall: bool = False, pair_budget: int = PAIR_BUDGET,
+         progress=None) -> dict:
+    """The `topofinder fail --json` document: every single fibre (a duplex cable when cabled
+    duplex) and node failure, one per automorphism orbit, scored by BFB T_L and τ, τ_fc and
+    the allreduce time; worst / median / best regression and the critical elements; with
+    ``links=2`` / ``nodes=2`` the worst pair (exhaustive by orbits up to ``pair_budget``
+    candidates, sampled beyond). docs/algorithms.md "Failures".
+
+    >>> d = fail("C(16,{1,6})")
+    >>> d["single_links"]["orbits"], d["single_nodes"]["worst"]["tau_exact"]
+    (2, '56/45')
+    """
+    return survey(load(source), workload, links, nodes, cabling, alltoall, pair_budget,
+                  progress)
+
+
+def bypass(source: Source, node: int, workload: Workload | None = None, *,
+           cabling: str = "auto", panel_size: int = 1008) -> tuple[dict, PlanDiff]:
+    """Bypass re-patching of dead ``node``: the chosen matching of its in- to its
+    out-neighbours (exact over all d! for d ≤ 6) with the re-patched, do-nothing and intact
+    scores, its ``expr`` (export its schedule like any expression), and the patch-panel diff
+    from the intact plan (``.write_csv``)."""
+    topo = load(source)
+    chosen = repatch(topo, node, workload)
+    doc = chosen.as_dict()
+    doc["expr"] = f"Fail({topo.expr}; {chosen.failure})"
+    return doc, failure_cabling(topo, chosen.failure, cabling, panel_size)
 
 
 @dataclass(frozen=True)
@@ -290,12 +346,15 @@ class SearchResult:
 def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True, progress: bool = False,
            kstep: bool = False, baselines: bool = False,
-           moe: MoEWorkload | str | os.PathLike | None = None) -> SearchResult:
+           moe: MoEWorkload | str | os.PathLike | None = None, robust: bool = False,
+           rank_by_robust: bool = False) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
     ``baselines``: also ShiftedRing, DBT and the closest torus with speedups (``.baselines``);
     ``moe``: a MoE workload (file path or MoEWorkload): rank by iteration time.
+    ``robust``: a ``robust`` column per point, its worst single failure
+    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it.
 
     >>> r = search(16, 2, jobs=1)
     >>> [(p.expr, p.T_L, p.tau_exact) for p in r.frontier]
@@ -306,6 +365,8 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     doc = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                   use_cache=use_cache, progress=progress or None, kstep=kstep,
                   baselines=baselines, moe=moe)
+    if robust:
+        doc = robust_search(doc, workload or Workload(), rank=rank_by_robust)
     points = tuple(FrontierPoint(**p) for p in doc["frontier"])
     return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
                         points, doc["recommended"],
@@ -314,10 +375,11 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
 
 
 def _flat(point: dict) -> dict:
-    split = point.get("iteration")
-    if isinstance(split, dict):
-        point = {k: v for k, v in point.items() if k != "iteration"}
-        point.update({f"iteration_{k}": v for k, v in split.items()})
+    for key in ("iteration", "robust"):
+        split = point.get(key)
+        if isinstance(split, dict):
+            point = {k: v for k, v in point.items() if k != key}
+            point.update({f"{key}_{k}": v for k, v in split.items()})
     return point
 
 
@@ -333,5 +395,5 @@ def records(result: SearchResult | dict) -> list[dict]:
 
 __all__ = ["Source", "load", "score", "schedule", "load_schedule", "relabel", "search",
            "export_topology",
-           "export_schedule", "export_patch_panel", "SearchResult", "records", "Workload",
+           "export_schedule", "export_patch_panel", "failed", "fail", "bypass", "SearchResult", "records", "Workload",
            "Topology", "StepSchedule", "TreeSchedule", "AllToAllSchedule", "TopofinderError"]
