@@ -17,7 +17,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import (
     DEFAULT_PANEL_SIZE, DUPLEX, SIMPLEX, PatchPlan, PlanDiff, plan_patch_panel,
 )
-from topofinder.model.failures import Failure, survivors
+from topofinder.model.failures import Failure, degrade, survivors
 from topofinder.model.topology import Topology
 
 
@@ -65,7 +65,9 @@ def _patch_in(plan: PatchPlan, keep, freed: list, added, d: int):
 def failure_cabling(topo: Topology, failure: Failure, cabling: str = "auto",
                     panel_size: int | None = DEFAULT_PANEL_SIZE) -> PlanDiff:
     """The moves from the intact plan to the degraded one, in intact node numbers: rows
-    unplugged (dead and, for a half-dead duplex cable, re-plugged as simplex) and plugged."""
+    unplugged (dead and, for a half-dead duplex cable, re-plugged as simplex) and plugged.
+    TopofinderError when the failure names no such element or disconnects the fabric."""
+    degrade(topo, failure)
     old = plan_patch_panel(topo, cabling, panel_size)
     rows, kinds = old.rows.copy(), old.kinds.copy()
     keep = np.ones(old.num_rows, bool)

@@ -1,0 +1,105 @@
+"""Repaired schedules, degraded plans and bypass re-patching (topofinder.resilience): every
+degraded schedule replays on the degraded graph, `check` accepts it on the degraded plan and
+rejects the intact schedule there; the chosen bypass is the best of all d! matchings, checked
+by an independent enumeration."""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+import pytest
+
+from topofinder import api
+from topofinder.cli.main import main
+from topofinder.model.schedule import validate
+from topofinder.model.topology import Topology
+from topofinder.scoring.bfb import bfb_score
+from topofinder.scoring.trees import validate as validate_trees
+from topofinder.workload.cost import Workload
+
+CASES = [("C(16,{1,6})", "0<->1"), ("C(16,{1,6})", "3"), ("Pi(4,32)", "1->26"),
+         ("Pi(4,32)", "7"), ("UniRing(2,6)", "0->1"), ("DBJ(2,4)", "1->2"),
+         ("Torus(4,4)", "0->1")]
+
+
+@pytest.mark.parametrize("expr, failure", CASES)
+def test_degraded_schedules_replay_and_check_against_the_degraded_plan(expr, failure, tmp_path,
+                                                                      capsys):
+    degraded = f"Fail({expr}; {failure})"
+    plan = tmp_path / "plan.csv"
+    api.export_patch_panel(degraded).write_csv(plan)
+    topo = api.load(degraded)
+    for collective in ("allgather", "reduce-scatter", "allreduce"):
+        s = api.schedule(degraded, collective)
+        assert s.topology.same_arcs(topo)
+        validate(s)
+        path = tmp_path / f"{collective}.json"
+        api.export_schedule(s, path=path)
+        assert main(["check", str(plan), str(path)]) == 0
+    trees = api.schedule(degraded, "allgather", "trees")
+    validate_trees(trees)
+    api.export_schedule(trees, path=tmp_path / "trees.json")
+    assert main(["check", str(plan), str(tmp_path / "trees.json")]) == 0
+    intact = tmp_path / "intact.json"
+    api.export_schedule(api.schedule(expr, "allgather"), path=intact)
+    capsys.readouterr()
+    assert main(["check", str(plan), str(intact)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and ("no fibre" in err or "ranks" in err or "plan cables" in err)
+
+
+def _repatched(g: Topology, x: int, added) -> Topology:
+    """Node x removed, survivors renumbered, ``added`` arcs (intact numbers) patched in."""
+    keep = (g.src != x) & (g.dst != x)
+    new = np.arange(g.n) - (np.arange(g.n) > x)
+    a = np.array(added).reshape(-1, 2)
+    return Topology(g.n - 1, new[np.concatenate([g.src[keep], a[:, 0]])],
+                    new[np.concatenate([g.dst[keep], a[:, 1]])])
+
+
+@pytest.mark.parametrize("expr, node", [("Pi(4,32)", 5), ("C(16,{1,6})", 0),
+                                        ("L(DC(8,{1,2,3,5}))", 9)])
+def test_bypass_is_the_best_of_all_d_factorial_matchings(expr, node):
+    g = api.load(expr)
+    w = Workload()
+    doc, diff = api.bypass(expr, node, w)
+    ins = sorted(g.src[(g.dst == node) & (g.src != node)].tolist())
+    outs = sorted(g.dst[(g.src == node) & (g.dst != node)].tolist())
+    assert len(ins) == len(outs) == 4
+
+    def time(h):
+        if not h.strongly_connected:
+            return float("inf")
+        a, r = bfb_score(h), bfb_score(h.transpose())
+        return w.collective_time(a.T_L + r.T_L, float(a.tau + r.tau))
+    best = min(time(_repatched(g, node, [(ins[i], outs[s[i]]) for i in range(4)]))
+               for s in permutations(range(4)))
+    assert doc["repatched"]["allreduce_s"] == pytest.approx(best)
+    assert doc["method"].startswith("exact")
+    fibres = [tuple(map(int, f.split("->"))) for f in doc["fibres"]]
+    assert sorted(u for u, _ in fibres) == ins and sorted(v for _, v in fibres) == outs
+    assert doc["repatched"]["allreduce_s"] <= doc["nothing"]["allreduce_s"] + 1e-15
+    # the diff, applied to the intact plan, cables exactly the re-patched fabric
+    unplugged = diff.removed.shape[0] + int(np.count_nonzero(diff.removed_kinds == 1))
+    assert diff.added.shape[0] == 4 and unplugged == 8      # a duplex row is two fibres
+    after = diff.new.to_topology()
+    assert not np.any((after.src == node) | (after.dst == node))
+    h = api.load(doc["expr"])
+    assert _repatched(g, node, fibres).same_arcs(h)
+
+
+def test_the_bypass_diff_applies_to_the_intact_plan(tmp_path):
+    from topofinder.export.check import apply_diff
+    from topofinder.export.patch_panel import read_plan
+    doc, diff = api.bypass("C(16,{1,6})", 3)
+    api.export_patch_panel("C(16,{1,6})").write_csv(tmp_path / "plan.csv")
+    diff.write_csv(tmp_path / "diff.csv")
+    after = apply_diff(read_plan(tmp_path / "plan.csv"), tmp_path / "diff.csv")
+    assert after.to_topology().same_arcs(diff.new.to_topology())
+
+
+def test_failed_expression_round_trips_and_refuses_bad_failures():
+    assert api.failed("C(16,{1,6})", ["0<->1"], [4]) == "Fail(C(16,{1,6}); 0<->1, 4)"
+    with pytest.raises(api.TopofinderError, match="disconnects"):
+        api.failed("DC(8,{1})", ["0->1"])
