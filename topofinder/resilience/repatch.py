@@ -86,7 +86,7 @@ class _Scorer:
 
 
 def _local_search(score, d: int) -> tuple:
-    sigma, best = list(range(d)), None
+    sigma = list(range(d))
     best = score(sigma)
     improved = True
     while improved:
