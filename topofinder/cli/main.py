@@ -18,6 +18,7 @@ from pathlib import Path
 
 from topofinder.compute.output import write_text
 from topofinder import api
+from topofinder.cli import fail as fail_command
 from topofinder.batch import bench, sweep
 from topofinder.compute import parallel
 from topofinder.errors import TopofinderError
@@ -36,6 +37,7 @@ from topofinder.families.catalog import listing
 from topofinder.finder import affine_catalog, catalog_build
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import allgather_schedule
+from topofinder.model.failures import split_expression
 from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import load_moe
@@ -231,6 +233,12 @@ def _add_export(sub) -> None:
                    help="topology, schedule, ranks: rename nodes by a diff's mapping, so the "
                         "export uses the numbering of the cables after the diff")
     _add_undirected(p)
+    p.add_argument("--fail", action="append", default=[], metavar="u->w",
+                   help="export the degraded fabric: fibre u->w (or duplex cable u<->w) dead; "
+                        "repeatable; intact node numbers")
+    p.add_argument("--fail-node", action="append", type=int, default=[], metavar="U",
+                   help="export the degraded fabric: node U dead (survivors renumbered, names "
+                        "kept); repeatable")
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(run=_run_export)
 
@@ -257,6 +265,11 @@ def _picked_expression(path: str, pick: int) -> str:
 def _run_export(args) -> int:
     if args.pick is not None:
         args.expr = _picked_expression(args.expr, args.pick)
+    if args.fail or args.fail_node:
+        if args.undirected is not None:
+            raise TopofinderError("export: --fail/--fail-node apply to expressions, not to "
+                                  "--undirected/--directed files")
+        args.expr = api.failed(args.expr, args.fail, args.fail_node)
 
     if args.relabel and args.what == "patch-panel":
         raise TopofinderError("export: --relabel applies to topology, schedule and ranks; a "
@@ -289,7 +302,7 @@ def _export_schedule(args, mapping=None) -> int:
     if args.steps is not None:
         raise TopofinderError("export: --steps applies to --collective alltoall")
     if args.format == "xml" and args.kind == "steps" and isinstance(source, str) \
-            and not os.path.isfile(source):
+            and not os.path.isfile(source) and split_expression(source) is None:
         check_fits(allgather_schedule(from_expression(source)), args.channels, args.runtime,
                    args.max_steps, collective=args.collective)
     schedule = api.schedule(source, args.collective, args.kind, low_trees=args.low_trees,
@@ -378,7 +391,7 @@ def _export_patch_panel(args) -> int:
                   f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
                   f"--relabel {shlex.quote(mapping)}", file=sys.stderr)
     else:
-        out = plan_patch_panel(topo, args.cabling, args.panel_size)
+        out = api.export_patch_panel(_source(args), args.cabling, args.panel_size)
     if args.what == "cross-connects":
         return _export_cross_connects(args, topo, out)
     if args.output:
@@ -895,6 +908,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_export(sub)
     _add_check(sub)
+    fail_command.add(sub)
     _add_bench(sub)
     _add_catalog(sub)
     _add_sweep(sub)

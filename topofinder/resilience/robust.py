@@ -22,8 +22,10 @@ def worst_failure(expr: str, workload: Workload, cabling: str = "auto") -> dict:
     doc = survey(topo, workload, cabling=cabling, alltoall=share)
     worst = max((doc["single_links"]["worst"], doc["single_nodes"]["worst"]),
                 key=lambda r: r.get("allreduce_s", float("inf")))
-    allreduce = worst.get("allreduce_s", float("inf"))
+    allreduce = worst.get("allreduce_s")          # None: a single failure disconnects it
     alltoall = None
+    if allreduce is None:
+        return {"worst_failure": worst["failure"], "disconnects": True}
     if share and worst.get("alltoall_f"):
         alltoall = workload.alltoall_time(worst["N"], topo.degree, worst["alltoall_f"])
     return {"worst_failure": worst["failure"], "worst_allreduce_s": allreduce,
@@ -44,5 +46,5 @@ def robust_search(doc: dict, workload: Workload, rank: bool = False,
             progress(i + 1, len(points), p["expr"])
     if rank:
         doc["recommended"] = min(range(len(points)),
-                                 key=lambda i: points[i]["robust"]["worst_objective_s"])
+                                 key=lambda i: points[i]["robust"].get("worst_objective_s", float("inf")))
     return doc

@@ -119,6 +119,11 @@ def _representatives(labels: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray
 
 
 # ---- the survey ---------------------------------------------------------------------------
+def _regression(seconds: float, intact: Score) -> float | None:
+    """Degraded over intact allreduce time; None when the failure disconnects the fabric."""
+    return seconds / intact.allreduce_s if seconds != float("inf") else None
+
+
 def _summary(intact: Score, rows: list[dict], members) -> dict:
     """Worst, median and best single failure (weighted by orbit size) and the critical
     elements (every member of the worst orbits, by allreduce time)."""
@@ -134,7 +139,7 @@ def _summary(intact: Score, rows: list[dict], members) -> dict:
 
     def pick(i):
         r = dict(rows[i])
-        r["regression"] = r.pop("_t") / intact.allreduce_s
+        r["regression"] = _regression(r.pop("_t"), intact)
         return r
     return {"failures": int(total), "orbits": len(rows),
             "disconnecting": int(sum(r["orbit_size"] for r in rows if r["_t"] == float("inf"))),
@@ -221,7 +226,7 @@ def pairs(topo, units: Units, intact: Score, workload, budget: int = PAIR_BUDGET
     worst_t = max(r["_t"] for r in rows)
     worst = [r for r in rows if r["_t"] == worst_t]
     for r in worst:
-        r["regression"] = r.pop("_t") / intact.allreduce_s
+        r["regression"] = _regression(r.pop("_t"), intact)
         r.pop("orbit_size")
     return {"unit": units.kind + " pair", "method": method, "evaluated": len(rows),
             "disconnecting": sum(r.get("disconnects", False) for r in rows),
