@@ -305,6 +305,14 @@ def bypass(source: Source, node: int, workload: Workload | None = None, *,
     return doc, failure_cabling(topo, chosen.failure, cabling, panel_size)
 
 
+def robust_frontier(doc: dict, workload: Workload | None = None, *, rank: bool = False,
+                    cabling: str = "auto") -> dict:
+    """Add to every point of a `search --json` document its ``robust`` column (the worst
+    single fibre or node failure, exact by orbits: topofinder.resilience.robust); ``rank``:
+    recommend the point whose worst failure costs least. Returns ``doc``, changed."""
+    return robust_search(doc, workload or Workload(), rank, cabling)
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """A verified frontier for (N, d), ranked for a workload. ``frontier[recommended]`` is the
@@ -366,7 +374,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
                   use_cache=use_cache, progress=progress or None, kstep=kstep,
                   baselines=baselines, moe=moe)
     if robust:
-        doc = robust_search(doc, workload or Workload(), rank=rank_by_robust)
+        robust_frontier(doc, workload, rank=rank_by_robust)
     points = tuple(FrontierPoint(**p) for p in doc["frontier"])
     return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
                         points, doc["recommended"],
@@ -395,5 +403,5 @@ def records(result: SearchResult | dict) -> list[dict]:
 
 __all__ = ["Source", "load", "score", "schedule", "load_schedule", "relabel", "search",
            "export_topology",
-           "export_schedule", "export_patch_panel", "failed", "fail", "bypass", "SearchResult", "records", "Workload",
+           "export_schedule", "export_patch_panel", "failed", "fail", "bypass", "robust_frontier", "SearchResult", "records", "Workload",
            "Topology", "StepSchedule", "TreeSchedule", "AllToAllSchedule", "TopofinderError"]

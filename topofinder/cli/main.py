@@ -481,6 +481,13 @@ def _add_search(sub) -> None:
                    help="do not score ShiftedRing, the double binary tree and the closest torus "
                         "at the same N and d (shown by default with the recommendation's "
                         "speedup over each)")
+    p.add_argument("--robust", action="store_true",
+                   help="add each frontier point's worst single fibre or node failure (exact "
+                        "by automorphism orbits, see 'topofinder fail') as a column; --plot "
+                        "then also shows intact vs worst-degraded allreduce per point")
+    p.add_argument("--rank-by", choices=["objective", "robust"], default="objective",
+                   help="recommend by the intact objective (default) or by the worst "
+                        "single-failure objective (needs --robust)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=_run_search)
 
@@ -504,6 +511,10 @@ def _run_search(args) -> int:
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True,
                     kstep=args.kstep, baselines=not args.no_baselines, moe=moe,
                     baseline_progress=_baseline_progress)
+    if args.rank_by == "robust" and not args.robust:
+        raise TopofinderError("search: --rank-by robust needs --robust")
+    if args.robust:
+        api.robust_frontier(result, workload, rank=args.rank_by == "robust")
     if args.gpus_per_node is not None:
         _add_hierarchy(result, args)
     if args.plot:
@@ -540,6 +551,12 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
                      f"{p['allreduce_time_s'] * 1e6:.1f} us", a2a, p["schedule"]))
+    if any(p.get("robust") for p in result["frontier"]):
+        rows[0] += ("worst failure",)
+        for i, p in enumerate(result["frontier"]):
+            r = p["robust"]
+            rows[i + 1] += ("disconnects" if r.get("disconnects") else
+                            f"{r['worst_allreduce_s'] * 1e6:.1f} us ({r['worst_failure']})",)
     if "hierarchy" in result:
         rows[0] += ("GPU algbw",)
         for i, p in enumerate(result["frontier"]):

@@ -20,15 +20,16 @@ def worst_failure(expr: str, workload: Workload, cabling: str = "auto") -> dict:
     topo = load_topology(expr)
     share = workload.alltoall_share > 0
     doc = survey(topo, workload, cabling=cabling, alltoall=share)
-    worst = max((doc["single_links"]["worst"], doc["single_nodes"]["worst"]),
-                key=lambda r: r.get("allreduce_s", float("inf")))
+    unit, worst = max(((doc[k]["unit"], doc[k]["worst"]) for k in ("single_links",
+                                                                   "single_nodes")),
+                      key=lambda r: r[1].get("allreduce_s", float("inf")))
     allreduce = worst.get("allreduce_s")          # None: a single failure disconnects it
     alltoall = None
     if allreduce is None:
-        return {"worst_failure": worst["failure"], "disconnects": True}
+        return {"worst_failure": f"{unit} {worst['failure']}", "disconnects": True}
     if share and worst.get("alltoall_f"):
         alltoall = workload.alltoall_time(worst["N"], topo.degree, worst["alltoall_f"])
-    return {"worst_failure": worst["failure"], "worst_allreduce_s": allreduce,
+    return {"worst_failure": f"{unit} {worst['failure']}", "worst_allreduce_s": allreduce,
             "worst_alltoall_s": alltoall, "worst_objective_s": workload.objective(allreduce,
                                                                                   alltoall),
             "intact_bfb_allreduce_s": doc["intact"]["allreduce_s"],
