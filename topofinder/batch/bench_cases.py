@@ -361,18 +361,22 @@ for _expr in FRONTIER_1024_4:
          setup=lambda e=_expr: _fresh(lambda: parse(e)))(_fail_survey)
 
 
-def _export_failed(_):
-    """`export EXPR --what schedule --collective allreduce --fail-node 5` in a fresh process
-    (import, build, BFB on the degraded digraph, replay, write)."""
-    import subprocess
-    import sys
-    import tempfile
+def _export_failed(fmt: str):
+    """`export EXPR --what schedule --collective allreduce --fail-node 5 --format FMT` in a
+    fresh process (import, build, BFB on the degraded digraph both ways, replay, write)."""
+    def run(_):
+        import subprocess
+        import sys
+        import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "topofinder", "export", "L^3(C(16,{1,6}))",
-                        "--what", "schedule", "--collective", "allreduce", "--fail-node", "5",
-                        "-o", f"{tmp}/s.json"], check=True, capture_output=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, "-m", "topofinder", "export", "L^3(C(16,{1,6}))",
+                            "--what", "schedule", "--collective", "allreduce", "--fail-node",
+                            "5", "--format", fmt, "-o", f"{tmp}/s.{fmt}"], check=True,
+                           capture_output=True)
+    return run
 
 
-case("export --fail-node: repaired allreduce of L^3(C(16,{1,6})) (N=1024; subprocess)", 5.0,
-     group="failures", repeat=3)(_export_failed)
+for _fmt in ("json", "npz"):
+    case(f"export --fail-node --format {_fmt}: repaired allreduce of L^3(C(16,{{1,6}})) "
+         f"(N=1024; subprocess)", 5.0, group="failures", repeat=3)(_export_failed(_fmt))

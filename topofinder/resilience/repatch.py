@@ -6,7 +6,7 @@ permutation σ keeps every survivor at d ports in and out. The matching chosen m
 re-patched fabric's allreduce time under the workload (2 BFB phases, α-β model: T_L·α + τ·M/B,
 so it ranks (T_L, τ) pairs), ties broken by (T_L, τ) and then by σ: exactly over all d!
 matchings (distinct arc sets) when d ≤ ``EXACT_DEGREE``, else by 2-swap local search from
-the identity (a local optimum, stated in the result). A pair u_i = w_σ(i) would be a
+the identity (a local optimum, stated in the result). τ_fc is computed for the chosen one. A pair u_i = w_σ(i) would be a
 self-loop: it is allowed and costs the port, as the scorers count it.
 """
 
@@ -81,7 +81,7 @@ class _Scorer:
         arcs = tuple(sorted(f.added))
         if arcs not in self.seen:
             self.seen[arcs] = score_fabric(degrade(self.topo, f, connected=False),
-                                           self.workload)
+                                           self.workload, forestcoll=False)
         return _key(self.seen[arcs], sigma)
 
 
@@ -115,7 +115,7 @@ def repatch(topo: Topology, node: int, workload: Workload | None = None,
         best = _local_search(scorer, d)
         method = f"2-swap local search from the identity (d = {d} > {exact_degree})"
     f = scorer.failure(best)
-    return Repatch(node, f, scorer.seen[tuple(sorted(f.added))],
+    return Repatch(node, f, score_fabric(degrade(topo, f, connected=False), workload),
                    score_fabric(degrade(topo, Failure(nodes=(node,)), connected=False),
                                 workload),
                    score_fabric(topo, workload), method, len(scorer.seen))

@@ -51,19 +51,22 @@ class Score:
         if self.T_L is None:
             return {"N": self.n, "disconnects": True}
         doc = {"N": self.n, "T_L": self.T_L, "tau": float(self.tau), "tau_exact": exact(self.tau),
-               "tau_rs_exact": exact(self.tau_rs), "tau_fc": float(self.tau_fc),
-               "tau_fc_exact": exact(self.tau_fc), "allreduce_s": self.allreduce_s}
+               "tau_rs_exact": exact(self.tau_rs), "allreduce_s": self.allreduce_s}
+        if self.tau_fc is not None:
+            doc.update(tau_fc=float(self.tau_fc), tau_fc_exact=exact(self.tau_fc))
         if self.alltoall_f is not None:
             doc["alltoall_f"] = self.alltoall_f
         return doc
 
 
-def score_fabric(topo: Topology, workload: Workload, alltoall: bool = False) -> Score:
-    """:class:`Score` of one fabric (disconnected: T_L None, infinite allreduce time)."""
+def score_fabric(topo: Topology, workload: Workload, alltoall: bool = False,
+                 forestcoll: bool = True) -> Score:
+    """:class:`Score` of one fabric (disconnected: T_L None, infinite allreduce time;
+    ``forestcoll`` False: τ_fc left None)."""
     if not topo.strongly_connected:
         return Score(topo.n)
     ag, rs = bfb_score(topo), bfb_score(topo.transpose())
-    fc = throughput_optimum(topo, ag.pipelined_load).tau
+    fc = throughput_optimum(topo, ag.pipelined_load).tau if forestcoll else None
     f = alltoall_summary(topo)["alltoall_f"] if alltoall else None
     t = workload.collective_time(ag.T_L + rs.T_L, float(ag.tau + rs.tau))
     return Score(topo.n, ag.T_L, ag.tau, rs.tau, fc, t, f)
