@@ -482,9 +482,8 @@ def _add_search(sub) -> None:
                         "at the same N and d (shown by default with the recommendation's "
                         "speedup over each)")
     p.add_argument("--robust", action="store_true",
-                   help="add each frontier point's worst single fibre or node failure (exact "
-                        "by automorphism orbits, see 'topofinder fail') as a column; --plot "
-                        "then also shows intact vs worst-degraded allreduce per point")
+                   help="add each point's worst single fibre or node failure as a column "
+                        "('topofinder fail'); --plot shows it next to the intact time")
     p.add_argument("--rank-by", choices=["objective", "robust"], default="objective",
                    help="recommend by the intact objective (default) or by the worst "
                         "single-failure objective (needs --robust)")
