@@ -5,6 +5,7 @@ by an independent enumeration."""
 
 from __future__ import annotations
 
+import json
 from itertools import permutations
 
 import numpy as np
@@ -103,3 +104,46 @@ def test_failed_expression_round_trips_and_refuses_bad_failures():
     assert api.failed("C(16,{1,6})", ["0<->1"], [4]) == "Fail(C(16,{1,6}); 0<->1, 4)"
     with pytest.raises(api.TopofinderError, match="disconnects"):
         api.failed("DC(8,{1})", ["0->1"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["export", "C(16,{1,6})", "--what", "schedule", "--fail", "0->2"],
+     "there is not a fibre 0->2 to fail"),
+    (["export", "C(16,{1,6})", "--what", "schedule", "--fail-node", "16"],
+     "node 16 is out of range 0..15"),
+    (["export", "DC(8,{1})", "--what", "schedule", "--fail", "3->4"],
+     "disconnects the fabric"),
+    (["export", "C(16,{1,6})", "--what", "patch-panel", "--fail", "0<->1", "--fail", "0<->15",
+      "--fail", "0<->6", "--fail", "0<->10"], "disconnects the fabric (node 0 cannot reach"),
+    (["fail", "C(16,{1,6})", "--repatch", "99"], "node 99 is out of range"),
+    (["fail", "C(16,{1,6})", "--links", "3"], "--links takes 0, 1 or 2"),
+    (["fail", "Fail(C(16,{1,6}); 0-1)"], "bad failure '0-1'"),
+])
+def test_bad_failures_at_the_command_line_are_one_line_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+    assert captured.out == ""
+
+
+def test_fail_command_prints_the_survey_and_its_json(capsys):
+    assert main(["fail", "Pi(4,32)", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(json.dumps(api.fail("Pi(4,32)", Workload.from_strings())))
+    assert main(["fail", "Pi(4,32)"]) == 0
+    text = capsys.readouterr().out
+    assert f"{doc['single_links']['failures']} in {doc['single_links']['orbits']} orbits" in text
+    assert f"worst  {doc['single_nodes']['worst']['failure']:>12}: T_L" in text
+
+
+def test_robust_search_column_is_the_worst_single_failure_and_can_rank():
+    result = api.search(16, 2, jobs=1, robust=True, rank_by_robust=True)
+    worst = []
+    for p in result.frontier:
+        doc = api.fail(p.expr)
+        rows = [doc["single_links"]["worst"], doc["single_nodes"]["worst"]]
+        t = max(r.get("allreduce_s", float("inf")) for r in rows)
+        assert p.robust.get("worst_allreduce_s", float("inf")) == pytest.approx(t)
+        worst.append(t)
+    assert result.recommended == min(range(len(worst)), key=worst.__getitem__)

@@ -164,7 +164,7 @@ def _degraded_panel(ax, rows, title: str) -> None:
     ax.set_xlabel("allreduce time (µs), BFB on the intact and the degraded digraph")
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))   # clear of the bars
 
 
 def plot_failures(surveys: list[dict], path: str) -> None:
