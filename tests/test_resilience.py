@@ -147,3 +147,21 @@ def test_robust_search_column_is_the_worst_single_failure_and_can_rank():
         assert p.robust.get("worst_allreduce_s", float("inf")) == pytest.approx(t)
         worst.append(t)
     assert result.recommended == min(range(len(worst)), key=worst.__getitem__)
+
+
+def test_spare_on_the_dead_nodes_panel_moves_one_cord_per_fibre():
+    """C(16,{1,6}) on 48-port panels: node 15 shares its panel with spares 16, 17. Moving its
+    2d = 8 fibres to a spare there re-plugs one cord per fibre (its trunk end stays), so
+    8 unplugged + 8 plugged; a spare on another panel moves both cords of every fibre."""
+    g = api.load("C(16,{1,6})")
+    plan = api.spare(g, 15, 10, panel_size=48)
+    lay = plan.before.layout
+    assert lay.panel_of(plan.spare) == lay.panel_of(15)
+    assert plan.costs[plan.spare] == min(c for c in plan.costs.values() if c is not None) == 16
+    assert all(c == 32 for s, c in plan.costs.items() if lay.panel_of(s) != lay.panel_of(15))
+    # the cords after the move realise the intact fibres with the spare playing node 15
+    rename = lambda v: plan.spare if v == 15 else v        # noqa: E731
+    before = sorted((rename(u), p, rename(w), q) for u, p, w, q in plan.before.trace())
+    assert sorted(plan.after.trace()) == before
+    assert main(["fail", "C(16,{1,6})", "--repatch", "15", "--spares", "10", "--panel-size",
+                 "48"]) == 0

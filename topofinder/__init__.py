@@ -21,7 +21,7 @@ __version__ = "0.2.0"
 
 _API = ("load", "score", "schedule", "load_schedule", "relabel", "search", "export_topology",
         "export_schedule",
-        "export_patch_panel", "failed", "fail", "bypass", "robust_frontier", "records", "SearchResult", "Workload", "StepSchedule",
+        "export_patch_panel", "failed", "fail", "bypass", "spare", "robust_frontier", "records", "SearchResult", "Workload", "StepSchedule",
         "TreeSchedule", "AllToAllSchedule")
 
 __all__ = ["Topology", "TopofinderError", "__version__", *_API]

@@ -41,6 +41,7 @@ from topofinder.model.topology import Topology
 from topofinder.resilience.cabling import degraded_plan, failure_cabling
 from topofinder.resilience.repatch import repatch
 from topofinder.resilience.robust import robust_search
+from topofinder.resilience.spares import SparePlan, plan_spare
 from topofinder.resilience.survey import PAIR_BUDGET, survey
 from topofinder.scoring.alltoall_steps import alltoall_schedule
 from topofinder.scoring.bfb import bfb_schedule
@@ -305,6 +306,14 @@ def bypass(source: Source, node: int, workload: Workload | None = None, *,
     return doc, failure_cabling(topo, chosen.failure, cabling, panel_size)
 
 
+def spare(source: Source, node: int, spares: int, *, cabling: str = "auto",
+          panel_size: int = 1008, trunks: int | None = None) -> SparePlan:
+    """Which of ``spares`` spare nodes (N..N+S−1 on the fixed panel layout of `export --what
+    cross-connects`) replaces dead ``node`` with the fewest patch cords moved; ``.as_dict()``,
+    ``.removed`` / ``.added`` cross-connects (topofinder.resilience.spares)."""
+    return plan_spare(load(source), node, spares, cabling, panel_size, trunks)
+
+
 def robust_frontier(doc: dict, workload: Workload | None = None, *, rank: bool = False,
                     cabling: str = "auto") -> dict:
     """Add to every point of a `search --json` document its ``robust`` column (the worst
@@ -403,5 +412,5 @@ def records(result: SearchResult | dict) -> list[dict]:
 
 __all__ = ["Source", "load", "score", "schedule", "load_schedule", "relabel", "search",
            "export_topology",
-           "export_schedule", "export_patch_panel", "failed", "fail", "bypass", "robust_frontier", "SearchResult", "records", "Workload",
+           "export_schedule", "export_patch_panel", "failed", "fail", "bypass", "spare", "robust_frontier", "SearchResult", "records", "Workload",
            "Topology", "StepSchedule", "TreeSchedule", "AllToAllSchedule", "TopofinderError"]

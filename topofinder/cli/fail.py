@@ -21,7 +21,8 @@ DESCRIPTION = (
     "and the critical elements. --links 2 / --nodes 2: the worst pair, exhaustive by orbits "
     "up to --pair-budget candidates, sampled beyond (the output says which). --repatch "
     "NODE: the best re-patching of NODE's in-neighbours to its out-neighbours (exact over "
-    "all d! matchings for d <= 6) and its patch-panel diff.")
+    "all d! matchings for d <= 6) and its patch-panel diff; with --spares S also which "
+    "spare node replaces NODE with the fewest patch cords moved.")
 
 
 def add(sub) -> None:
@@ -47,6 +48,15 @@ def add(sub) -> None:
                    help="plan the bypass of dead NODE instead of the survey")
     p.add_argument("-o", "--output", default=None, metavar="DIFF.csv",
                    help="--repatch: write the patch-panel diff (remove/add rows) here")
+    p.add_argument("--spares", type=int, default=None, metavar="S",
+                   help="--repatch: also pick which of S spare nodes (N..N+S-1 on the panel "
+                        "layout of export --what cross-connects) replaces NODE with the "
+                        "fewest patch cords moved")
+    p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
+                   help="--repatch: ports per patch panel (default 1008)")
+    p.add_argument("--trunks", type=int, default=None, metavar="T",
+                   help="--spares: trunk fibres per ordered panel pair (default: as many as "
+                        "the intact plan and every replacement need)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=run)
 
@@ -104,8 +114,21 @@ def format_survey(doc: dict) -> list[str]:
     return out
 
 
+def _spread(spares: list[dict]) -> str:
+    cords = [s["cords"] for s in spares if s["cords"] is not None]
+    full = len(spares) - len(cords)
+    return (f"{len(spares)} spares tried, {min(cords)}..{max(cords)} cords"
+            + (f", {full} without trunk room" if full else ""))
+
+
 def _run_repatch(args) -> int:
-    doc, diff = api.bypass(args.expr, args.repatch, _workload(args), cabling=args.cabling)
+    doc, diff = api.bypass(args.expr, args.repatch, _workload(args), cabling=args.cabling,
+                           panel_size=args.panel_size)
+    spare = None
+    if args.spares is not None:
+        spare = api.spare(args.expr, args.repatch, args.spares, cabling=args.cabling,
+                          panel_size=args.panel_size, trunks=args.trunks).as_dict()
+        doc["spare"] = spare
     if args.output:
         diff.write_csv(args.output)
     if args.json:
@@ -119,4 +142,13 @@ def _run_repatch(args) -> int:
           f"plugged" + (f", written to {args.output}" if args.output else ""))
     print(f"  schedule: topofinder export {shlex.quote(doc['expr'])} --what schedule "
           f"--collective allreduce")
+    nothing, repatched = doc["nothing"].get("allreduce_s"), doc["repatched"].get("allreduce_s")
+    if nothing is not None and repatched is not None and nothing < repatched:
+        print("  note: under BFB doing nothing is faster here (the new fibres are shortcuts "
+              "that shortest paths crowd); the re-patched fabric's tree schedule "
+              "(--kind trees) reaches its tau_fc")
+    if spare is not None:
+        print(f"spare: node {spare['spare']} replaces node {spare['node']} (intact T_L and tau): "
+              f"{spare['cords_unplugged']} patch cords unplugged, {spare['cords_plugged']} "
+              f"plugged; " + _spread(spare["spares"]))
     return 0
