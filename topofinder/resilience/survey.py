@@ -217,10 +217,10 @@ def pairs(topo, units: Units, intact: Score, workload, budget: int = PAIR_BUDGET
     cand = _pair_candidates(units)
     method = f"exhaustive by orbits ({len(cand)} pairs with a representative first)"
     if len(cand) > budget:
+        method = (f"sampled: {budget} of {len(cand)} pairs with a representative first, "
+                  f"uniformly (seed {seed}); the worst found")
         pick = np.random.default_rng(seed).choice(len(cand), budget, replace=False)
         cand = [cand[i] for i in np.sort(pick)]
-        method = (f"sampled: {budget} of {len(_pair_candidates(units))} pairs with a "
-                  f"representative first, uniformly (seed {seed}); the worst found")
     rows = []
     for k, (a, b) in enumerate(cand):
         rows.append(_row(topo, units.failures[a] + units.failures[b], 1, workload, alltoall))
