@@ -7,21 +7,24 @@ from __future__ import annotations
 from collections import Counter
 from itertools import combinations
 
+import networkx as nx
 import numpy as np
 import pytest
 
+from topofinder.api import load
 from topofinder.errors import TopofinderError
 from topofinder.families.build import load_topology
 from topofinder.model.failures import Failure, degrade, parse_failure, split_expression
 from topofinder.model.topology import Topology
 from topofinder.resilience.survey import survey
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.forestcoll import tau_fc
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.scoring.symmetry import group_elements, topology_group
+from topofinder.scoring.trees.forestcoll import tau_fc
 from topofinder.workload.cost import Workload
 
 SMALL = ["C(16,{1,6})", "Torus(4,4)", "Pi(4,32)", "Pi(2,12)", "DBJ(2,4)", "Kautz(2,3)", "K(5)",
          "Hypercube(3)", "DC(9,{1,3})", "UniRing(2,6)", "BiRing(4,6)", "Aff(16,7,{5,11})",
-         "Diamond", "DistReg(Petersen)"]
+         "Diamond", "DistReg(Petersen)", nx.house_graph(), nx.path_graph(5)]
 
 
 def _scores(h: Topology):
@@ -74,9 +77,11 @@ def _frac(text):
     return Fraction(text)
 
 
-@pytest.mark.parametrize("expr", SMALL)
+@pytest.mark.parametrize("expr", SMALL, ids=str)
 def test_orbit_reduction_equals_the_exhaustive_loop(expr):
-    g = load_topology(expr)
+    """(Undirected graphs whose automorphisms never reverse some edge, like a path, check
+    that a cable's orbit joins the directed orbits of both its directions.)"""
+    g = load(expr)
     doc = survey(g)
     duplex = doc["cabling"] == "duplex"
     assert duplex == bool(g.bidirectional)
@@ -84,6 +89,13 @@ def test_orbit_reduction_equals_the_exhaustive_loop(expr):
     assert _from_table(doc["single_nodes"]) == Counter(_scores(_without_node(g, v))
                                                       for v in range(g.n))
     assert doc["single_nodes"]["failures"] == g.n
+    # no orbit is split: as many as the whole group (enumerated) has on links and nodes
+    elements = group_elements(g.n, topology_group(g).generators, 100_000)
+    arcs = {(int(u), int(w)) for u, w in zip(g.src, g.dst) if u != w}
+    key = (lambda u, w: (min(u, w), max(u, w))) if duplex else (lambda u, w: (u, w))
+    link_orbits = {frozenset(key(int(h[u]), int(h[w])) for h in elements) for u, w in arcs}
+    assert doc["single_links"]["orbits"] == len(link_orbits)
+    assert doc["single_nodes"]["orbits"] == len({frozenset(elements[:, v]) for v in range(g.n)})
 
 
 def test_simplex_cabling_of_a_bidirectional_fabric_fails_single_fibres():

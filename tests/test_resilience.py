@@ -15,8 +15,8 @@ from topofinder import api
 from topofinder.cli.main import main
 from topofinder.model.schedule import validate
 from topofinder.model.topology import Topology
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.trees import validate as validate_trees
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.model.tree_schedule import validate as validate_trees
 from topofinder.workload.cost import Workload
 
 CASES = [("C(16,{1,6})", "0<->1"), ("C(16,{1,6})", "3"), ("Pi(4,32)", "1->26"),

@@ -17,15 +17,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from topofinder.errors import TopofinderError
 from topofinder.model.failures import Failure, degrade
 from topofinder.model.topology import Topology
 from topofinder.model.units import exact
-from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.forestcoll import throughput_optimum
-from topofinder.scoring.symmetry import orbits, topology_group
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.scoring.trees.forestcoll import throughput_optimum
+from topofinder.scoring.links import Links
+from topofinder.scoring.symmetry import LinkOrbits, orbits, topology_group
 from topofinder.workload.cost import Workload
 
 CABLINGS = ("auto", "simplex", "duplex")
@@ -83,36 +86,27 @@ def duplex_cabled(topo: Topology, cabling: str) -> bool:
     return cabling == "duplex" or (cabling == "auto" and bool(topo.bidirectional))
 
 
-def link_units(topo: Topology, duplex: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct links (rows u, w; u < w when ``duplex``) and how many fibres (cables) each
-    pair has; self-loops carry no traffic and are left out."""
-    keep = topo.src != topo.dst
-    u, w = topo.src[keep], topo.dst[keep]
-    if duplex:
-        u, w = np.minimum(u, w), np.maximum(u, w)
-    pairs, count = np.unique(np.stack([u, w], 1), axis=0, return_counts=True)
-    return pairs, (count // 2 if duplex else count)
-
-
-def unit_failure(pair, duplex: bool) -> Failure:
-    u, w = int(pair[0]), int(pair[1])
+def unit_failure(u: int, w: int, duplex: bool) -> Failure:
     return Failure(cables=((u, w),)) if duplex else Failure(fibres=((u, w),))
 
 
-def link_orbits(topo: Topology, pairs: np.ndarray, duplex: bool, gens) -> np.ndarray:
-    """Orbit label of every link under the automorphisms ``gens`` (node permutations)."""
-    n = topo.n
-    keys = pairs[:, 0] * n + pairs[:, 1]
-    perms = []
-    for g in gens:
-        a, b = g[pairs[:, 0]], g[pairs[:, 1]]
-        if duplex:
-            a, b = np.minimum(a, b), np.maximum(a, b)
-        idx = np.searchsorted(keys, a * n + b)
-        if not np.array_equal(keys[np.minimum(idx, keys.size - 1)], a * n + b):
-            raise TopofinderError("an automorphism maps a link off the fabric")
-        perms.append(idx)
-    return orbits(len(pairs), perms)
+def link_orbits(topo: Topology, duplex: bool, gens):
+    """The link failure units under the automorphisms ``gens``: (u, w) pairs (merged links,
+    topofinder.scoring.links; u < w for cables), how many fibres (cables) each stands for, and
+    their orbit labels. A cable {u, w} is in the orbit of (u, w) or of (w, u): the directed
+    link orbits (``LinkOrbits``) joined with their reverses."""
+    links = Links.of(topo)
+    loops = topo.src == topo.dst
+    count = np.bincount(links.index(topo.src[~loops], topo.dst[~loops]), minlength=links.num)
+    arc_orbit = LinkOrbits.of(links, gens).arc_orbit
+    if not duplex:
+        return np.stack([links.tail, links.head], 1), count, arc_orbit
+    rev = links.index(links.head, links.tail)
+    k = int(arc_orbit.max()) + 1
+    join = sp.coo_matrix((np.ones(links.num), (arc_orbit, arc_orbit[rev])), shape=(k, k))
+    cable_orbit = connected_components(join, directed=False)[1][arc_orbit]
+    one = links.tail < links.head
+    return np.stack([links.tail[one], links.head[one]], 1), count[one], cable_orbit[one]
 
 
 def _representatives(labels: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,9 +162,9 @@ class Units:
 
     @classmethod
     def links(cls, topo: Topology, duplex: bool, gens) -> "Units":
-        pairs, count = link_units(topo, duplex)
-        return cls("cable" if duplex else "fibre", [unit_failure(p, duplex) for p in pairs],
-                   count, link_orbits(topo, pairs, duplex, gens))
+        pairs, count, labels = link_orbits(topo, duplex, gens)
+        return cls("cable" if duplex else "fibre",
+                   [unit_failure(int(u), int(w), duplex) for u, w in pairs], count, labels)
 
     @classmethod
     def nodes(cls, topo: Topology, gens) -> "Units":
