@@ -54,9 +54,6 @@ def add(sub) -> None:
                         "fewest patch cords moved")
     p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
                    help="--repatch: ports per patch panel (default 1008)")
-    p.add_argument("--trunks", type=int, default=None, metavar="T",
-                   help="--spares: trunk fibres per ordered panel pair (default: as many as "
-                        "the intact plan and every replacement need)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=run)
 
@@ -127,7 +124,7 @@ def _run_repatch(args) -> int:
     spare = None
     if args.spares is not None:
         spare = api.spare(args.expr, args.repatch, args.spares, cabling=args.cabling,
-                          panel_size=args.panel_size, trunks=args.trunks).as_dict()
+                          panel_size=args.panel_size).as_dict()
         doc["spare"] = spare
     if args.output:
         diff.write_csv(args.output)
