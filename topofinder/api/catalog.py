@@ -30,14 +30,15 @@ def catalog_list() -> list[dict]:
 
 def catalog_build(names: list[str] | tuple[str, ...] = (), *, name: str | None = None,
                   write: bool = True, target: str | Fraction | None = None,
-                  progress: Callable[[dict], None] | None = None, **options) -> list[dict]:
+                  progress: Callable[[dict], None] | None = None,
+                  done: Callable[[dict], None] | None = None, **options) -> list[dict]:
     """Run the exhaustive searches that find catalog bases: the presets ``names`` (``["all"]``:
     every preset) or one custom search named ``name``; ``options`` (space, n, d, steps,
     chunks, reverse_symmetric, time_limit, budget, search_all; None: the preset's) override
     the preset; ``target``: τ to reach in M/B ("7/8"; default (N-1)/N). A base found is
     written to catalog/ unless ``write`` is False. One report per build (its ``found``,
     ``T_L``, ``tau``, ``candidates``, ``searches``, ``path``, ...); ``progress(row)`` follows
-    every CP-SAT search."""
+    every CP-SAT search, ``done(report)`` every finished build."""
     if name and names:
         raise TopofinderError("catalog build: give preset NAMEs or --name, not both")
     try:
@@ -46,8 +47,13 @@ def catalog_build(names: list[str] | tuple[str, ...] = (), *, name: str | None =
         raise TopofinderError(f"catalog build: --target {target!r} is not a number such as "
                               f"7/8 or 0.875") from None
     todo = list(CATALOG_PRESETS) if list(names) == ["all"] else list(names) or [name]
-    return [catalog_build.run(entry, write=write, progress=progress, target=target, **options)
-            for entry in todo]
+    reports = []
+    for entry in todo:
+        reports.append(catalog_build.run(entry, write=write, progress=progress, target=target,
+                                         **options))
+        if done is not None:
+            done(reports[-1])
+    return reports
 
 
 def catalog_affine(degrees=(4,), n_min: int = 5, n_max: int = 2000,

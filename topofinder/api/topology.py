@@ -126,7 +126,8 @@ def export_ranks(source: Source, fmt: str = "csv", path: str | os.PathLike | Non
 
 
 def emit(text: str, path: str | os.PathLike | None) -> str:
-    """``text``, written to ``path`` first when given (whole or not at all)."""
+    """``text``, written to ``path`` first when given (whole or not at all; "-": standard
+    output)."""
     if path is not None:
         write_text(path, text)
     return text
