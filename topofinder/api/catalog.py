@@ -10,10 +10,11 @@ from pathlib import Path
 
 from topofinder.errors import TopofinderError
 from topofinder.families.catalog import listing
-from topofinder.finder import affine_catalog, catalog_build
+from topofinder.finder import affine_catalog
+from topofinder.finder.catalog_build import PRESETS, run as build_base
 
 #: The named catalog builds (``catalog_build("Diamond")``), each with its search parameters.
-CATALOG_PRESETS = tuple(catalog_build.PRESETS)
+CATALOG_PRESETS = tuple(PRESETS)
 #: Draws per (N, d) and their seed for :func:`catalog_affine`.
 AFFINE_TRIES, AFFINE_SEED = affine_catalog.DEFAULT_TRIES, affine_catalog.DEFAULT_SEED
 
@@ -49,8 +50,8 @@ def catalog_build(names: list[str] | tuple[str, ...] = (), *, name: str | None =
     todo = list(CATALOG_PRESETS) if list(names) == ["all"] else list(names) or [name]
     reports = []
     for entry in todo:
-        reports.append(catalog_build.run(entry, write=write, progress=progress, target=target,
-                                         **options))
+        reports.append(build_base(entry, write=write, progress=progress, target=target,
+                                  **options))
         if done is not None:
             done(reports[-1])
     return reports

@@ -92,9 +92,10 @@ class SearchResult:
 
 
 def network_workload(workload: Workload | None, moe: MoEWorkload | None) -> Workload:
-    """``workload`` (default: α = 10 µs, B = 100 Gbps, M = 1 MB) with the α and bandwidth of
-    the MoE file's ``[network]`` table when it has one (they win over the options)."""
-    workload = workload or Workload()
+    """``workload`` (default: the command line's, ``Workload.from_strings()``: α = 10us,
+    B = 100Gbps, M = 1MB) with the α and bandwidth of the MoE file's ``[network]`` table when
+    it has one (they win over the options)."""
+    workload = workload or Workload.from_strings()
     if moe is None or (moe.alpha_s is None and moe.bandwidth_Bps is None):
         return workload
     return replace(workload,
