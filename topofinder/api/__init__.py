@@ -39,6 +39,7 @@ from topofinder.api.search import (
 from topofinder.api.topology import (
     Source, export_ranks, export_topology, load, mapping, score,
 )
+from topofinder import API_NAMES
 from topofinder.errors import TopofinderError
 from topofinder.finder.describe import FC_TIME_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
@@ -48,15 +49,4 @@ from topofinder.scoring.trees import TreeSchedule
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload, load_moe
 
-__all__ = [
-    "Source", "load", "score", "schedule", "load_schedule", "relabel", "mapping", "search",
-    "export_topology", "export_ranks", "export_schedule", "export_schedule_of",
-    "export_patch_panel", "diff_patch_panel", "cross_connects", "export_cross_connects",
-    "check_schedule", "catalog_list", "catalog_build", "catalog_affine", "sweep", "bench",
-    "run_schedule", "add_run_arguments", "plot", "records", "network_workload",
-    "stop_workers", "is_quiet_rank", "SearchResult", "Hierarchy", "CrossConnects",
-    "SweepResult", "Workload", "MoEWorkload", "load_moe", "Topology", "StepSchedule",
-    "TreeSchedule", "AllToAllSchedule", "TopofinderError", "FC_TIME_LIMIT", "DEFAULT_INTRA",
-    "SCHEDULE_FORMATS", "CATALOG_PRESETS", "AFFINE_TRIES", "AFFINE_SEED", "MAX_BENCH_REPEAT",
-    "RUN_DESCRIPTION",
-]
+__all__ = ["Topology", "TopofinderError", *API_NAMES]

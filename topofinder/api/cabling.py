@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
 from topofinder.export.check import CheckReport, apply_diff, check, read_sends
-from topofinder.export.patch_panel import PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan
+from topofinder.export.patch_panel import (
+    PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan,
+)
 from topofinder.export.physical import (
     Configuration, Layout, configure, connect_changes, make_layout, write_changes,
 )

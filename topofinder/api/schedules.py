@@ -129,9 +129,10 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); also
-    written to ``path`` when given ("-": standard output). ``npz`` (step or tree schedules) is binary:
-    written to ``path`` (a file, required), returns None. ``physical``: the diff mapping φ the schedule was
-    renamed with (:func:`relabel`), recorded so readers rebuild its topology (json, xml)."""
+    written to ``path`` when given ("-": standard output). ``npz`` (step or tree schedules)
+    is binary: written to ``path`` (a file, required), returns None. ``physical``: the diff
+    mapping φ the schedule was renamed with (:func:`relabel`), recorded so readers rebuild its
+    topology (json, xml)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")

@@ -11,11 +11,11 @@ from topofinder.cli.common import json_text
 
 def add(sub) -> None:
     p = sub.add_parser("bench", help="time the benchmark cases against their targets",
-                       description="Median timings of the benchmark cases (building, BFB "
-                                   "scoring, expansion schedules, ForestColl, all-to-all, "
-                                   "search cold and warm, patch panels, catalog searches), "
-                                   "each against its target, printed with the machine's core "
-                                   "count and merged into results/bench.json.")
+                       description="""\
+        Median timings of the benchmark cases (building, BFB scoring, expansion schedules,
+        ForestColl, all-to-all, search cold and warm, patch panels, catalog searches), each
+        against its target, printed with the machine's core count and merged into
+        results/bench.json.""")
     p.add_argument("cases", nargs="*", metavar="WORD",
                    help="run only cases whose name contains one of these words")
     p.add_argument("--repeat", type=int, default=None, help="runs per case (default: per case)")

@@ -12,10 +12,10 @@ from topofinder.cli.common import Parser, json_text
 
 def add(sub) -> None:
     p = sub.add_parser("catalog", help="list (or build) the base-topology catalog",
-                       description="The catalog of small base topologies (complete, "
-                                   "bipartite, Hamming, rings, search-found bases such as "
-                                   "Diamond and DBJMod) with their stored allgather schedules "
-                                   "and how each was found; the finder expands them.")
+                       description="""\
+        The catalog of small base topologies (complete, bipartite, Hamming, rings,
+        search-found bases such as Diamond and DBJMod) with their stored allgather schedules
+        and how each was found; the finder expands them.""")
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
     lst = actions.add_parser("list", help="N, d, T_L, tau, BW-/Moore-optimal flags, provenance")
@@ -28,12 +28,12 @@ def add(sub) -> None:
 def _add_build(actions) -> None:
     build = actions.add_parser(
         "build", help="exhaustive searches that find catalog bases",
-        description="Enumerate small d-regular digraphs up to isomorphism (all of them, or the "
-                    "rewirings of a de Bruijn graph), order them by BFB tau and search a "
-                    "STEPS-step schedule with CHUNKS chunks per shard by CP-SAT; the first base "
-                    "whose schedule reaches the target tau (default BW-optimal) is written to "
-                    "catalog/ with the command that produced it. Presets: "
-                    + ", ".join(api.CATALOG_PRESETS) + ".")
+        description="""\
+        Enumerate small d-regular digraphs up to isomorphism (all of them, or the rewirings of
+        a de Bruijn graph), order them by BFB tau and search a STEPS-step schedule with CHUNKS
+        chunks per shard by CP-SAT; the first base whose schedule reaches the target tau
+        (default BW-optimal) is written to catalog/ with the command that produced it.
+        Presets: """ + ", ".join(api.CATALOG_PRESETS) + ".")
     build.add_argument("names", nargs="*", metavar="NAME",
                        help="presets to build ('all' for every preset); options override them")
     build.add_argument("--space", choices=["all", "dbj"], default=None,
@@ -61,11 +61,12 @@ def _add_build(actions) -> None:
 def _add_affine(actions) -> None:
     aff = actions.add_parser(
         "affine", help="search affine digraphs Aff(N,q,{a,...}) for every N (bases)",
-        description="For every N in N_MIN..N_MAX and each degree, draw TRIES seeded affine "
-                    "digraphs x -> q*x + a mod N (loops rewired into a cycle), keep those with "
-                    "diameter <= that of Pi(d,N) + 2, score each by BFB and store the Pareto "
-                    "set in (diameter, tau) in catalog/affine.json, which the finder reads as "
-                    "bases (nothing is searched during `search`).")
+        description="""\
+        For every N in N_MIN..N_MAX and each degree, draw TRIES seeded affine digraphs x ->
+        q*x + a mod N (loops rewired into a cycle), keep those with diameter <= that of
+        Pi(d,N) + 2, score each by BFB and store the Pareto set in (diameter, tau) in
+        catalog/affine.json, which the finder reads as bases (nothing is searched during
+        `search`).""")
     aff.add_argument("--d", type=int, nargs="+", default=[4], help="degrees (default 4)")
     aff.add_argument("--n-min", type=int, default=5, help="smallest N (default 5)")
     aff.add_argument("--n-max", type=int, default=2000, help="largest N (default 2000)")

@@ -11,13 +11,12 @@ from topofinder import api
 def add(sub) -> None:
     p = sub.add_parser(
         "check", help="verify that a schedule only sends on fibres a patch plan cables",
-        description="Check a schedule (step or tree JSON, MSCCL XML, .npz) against a "
-                    "patch-panel plan CSV: every send u -> w must ride a cabled fibre from "
-                    "u to w (simplex in that direction, duplex either way), and every "
-                    "k-fold multi-arc of the schedule's topology needs k fibres. Exit 0 when "
-                    "it holds; otherwise exit 2 with the first offending send. After a "
-                    "--diff, export the schedule with --relabel MAP.csv to check it against "
-                    "the new plan.")
+        description="""\
+        Check a schedule (step or tree JSON, MSCCL XML, .npz) against a patch-panel plan CSV:
+        every send u -> w must ride a cabled fibre from u to w (simplex in that direction,
+        duplex either way), and every k-fold multi-arc of the schedule's topology needs k
+        fibres. Exit 0 when it holds; otherwise exit 2 with the first offending send. After a
+        --diff, export the schedule with --relabel MAP.csv to check it against the new plan.""")
     p.add_argument("plan", metavar="PLAN.csv", help="patch-panel plan (export --what "
                                                     "patch-panel, or a diff's new plan)")
     p.add_argument("schedule", metavar="SCHEDULE", help="schedule file (.json, .xml, .npz)")

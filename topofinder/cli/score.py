@@ -12,18 +12,15 @@ from topofinder.cli.common import (
 
 def add(sub) -> None:
     p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, tau, tau_fc, ...",
-                       description="Score one topology given as an expression (e.g. "
-                                   "'L^3(C(16,{3,4}))', 'Pi(4,1024)', 'Torus(8,8)') or a "
-                                   "topology file (edge list, node-link JSON, GraphML): N, "
-                                   "degree d, diameter; the optimal breadth-first-broadcast "
-                                   "(BFB) allgather schedule's steps T_L and bandwidth time "
-                                   "tau in units of M/B (exact fractions in *_exact); the "
-                                   "bounds (Moore bound on steps, (N-1)/N on tau); tau_fc, "
-                                   "the best tau any tree schedule reaches (ForestColl); the "
-                                   "all-to-all concurrent flow f per unit link capacity with "
-                                   "its certified upper bound; and, when the expression names "
-                                   "a construction other than BFB (line graph, catalog "
-                                   "schedule, ...), that schedule's own T_L and tau.")
+                       description="""\
+        Score one topology given as an expression (e.g. 'L^3(C(16,{3,4}))', 'Pi(4,1024)',
+        'Torus(8,8)') or a topology file (edge list, node-link JSON, GraphML): N, degree d,
+        diameter; the optimal breadth-first-broadcast (BFB) allgather schedule's steps T_L and
+        bandwidth time tau in units of M/B (exact fractions in *_exact); the bounds (Moore
+        bound on steps, (N-1)/N on tau); tau_fc, the best tau any tree schedule reaches
+        (ForestColl); the all-to-all concurrent flow f per unit link capacity with its
+        certified upper bound; and, when the expression names a construction other than BFB
+        (line graph, catalog schedule, ...), that schedule's own T_L and tau.""")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
     add_undirected(p)
     p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",

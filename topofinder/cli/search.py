@@ -15,18 +15,17 @@ def add(sub) -> None:
     p = sub.add_parser(
         "search", help="find the Pareto-efficient topologies for N nodes of degree d and "
                        "recommend one for a workload",
-        description="Generate topologies with N nodes of d ports each (line-graph, degree and "
-                    "Cartesian expansions of small bases with known optimal schedules; "
-                    "generalized Kautz, circulant, torus, hypercube, distance-regular and "
-                    "other families), keep those Pareto-efficient in (T_L, tau), build each "
-                    "one's allgather schedule, replay it to verify it, and score it. T_L: "
-                    "communication steps, each costing the per-hop latency alpha. tau: "
-                    "bandwidth time in units of M/B (M the allgather size, B the node "
-                    "bandwidth); (N-1)/N is the optimum. tau_fc: the best tau any tree "
-                    "schedule can reach on that topology (ForestColl). The frontier is ranked "
-                    "by allreduce time 2(T_L*alpha + tau*M/B), optionally mixed with "
-                    "all-to-all time, and the best point is recommended. Example: "
-                    "topofinder search --n 1024 --d 4 --size 64MB --plot frontier.png",
+        description="""\
+        Generate topologies with N nodes of d ports each (line-graph, degree and Cartesian
+        expansions of small bases with known optimal schedules; generalized Kautz, circulant,
+        torus, hypercube, distance-regular and other families), keep those Pareto-efficient in
+        (T_L, tau), build each one's allgather schedule, replay it to verify it, and score it.
+        T_L: communication steps, each costing the per-hop latency alpha. tau: bandwidth time
+        in units of M/B (M the allgather size, B the node bandwidth); (N-1)/N is the optimum.
+        tau_fc: the best tau any tree schedule can reach on that topology (ForestColl). The
+        frontier is ranked by allreduce time 2(T_L*alpha + tau*M/B), optionally mixed with
+        all-to-all time, and the best point is recommended. Example: topofinder search --n
+        1024 --d 4 --size 64MB --plot frontier.png""",
         epilog="Export a recommended point with: topofinder export RESULT.json --pick I "
                "--what schedule (see 'topofinder export --help').")
     p.add_argument("--n", required=True, metavar="N", help="number of nodes (>= 2)")

@@ -7,15 +7,13 @@ from topofinder import api
 
 def add(sub) -> None:
     p = sub.add_parser("sweep", help="frontiers for many (N, d) from a spec file",
-                       description="Run the finder for every (N, d) of a TOML spec and write "
-                                   "OUT/<name>/: one file per cell (resumable), "
-                                   "frontier.csv/.json, best.csv and the best-topology-per-N "
-                                   "plots. A spec has: name = \"paper\"; degrees = [2, 4]; "
-                                   "n = [32, 64] or n_min = 4 and n_max = 2000; bidirectional "
-                                   "= false; verify = false (true: build and replay every "
-                                   "frontier point); and a [workload] table with alpha = "
-                                   "\"10us\", bandwidth = \"100Gbps\", sizes = [\"1MB\", "
-                                   "\"100MB\"] (one best-per-N ranking per size).")
+                       description="""\
+        Run the finder for every (N, d) of a TOML spec and write OUT/<name>/: one file per
+        cell (resumable), frontier.csv/.json, best.csv and the best-topology-per-N plots. A
+        spec has: name = "paper"; degrees = [2, 4]; n = [32, 64] or n_min = 4 and n_max =
+        2000; bidirectional = false; verify = false (true: build and replay every frontier
+        point); and a [workload] table with alpha = "10us", bandwidth = "100Gbps", sizes =
+        ["1MB", "100MB"] (one best-per-N ranking per size).""")
     p.add_argument("spec", metavar="SPEC.toml", help="sweep specification")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
