@@ -52,14 +52,16 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
     """
     if collective == ALLTOALL:
         if kind != "steps":
-            raise TopofinderError(f"all-to-all schedules are step schedules (kind 'steps'), "
-                                  f"not {kind!r}")
+            raise TopofinderError(f"all-to-all schedules are step schedules, not {kind!r}: "
+                                  f"--kind trees applies to allgather, reduce-scatter and "
+                                  f"allreduce")
         if low_trees or trees_per_root is not None:
-            raise TopofinderError("low_trees and trees_per_root apply to tree schedules, not "
-                                  "to all-to-all")
+            raise TopofinderError("--low-trees and --trees-per-root apply to tree schedules, "
+                                  "not to all-to-all")
         return alltoall_schedule(load(source), steps=steps).schedule
     if steps is not None:
-        raise TopofinderError("steps (a step budget) applies to all-to-all schedules only")
+        raise TopofinderError("--steps applies to --collective alltoall (a step budget of the "
+                              "all-to-all schedule)")
     if collective not in COLLECTIVES:
         raise TopofinderError(f"collective {collective!r}; accepted: "
                               f"{', '.join(COLLECTIVES + (ALLTOALL,))}")
@@ -163,24 +165,16 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     """What `topofinder export SOURCE --what schedule` does: :func:`schedule`, renamed by a
     diff's mapping (``relabel``), written by :func:`export_schedule`. For XML of an
     expression the runtime's limits are checked first on the allgather (cheap, before the
-    whole schedule is built); tree schedules other than the allgather, and those routed
-    through switches, are json only. Returns the schedule and the text (None for npz)."""
+    whole schedule is built); all-to-all schedules, tree schedules other than the allgather
+    and those routed through switches are json only. Returns the schedule and the text
+    (None for npz)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
-    if collective == ALLTOALL:
-        if kind != "steps":
-            raise TopofinderError("--collective alltoall builds a step schedule; --kind trees "
-                                  "applies to allgather, reduce-scatter and allreduce")
-        if fmt != "json":
-            raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
-        if low_trees or trees_per_root is not None:
-            raise TopofinderError("--low-trees and --trees-per-root apply to tree schedules, "
-                                  "not to all-to-all")
-    elif steps is not None:
-        raise TopofinderError("--steps applies to --collective alltoall")
+    if collective == ALLTOALL and fmt != "json":     # refused before the LP is solved
+        raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
     named = recipe(source) if fmt == "xml" and kind == "steps" else None
-    if named is not None and collective != ALLTOALL:
+    if named is not None:
         check_fits(allgather_schedule(named), xml_options.get("channels", 1),
                    xml_options.get("runtime", "msccl-executor"), xml_options.get("max_steps"),
                    collective=collective)
