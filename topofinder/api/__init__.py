@@ -45,7 +45,7 @@ from topofinder.finder.describe import FC_TIME_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import TreeSchedule
+from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload, load_moe
 

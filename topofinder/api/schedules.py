@@ -21,10 +21,10 @@ from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_st
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
-from topofinder.scoring.alltoall_steps import alltoall_schedule
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.tree_collectives import collective_trees
-from topofinder.scoring.trees import TreeSchedule
+from topofinder.model.tree_schedule import TreeSchedule
+from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.trees.tree_collectives import collective_trees
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
