@@ -4,11 +4,11 @@ the best bypass of a dead node (:func:`topofinder.api.bypass`)."""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 
 from topofinder import api
+from topofinder.cli.common import json_text
 from topofinder.errors import TopofinderError
 
 DESCRIPTION = (
@@ -76,7 +76,7 @@ def run(args) -> int:
     doc = api.fail(args.expr, _workload(args), links=args.links, nodes=args.nodes,
                    cabling=args.cabling, alltoall=args.alltoall, pair_budget=args.pair_budget,
                    progress=_progress)
-    print(json.dumps(doc, indent=2, allow_nan=False) if args.json else "\n".join(format_survey(doc)))
+    print(json_text(doc) if args.json else "\n".join(format_survey(doc)))
     return 0
 
 
@@ -129,7 +129,7 @@ def _run_repatch(args) -> int:
     if args.output:
         diff.write_csv(args.output)
     if args.json:
-        print(json.dumps(doc, indent=2, allow_nan=False))
+        print(json_text(doc))
         return 0
     print(f"bypass of dead node {doc['node']}: patch {', '.join(doc['fibres'])} "
           f"({doc['method']}, {doc['evaluated']} distinct matchings scored)")
