@@ -1,0 +1,122 @@
+"""Exact optima of small-coefficient LPs from a floating-point HiGHS solve.
+
+The LP is  maximise c·x  subject to  A_i·x ≤ b_i (i in ``le``), A_i·x = b_i (i in ``eq``),
+x ≥ 0, with rational data. HiGHS (dual simplex, so a vertex) returns x and the row duals y;
+both are rounded to nearby rationals (continued fractions, denominators up to Q for a few Q)
+and accepted only if, exactly in Fractions,
+
+    primal:  x ≥ 0,  A_le·x ≤ b_le,  A_eq·x = b_eq;
+    dual:    y_le ≥ 0,  Aᵀy ≥ c;
+    c·x = b·y.
+
+Weak duality then makes c·x the exact optimum, and (x, y) its certificate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from topofinder.errors import TopofinderError
+
+#: Denominator limits tried in turn for the rational recovery.
+DENOMINATORS = (10**3, 10**6, 10**9, 10**12)
+
+
+@dataclass
+class LP:
+    """maximise Σ objective[j]·x_j over x ≥ 0 subject to the rows; a row is
+    (columns, coefficients, sense '<=' or '=', right-hand side), all rational."""
+
+    ncols: int
+    objective: dict[int, Fraction]
+    rows: list[tuple[list[int], list[Fraction], str, Fraction]] = field(default_factory=list)
+
+    def add(self, cols, coefs, sense: str, rhs) -> int:
+        self.rows.append((list(cols), [Fraction(c) for c in coefs], sense, Fraction(rhs)))
+        return len(self.rows) - 1
+
+
+@dataclass(frozen=True)
+class Solution:
+    """An exact optimum: ``value`` = c·x = b·y, primal ``x`` and row duals ``y`` (Fractions)."""
+
+    value: Fraction
+    x: list[Fraction]
+    y: list[Fraction]
+
+
+def solve_float(lp: LP) -> tuple[np.ndarray, np.ndarray, float]:
+    """HiGHS dual simplex on ``lp``: (x, y, value) in floating point; y ≥ 0 on ≤ rows."""
+    le = [i for i, r in enumerate(lp.rows) if r[2] == "<="]
+    eq = [i for i, r in enumerate(lp.rows) if r[2] == "="]
+
+    def matrix(idx):
+        if not idx:
+            return None, None
+        rr, cc, vv = [], [], []
+        for k, i in enumerate(idx):
+            cols, coefs, _, _ = lp.rows[i]
+            rr += [k] * len(cols)
+            cc += cols
+            vv += [float(v) for v in coefs]
+        a = sp.csr_matrix((vv, (rr, cc)), shape=(len(idx), lp.ncols))
+        return a, np.array([float(lp.rows[i][3]) for i in idx])
+
+    c = np.zeros(lp.ncols)
+    for j, v in lp.objective.items():
+        c[j] = -float(v)
+    a_ub, b_ub = matrix(le)
+    a_eq, b_eq = matrix(eq)
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
+                  method="highs-ds")
+    if res.status != 0:
+        raise TopofinderError(f"the steady-state LP has no optimum ({res.message})")
+    y = np.zeros(len(lp.rows))
+    if le:
+        y[le] = -res.ineqlin.marginals
+    if eq:
+        y[eq] = -res.eqlin.marginals
+    return res.x, y, -res.fun
+
+
+def _round(v: np.ndarray, q: int) -> list[Fraction]:
+    return [Fraction(float(t)).limit_denominator(q) for t in v]
+
+
+def verify(lp: LP, x: list[Fraction], y: list[Fraction]) -> Fraction | None:
+    """c·x if (x, y) is an exact primal–dual optimal pair of ``lp`` (see module doc), else
+    None."""
+    if any(t < 0 for t in x):
+        return None
+    column_price = [Fraction(0)] * lp.ncols
+    dual_value = Fraction(0)
+    for (cols, coefs, sense, rhs), yi in zip(lp.rows, y):
+        lhs = sum((a * x[j] for j, a in zip(cols, coefs)), Fraction(0))
+        if (sense == "<=" and (lhs > rhs or yi < 0)) or (sense == "=" and lhs != rhs):
+            return None
+        if yi:
+            dual_value += yi * rhs
+            for j, a in zip(cols, coefs):
+                column_price[j] += yi * a
+    if any(column_price[j] < lp.objective.get(j, 0) for j in range(lp.ncols)):
+        return None
+    value = sum((v * x[j] for j, v in lp.objective.items()), Fraction(0))
+    return value if value == dual_value else None
+
+
+def solve_exact(lp: LP, floats=None) -> Solution:
+    """The exact optimum of ``lp`` with its certificate; ``floats`` = (x, y, value) from an
+    earlier :func:`solve_float` of the same LP. TopofinderError if no rounding certifies."""
+    x_f, y_f, _ = solve_float(lp) if floats is None else floats
+    for q in DENOMINATORS:
+        x, y = _round(x_f, q), _round(y_f, q)
+        value = verify(lp, x, y)
+        if value is not None:
+            return Solution(value, x, y)
+    raise TopofinderError("could not recover an exact optimum of the steady-state LP from "
+                          "HiGHS's solution (denominators beyond 10^12)")

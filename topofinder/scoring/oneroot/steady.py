@@ -1,0 +1,225 @@
+"""Exact steady-state throughput TP of one-root collectives (paper 003 §5) with certificates.
+
+TP counts unit messages delivered to every destination per unit time; a unit message takes
+time c_e = 1/C_e on a link of capacity C_e, so with b the bandwidth of a capacity-1 link a
+message of H bytes streams at TP·b/H messages per second.
+
+Broadcast. Any steady state puts rates n_e on the links; by Edmonds' branching theorem
+(003 Thm 3–5) rates n admit a broadcast at throughput TP iff every root cut S (root ∈ S,
+S ≠ V) has n(δ⁺(S)) ≥ TP, i.e. min_v maxflow_n(root, v) ≥ TP. So
+
+    TP = max TP  s.t.  n(δ⁺(S)) ≥ TP for all root cuts S,  port rows on n   (SSB, 003 §5.2)
+
+which has |E| + 1 variables instead of SSB's |V|·|E|: the cut rows are generated lazily by
+max-flow (starting from the single-node cuts V∖{v}). Under ``multi`` the rows are only
+n_e ≤ C_e, so TP = min_v maxflow_C(root, v), certified by a minimum cut.
+
+Scatter (distinct messages per destination) is a single-source multicommodity flow; paths
+from one source can be re-labelled freely among the commodities, so it is the single flow
+with demand TP at every other node: |E| + 1 variables, one conservation row per node.
+
+Reduce and gather are broadcast and scatter on G^T (every edge reversed), read backwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import lcm
+
+import numpy as np
+from ortools.graph.python import max_flow
+
+from topofinder.errors import TopofinderError
+from topofinder.scoring.oneroot.exact_lp import LP, solve_exact, solve_float
+from topofinder.scoring.oneroot.platform import Platform
+
+COLLECTIVES = ("broadcast", "reduce", "scatter", "gather")
+#: Float max-flow scale for the cut separation (capacities n_e·SCALE/max n, rounded down).
+_SCALE = 2**40
+#: Relative tolerance under which a float cut counts as violated.
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """TP (Fraction) of ``collective`` from ``platform.root``; ``rates`` n_e per link of
+    ``platform`` (G^T for reduce and gather) in messages per unit time; ``certificate`` says
+    why TP is optimal (docs/algorithms.md)."""
+
+    collective: str
+    value: Fraction
+    rates: tuple
+    platform: Platform
+    certificate: dict = field(default_factory=dict)
+
+
+def maxflows(pl: Platform, caps, targets) -> tuple[int, int, np.ndarray]:
+    """(min flow, argmin target, source side of its minimum cut as a bool vector) over
+    max-flows root → v for v in ``targets`` with integer link capacities ``caps``."""
+    mf = max_flow.SimpleMaxFlow()
+    mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
+                              np.asarray(caps, np.int64))
+    best, arg = None, -1
+    for v in targets:
+        if mf.solve(pl.root, int(v)) != mf.OPTIMAL:
+            raise RuntimeError("max-flow failed")
+        f = mf.optimal_flow()
+        if best is None or f < best:
+            best, arg = f, int(v)
+            side = np.zeros(pl.n, bool)
+            side[np.asarray(mf.get_source_side_min_cut(), np.int64)] = True
+    return best, arg, side
+
+
+def _destinations(pl: Platform) -> np.ndarray:
+    return np.delete(np.arange(pl.n), pl.root)
+
+
+def multiport_broadcast(pl: Platform) -> Throughput:
+    """TP = min_v maxflow(root, v) on the capacities (Edmonds' branching theorem), exact; the
+    certificate is the minimum root cut (its capacity equals TP)."""
+    tp, v, side = maxflows(pl, pl.cap, _destinations(pl))
+    crossing = side[pl.src] & ~side[pl.dst]
+    assert int(pl.cap[crossing].sum()) == tp
+    return Throughput("broadcast", Fraction(tp), tuple(Fraction(int(c)) for c in pl.cap), pl,
+                      {"kind": "min-cut", "sink": v,
+                       "source_side": np.flatnonzero(side).tolist(),
+                       "cut_capacity": tp})
+
+
+def _port_rows(lp: LP, pl: Platform, col0: int = 0) -> None:
+    """The port model's rows on the link-rate columns col0 + e (platform module doc)."""
+    coef = pl.port_coefficients()
+    if coef is not None:
+        bound = pl.port_bound()
+        for ends in (pl.src, pl.dst):
+            order = np.argsort(ends, kind="stable")
+            splits = np.searchsorted(ends[order], np.arange(pl.n + 1))
+            for j in range(pl.n):
+                es = order[splits[j]:splits[j + 1]].tolist()
+                if es:
+                    lp.add([col0 + e for e in es], [coef[e] for e in es], "<=", bound)
+    if pl.link_bounds():
+        for e in range(pl.m):
+            lp.add([col0 + e], [1], "<=", int(pl.cap[e]))
+
+
+def cut_lp(pl: Platform, edges: np.ndarray | None = None) -> LP:
+    """The broadcast LP on the links ``edges`` (all by default; columns 0..m−1 are n_e,
+    column m is TP) with the single-node cuts V∖{v}: n(δ⁻(v)) ≥ TP. On a DAG these are all
+    the rows (SSBPDAG, 003 §4.1)."""
+    lp = LP(pl.m + 1, {pl.m: Fraction(1)})
+    _port_rows(lp, pl)
+    live = np.ones(pl.m, bool) if edges is None else edges
+    for e in np.flatnonzero(~live):
+        lp.add([int(e)], [1], "<=", 0)
+    for v in _destinations(pl):
+        ins = np.flatnonzero((pl.dst == v) & live).tolist()
+        lp.add(ins + [pl.m], [-1] * len(ins) + [1], "<=", 0)
+    return lp
+
+
+def _add_cut(lp: LP, pl: Platform, side: np.ndarray) -> None:
+    out = np.flatnonzero(side[pl.src] & ~side[pl.dst]).tolist()
+    lp.add(out + [pl.m], [-1] * len(out) + [1], "<=", 0)
+
+
+def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarray]:
+    """Root cuts whose float rate is below TP: one per max-flow that falls short, skipping
+    sinks already cut off by a cut found in this round."""
+    scale = _SCALE / max(float(rates.max()), 1e-300)
+    mf = max_flow.SimpleMaxFlow()
+    mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
+                              np.floor(np.maximum(rates, 0) * scale).astype(np.int64))
+    need = tp * scale * (1 - _TOL)
+    covered = np.zeros(pl.n, bool)
+    cuts = []
+    for v in _destinations(pl):
+        if covered[v]:
+            continue
+        mf.solve(pl.root, int(v))
+        if mf.optimal_flow() < need:
+            side = np.zeros(pl.n, bool)
+            side[np.asarray(mf.get_source_side_min_cut(), np.int64)] = True
+            cuts.append(side)
+            covered |= ~side
+    return cuts
+
+
+def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.ndarray | None:
+    """None if min_v maxflow_rates(root, v) ≥ tp exactly (integer max-flow after scaling by
+    the common denominator), else the source side of a violated cut."""
+    den = lcm(tp.denominator, *(r.denominator for r in rates))
+    caps = [int(r * den) for r in rates]
+    if max(caps) * pl.m >= 2**62:
+        raise TopofinderError("steady-state rates too fine to verify with 64-bit max-flow")
+    flow, _, side = maxflows(pl, caps, _destinations(pl))
+    return None if flow >= tp * den else side
+
+
+def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
+    """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
+    dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
+    every link's price ≥ the weight of the cuts it crosses, total price = TP."""
+    lp = cut_lp(pl)
+    cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
+    first_cut_row = len(lp.rows) - len(cuts)
+    for _ in range(max_rounds):
+        floats = solve_float(lp)
+        new = _violated_cuts(pl, floats[0][:pl.m], floats[2])
+        if not new:
+            sol = solve_exact(lp, floats)
+            side = _exact_feasible(pl, sol.x[:pl.m], sol.value)
+            if side is None:
+                break
+            new = [side]
+        for side in new:
+            _add_cut(lp, pl, side)
+            cuts.append(side)
+    else:
+        raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
+    return Throughput("broadcast", sol.value, tuple(sol.x[:pl.m]), pl,
+                      _lp_certificate(lp, sol, cuts, first_cut_row))
+
+
+def _lp_certificate(lp: LP, sol, cuts, first_cut_row: int) -> dict:
+    """The nonzero dual multipliers: port/link rows by row index, cuts with their sides."""
+    weights = sol.y[first_cut_row:]
+    return {"kind": "lp-dual",
+            "rows": len(lp.rows),
+            "row_duals": {i: y for i, y in enumerate(sol.y[:first_cut_row]) if y},
+            "cuts": [(w, np.flatnonzero(side).tolist())
+                     for w, side in zip(weights, cuts) if w]}
+
+
+def scatter(pl: Platform) -> Throughput:
+    """Scatter TP (module doc): max TP with a flow n delivering TP to every v ≠ root,
+    n(δ⁻(v)) − n(δ⁺(v)) = TP, under the port rows; exact with its LP dual."""
+    lp = LP(pl.m + 1, {pl.m: Fraction(1)})
+    _port_rows(lp, pl)
+    first = len(lp.rows)
+    for v in _destinations(pl):
+        ins = np.flatnonzero(pl.dst == v).tolist()
+        outs = np.flatnonzero(pl.src == v).tolist()
+        lp.add(ins + outs + [pl.m], [1] * len(ins) + [-1] * len(outs) + [-1], "=", 0)
+    sol = solve_exact(lp)
+    return Throughput("scatter", sol.value, tuple(sol.x[:pl.m]), pl,
+                      {"kind": "lp-dual", "rows": len(lp.rows),
+                       "row_duals": {i: y for i, y in enumerate(sol.y[:first]) if y},
+                       "node_potentials": {int(v): y for v, y in
+                                           zip(_destinations(pl), sol.y[first:]) if y}})
+
+
+def throughput(pl: Platform, collective: str = "broadcast") -> Throughput:
+    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``)."""
+    if collective not in COLLECTIVES:
+        raise TopofinderError(f"collective {collective!r} unknown; use one of "
+                              f"{', '.join(COLLECTIVES)}")
+    if collective in ("reduce", "gather"):
+        pl = pl.reversed()
+    if collective in ("broadcast", "reduce"):
+        res = multiport_broadcast(pl) if pl.port_model == "multi" else lp_broadcast(pl)
+    else:
+        res = scatter(pl)
+    return Throughput(collective, res.value, res.rates, pl, res.certificate)
