@@ -36,8 +36,12 @@ class LP:
     objective: dict[int, Fraction]
     rows: list[tuple[list[int], list[Fraction], str, Fraction]] = field(default_factory=list)
 
+    floats: list = field(default_factory=list)
+
     def add(self, cols, coefs, sense: str, rhs) -> int:
-        self.rows.append((list(cols), [Fraction(c) for c in coefs], sense, Fraction(rhs)))
+        coefs = [Fraction(c) for c in coefs]
+        self.rows.append((list(cols), coefs, sense, Fraction(rhs)))
+        self.floats.append(np.array([float(c) for c in coefs]))
         return len(self.rows) - 1
 
 
@@ -58,12 +62,10 @@ def solve_float(lp: LP) -> tuple[np.ndarray, np.ndarray, float]:
     def matrix(idx):
         if not idx:
             return None, None
-        rr, cc, vv = [], [], []
-        for k, i in enumerate(idx):
-            cols, coefs, _, _ = lp.rows[i]
-            rr += [k] * len(cols)
-            cc += cols
-            vv += [float(v) for v in coefs]
+        lens = [len(lp.rows[i][0]) for i in idx]
+        rr = np.repeat(np.arange(len(idx)), lens)
+        cc = np.concatenate([np.asarray(lp.rows[i][0], np.int64) for i in idx])
+        vv = np.concatenate([lp.floats[i] for i in idx])
         a = sp.csr_matrix((vv, (rr, cc)), shape=(len(idx), lp.ncols))
         return a, np.array([float(lp.rows[i][3]) for i in idx])
 

@@ -33,6 +33,7 @@ from ortools.graph.python import max_flow
 from topofinder.errors import TopofinderError
 from topofinder.scoring.oneroot.exact_lp import LP, solve_exact, solve_float
 from topofinder.scoring.oneroot.platform import Platform
+from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
 
 COLLECTIVES = ("broadcast", "reduce", "scatter", "gather")
 #: Float max-flow scale for the cut separation (capacities n_e·SCALE/max n, rounded down).
@@ -126,8 +127,9 @@ def _add_cut(lp: LP, pl: Platform, side: np.ndarray) -> None:
 
 
 def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarray]:
-    """Root cuts whose float rate is below TP: one per max-flow that falls short, skipping
-    sinks already cut off by a cut found in this round."""
+    """Root cuts whose float rate is below TP: the sink side of each max-flow that falls
+    short (the smallest violated set around v, so disjoint deficient regions each get their
+    own cut), skipping sinks inside a sink side found in this round."""
     scale = _SCALE / max(float(rates.max()), 1e-300)
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
@@ -140,10 +142,11 @@ def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarra
             continue
         mf.solve(pl.root, int(v))
         if mf.optimal_flow() < need:
-            side = np.zeros(pl.n, bool)
-            side[np.asarray(mf.get_source_side_min_cut(), np.int64)] = True
+            sink = np.asarray(mf.get_sink_side_min_cut(), np.int64)
+            side = np.ones(pl.n, bool)
+            side[sink] = False
             cuts.append(side)
-            covered |= ~side
+            covered[sink] = True
     return cuts
 
 
@@ -161,12 +164,22 @@ def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.nda
 def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
     dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
-    every link's price ≥ the weight of the cuts it crosses, total price = TP."""
+    every link's price ≥ the weight of the cuts it crosses, total price = TP. The dual of the
+    relaxation (the cuts generated so far) bounds TP from above; the primal that meets it is
+    either the relaxation's own rates, once min_v maxflow ≥ TP holds exactly, or the greedy
+    tree (tree_heuristic), when its rate already equals the bound."""
+    tree_tp, parent = greedy_tree(pl)
     lp = cut_lp(pl)
     cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
     first_cut_row = len(lp.rows) - len(cuts)
     for _ in range(max_rounds):
         floats = solve_float(lp)
+        if floats[2] <= float(tree_tp) * (1 + _TOL):
+            sol = solve_exact(lp, floats)
+            if sol.value == tree_tp:         # the relaxation's bound is met by one tree
+                rates = [tree_tp if e in parent else Fraction(0) for e in range(pl.m)]
+                return Throughput("broadcast", tree_tp, tuple(rates), pl,
+                                  _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
         new = _violated_cuts(pl, floats[0][:pl.m], floats[2])
         if not new:
             sol = solve_exact(lp, floats)
@@ -180,13 +193,14 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     else:
         raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
     return Throughput("broadcast", sol.value, tuple(sol.x[:pl.m]), pl,
-                      _lp_certificate(lp, sol, cuts, first_cut_row))
+                      _lp_certificate(lp, sol, cuts, first_cut_row, "lp"))
 
 
-def _lp_certificate(lp: LP, sol, cuts, first_cut_row: int) -> dict:
-    """The nonzero dual multipliers: port/link rows by row index, cuts with their sides."""
+def _lp_certificate(lp: LP, sol, cuts, first_cut_row: int, primal: str) -> dict:
+    """The nonzero dual multipliers: port/link rows by row index, cuts with their sides;
+    ``primal`` says what meets the bound (the LP's own rates, or a single tree)."""
     weights = sol.y[first_cut_row:]
-    return {"kind": "lp-dual",
+    return {"kind": "lp-dual", "primal": primal,
             "rows": len(lp.rows),
             "row_duals": {i: y for i, y in enumerate(sol.y[:first_cut_row]) if y},
             "cuts": [(w, np.flatnonzero(side).tolist())
