@@ -161,6 +161,32 @@ def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.nda
     return None if flow >= tp * den else side
 
 
+def _tree_rates(pl: Platform, parent: list[int], tp: Fraction) -> tuple:
+    used = set(parent)
+    return tuple(tp if e in used else Fraction(0) for e in range(pl.m))
+
+
+def port_bound(pl: Platform) -> tuple[Fraction, tuple[int, str]]:
+    """The smallest upper bound on broadcast TP from a single port row with the cut around
+    that node: the root's send row (TP ≤ n(δ⁺(root))) or a destination's receive row
+    (TP ≤ n(δ⁻(v))). Under ``one`` a row Σ n_e/C_e ≤ 1 allows n(δ) ≤ max C_e; under ``node``
+    n(δ) ≤ min(B, Σ C_e). Returns (bound, (node, "send" | "receive")); a one-row LP dual."""
+    best = None
+    for ends, nodes, what in ((pl.src, [pl.root], "send"),
+                              (pl.dst, _destinations(pl).tolist(), "receive")):
+        caps = [pl.cap[ends == v] for v in nodes] if len(nodes) < 64 else None
+        if caps is None:
+            order = np.argsort(ends, kind="stable")
+            cuts = np.searchsorted(ends[order], np.arange(pl.n + 1))
+            caps = [pl.cap[order[cuts[v]:cuts[v + 1]]] for v in nodes]
+        for v, c in zip(nodes, caps):
+            b = (Fraction(int(c.max())) if pl.port_model == "one"
+                 else min(pl.bandwidth, Fraction(int(c.sum()))))
+            if best is None or b < best[0]:
+                best = (b, (int(v), what))
+    return best
+
+
 def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
     dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
@@ -169,6 +195,11 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     either the relaxation's own rates, once min_v maxflow ≥ TP holds exactly, or the greedy
     tree (tree_heuristic), when its rate already equals the bound."""
     tree_tp, parent = greedy_tree(pl)
+    bound, row = port_bound(pl)
+    if tree_tp == bound:                     # one port row already caps TP at the tree's rate
+        return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
+                          {"kind": "port-row", "primal": "tree", "node": row[0],
+                           "row": row[1], "bound": bound})
     lp = cut_lp(pl)
     cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
     first_cut_row = len(lp.rows) - len(cuts)
@@ -177,8 +208,7 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
         if floats[2] <= float(tree_tp) * (1 + _TOL):
             sol = solve_exact(lp, floats)
             if sol.value == tree_tp:         # the relaxation's bound is met by one tree
-                rates = [tree_tp if e in parent else Fraction(0) for e in range(pl.m)]
-                return Throughput("broadcast", tree_tp, tuple(rates), pl,
+                return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
                                   _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
         new = _violated_cuts(pl, floats[0][:pl.m], floats[2])
         if not new:
