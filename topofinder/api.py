@@ -39,6 +39,8 @@ from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, v
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall_steps import alltoall_schedule
 from topofinder.scoring.bfb import bfb_schedule
+from topofinder.scoring.oneroot.summary import oneroot_schedule, oneroot_score
+from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
 from topofinder.workload.cost import Workload
@@ -151,6 +153,27 @@ def schedule(source: Source, collective: str = "allgather", kind: str = "steps",
         raise TopofinderError("trees_per_root must be a positive integer")
     return collective_trees(load(source), collective, prefer_low_trees=low_trees,
                             trees_per_root=trees_per_root)
+
+
+def score_oneroot(source: Source, collective: str = "broadcast", *, root: int = 0,
+                  port_model: str = "one", node_bandwidth=None, compare: bool = True) -> dict:
+    """The steady-state throughput of a one-root ``collective`` (broadcast, reduce, scatter,
+    gather; paper 003) from ``root`` under ``port_model`` ("one", "multi", or "node" with
+    ``node_bandwidth`` B in units of b), as `topofinder score --collective` prints it: TP
+    exact ("p/q", unit messages per unit time) with its certificate, and for broadcast and
+    reduce the best single tree (heuristic) and best DAG next to it (docs/algorithms.md).
+
+    >>> score_oneroot("C(8,{1,3})", "broadcast")["TP_exact"]
+    '1/1'
+    """
+    return oneroot_score(load(source), collective, root, port_model, node_bandwidth, compare)
+
+
+def schedule_oneroot(source: Source, collective: str = "broadcast", *, root: int = 0,
+                     port_model: str = "one", node_bandwidth=None) -> PeriodicSchedule:
+    """The periodic broadcast (or reduce) schedule at the optimal TP, replayed (weighted trees
+    and, under one-port, matchings; docs/formats.md). ``.to_json()`` writes it."""
+    return oneroot_schedule(load(source), collective, root, port_model, node_bandwidth)
 
 
 def load_schedule(source: str | os.PathLike | dict, topology: Source | None = None

@@ -82,7 +82,51 @@ def _add_score(sub) -> None:
                         "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
                         f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_oneroot(p)
     p.set_defaults(run=_run_score)
+
+
+def _add_oneroot(p) -> None:
+    g = p.add_argument_group("one-root collectives (paper 003; docs/algorithms.md)")
+    g.add_argument("--collective", choices=["broadcast", "reduce", "scatter", "gather"],
+                   default=None,
+                   help="instead of the allgather scores: the exact steady-state throughput "
+                        "TP (unit messages per unit time; a unit message takes 1/C on a link "
+                        "of capacity C) of this one-root collective, with its certificate, and "
+                        "for broadcast/reduce the best single tree and best DAG next to it")
+    g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
+    g.add_argument("--port-model", choices=["one", "multi", "node"], default="one",
+                   help="one: a node sends to one and receives from one neighbour at a time "
+                        "(default); multi: every link independent; node: a node's sends (and "
+                        "its receives) total at most --node-bandwidth")
+    g.add_argument("--node-bandwidth", default=None, metavar="B",
+                   help="per-node send and receive cap in units of b (a fraction is fine), "
+                        "with --port-model node")
+    g.add_argument("--schedule", default=None, metavar="FILE",
+                   help="broadcast/reduce: also write the replayed periodic schedule JSON "
+                        "(docs/formats.md)")
+
+
+def _run_oneroot(args) -> int:
+    info = api.score_oneroot(_source(args), args.collective, root=args.root,
+                             port_model=args.port_model, node_bandwidth=args.node_bandwidth)
+    if args.schedule:
+        sched = api.schedule_oneroot(_source(args), args.collective, root=args.root,
+                                     port_model=args.port_model,
+                                     node_bandwidth=args.node_bandwidth)
+        write_text(args.schedule, sched.to_json() + "\n")
+        info["schedule"] = args.schedule
+    if args.json:
+        print(_json(info))
+        return 0
+    cert = info.pop("certificate")
+    info["certificate"] = cert["kind"] + (f", primal {cert['primal']}" if "primal" in cert
+                                          else "") + (f", {len(cert['cuts'])} cuts"
+                                                      if "cuts" in cert else "")
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:<{width}}  {value}")
+    return 0
 
 
 def _add_undirected(p) -> None:
@@ -126,6 +170,10 @@ def _stage_progress():
 
 
 def _run_score(args) -> int:
+    if args.collective is not None:
+        return _run_oneroot(args)
+    if args.node_bandwidth is not None or args.schedule is not None:
+        raise TopofinderError("score: --node-bandwidth and --schedule need --collective")
     if not 0 < args.alltoall_gap < 1:
         raise TopofinderError(f"score: --alltoall-gap must lie in (0, 1), got "
                               f"{args.alltoall_gap}")
