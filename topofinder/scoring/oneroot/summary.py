@@ -94,3 +94,16 @@ def _tree_of(res: Throughput) -> list[int]:
         if r:
             parent[int(pl.dst[e])] = e
     return parent
+
+
+def asymptotic_rows(name: str, sched: PeriodicSchedule, ks=(10, 100, 1000)) -> list[dict]:
+    """003 Thm 7 numerically: the replayed time T(K) for the first K messages against K/TP
+    (ratio T(K)·TP/K → 1)."""
+    tp = sched.throughput
+    rows = []
+    for k in ks:
+        t = replay(sched, k).completion
+        rows.append({"platform": name, "port_model": sched.port_model, "TP": exact(tp),
+                     "period": exact(sched.period), "K": k, "T_K": exact(t),
+                     "K_over_TP": exact(k / tp), "ratio": float(t * tp / k)})
+    return rows
