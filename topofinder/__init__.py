@@ -20,7 +20,7 @@ from topofinder.model.topology import Topology
 __version__ = "0.2.0"
 
 _API = ("load", "score", "schedule", "load_schedule", "relabel", "search", "export_topology",
-        "export_schedule",
+        "export_schedule", "score_oneroot", "schedule_oneroot",
         "export_patch_panel", "records", "SearchResult", "Workload", "StepSchedule",
         "TreeSchedule", "AllToAllSchedule")
 

@@ -87,7 +87,7 @@ def _add_score(sub) -> None:
 
 
 def _add_oneroot(p) -> None:
-    g = p.add_argument_group("one-root collectives (paper 003; docs/algorithms.md)")
+    g = p.add_argument_group("one-root collectives in steady state (docs/algorithms.md)")
     g.add_argument("--collective", choices=["broadcast", "reduce", "scatter", "gather"],
                    default=None,
                    help="instead of the allgather scores: the exact steady-state throughput "
