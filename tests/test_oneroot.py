@@ -280,3 +280,36 @@ def test_unreachable_destination():
         make_platform(3, [0, 2], [1, 1], [1, 1], 0)
     with pytest.raises(TopofinderError, match="reach the root"):
         throughput(fig1(), "reduce")
+
+
+# ---- command line ----------------------------------------------------------------------------
+@pytest.mark.parametrize("args,message", [
+    (["C(8,{1,3})", "--root", "8"], "root 8 out of range"),
+    (["C(8,{1,3})", "--port-model", "node"], "needs --node-bandwidth"),
+    (["C(8,{1,3})", "--port-model", "node", "--node-bandwidth", "0"], "must be positive"),
+    (["UNREACH", "--directed", "--root", "1"], "cannot be reached from root 1"),
+    (["ZERO"], "capacity must be an integer"),
+])
+def test_cli_bad_input_one_line(tmp_path, capsys, args, message):
+    from topofinder.cli.main import main
+
+    (tmp_path / "u.txt").write_text("0 1 1\n1 2 1\n")
+    (tmp_path / "z.txt").write_text("0 1 0\n1 2 1\n2 0 1\n")
+    files = {"UNREACH": str(tmp_path / "u.txt"), "ZERO": str(tmp_path / "z.txt")}
+    args = [files.get(a, a) for a in args]
+    assert main(["score", *args, "--collective", "broadcast"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_score_and_schedule(tmp_path, capsys):
+    from topofinder.cli.main import main
+    import json
+
+    out = tmp_path / "bcast.json"
+    assert main(["score", "C(8,{1,3})", "--collective", "broadcast", "--port-model", "multi",
+                 "--schedule", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["TP_exact"] == "4/1" and doc["certificate"]["cut_capacity"] == 4
+    sched = PeriodicSchedule.from_dict(json.loads(out.read_text()))
+    assert replay(sched, 40).throughput == 4
