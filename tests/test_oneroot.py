@@ -54,13 +54,13 @@ def brute_best_tree(pl):
     return best
 
 
-def dense_ssb(pl):
-    """003 §5.2 SSB as max TP: a flow x_i of value TP to every destination i, n_e ≥ x_i,e,
-    port rows on n. Variables [x_i,e for i, e] + [n_e] + [TP]."""
+def _commodity_flows(pl):
+    """Variables [x_i,e for destination i, link e] + [n_e] + [TP]; rows: x_i is a flow of
+    value TP from the root to destination i."""
     dests = [v for v in range(pl.n) if v != pl.root]
     m, k = pl.m, len(dests)
     nv = k * m + m + 1
-    a_ub, b_ub, a_eq, b_eq = [], [], [], []
+    a_eq, b_eq = [], []
     for i, t in enumerate(dests):
         for v in range(pl.n):
             row = np.zeros(nv)
@@ -69,17 +69,30 @@ def dense_ssb(pl):
             row[-1] = -1 if v == t else (1 if v == pl.root else 0)
             a_eq.append(row)
             b_eq.append(0)
+    return m, k, nv, a_eq, b_eq
+
+
+def _max_tp(nv, a_ub, b_ub, a_eq, b_eq):
+    c = np.zeros(nv)
+    c[-1] = -1
+    res = linprog(c, A_ub=np.array(a_ub), b_ub=b_ub, A_eq=np.array(a_eq), b_eq=b_eq,
+                  bounds=(0, None), method="highs")
+    return -res.fun
+
+
+def dense_ssb(pl):
+    """003 §5.2 SSB as max TP: a flow x_i of value TP to every destination i, n_e ≥ x_i,e,
+    port rows on n. Variables [x_i,e for i, e] + [n_e] + [TP]."""
+    m, k, nv, a_eq, b_eq = _commodity_flows(pl)
+    a_ub, b_ub = [], []
+    for i in range(k):
         for e in range(m):
             row = np.zeros(nv)
             row[i * m + e], row[k * m + e] = 1, -1
             a_ub.append(row)
             b_ub.append(0)
     _port_rows_dense(pl, nv, k * m, a_ub, b_ub)
-    c = np.zeros(nv)
-    c[-1] = -1
-    res = linprog(c, A_ub=np.array(a_ub), b_ub=b_ub, A_eq=np.array(a_eq), b_eq=b_eq,
-                  bounds=(0, None), method="highs")
-    return -res.fun
+    return _max_tp(nv, a_ub, b_ub, a_eq, b_eq)
 
 
 def _port_rows_dense(pl, nv, off, a_ub, b_ub):
@@ -102,18 +115,8 @@ def _port_rows_dense(pl, nv, off, a_ub, b_ub):
 def dense_scatter(pl):
     """Scatter as a true multicommodity LP: one commodity per destination, each of value TP,
     link rates n_e = Σ_i x_i,e under the port rows."""
-    dests = [v for v in range(pl.n) if v != pl.root]
-    m, k = pl.m, len(dests)
-    nv = k * m + m + 1
-    a_ub, b_ub, a_eq, b_eq = [], [], [], []
-    for i, t in enumerate(dests):
-        for v in range(pl.n):
-            row = np.zeros(nv)
-            row[i * m + np.flatnonzero(pl.dst == v)] += 1
-            row[i * m + np.flatnonzero(pl.src == v)] -= 1
-            row[-1] = -1 if v == t else (1 if v == pl.root else 0)
-            a_eq.append(row)
-            b_eq.append(0)
+    m, k, nv, a_eq, b_eq = _commodity_flows(pl)
+    a_ub, b_ub = [], []
     for e in range(m):
         row = np.zeros(nv)
         row[[i * m + e for i in range(k)]] = 1
@@ -121,11 +124,7 @@ def dense_scatter(pl):
         a_eq.append(row)
         b_eq.append(0)
     _port_rows_dense(pl, nv, k * m, a_ub, b_ub)
-    c = np.zeros(nv)
-    c[-1] = -1
-    res = linprog(c, A_ub=np.array(a_ub), b_ub=b_ub, A_eq=np.array(a_eq), b_eq=b_eq,
-                  bounds=(0, None), method="highs")
-    return -res.fun
+    return _max_tp(nv, a_ub, b_ub, a_eq, b_eq)
 
 
 def random_platform(seed, port_model="one", bandwidth=None):

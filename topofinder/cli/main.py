@@ -94,17 +94,15 @@ def _add_oneroot(p) -> None:
                         "TP (unit messages per unit time; a unit message takes 1/C on a link "
                         "of capacity C) of this one-root collective, with its certificate, and "
                         "for broadcast/reduce the best single tree and best DAG next to it")
-    g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
     g.add_argument("--port-model", choices=["one", "multi", "node"], default="one",
                    help="one: a node sends to one and receives from one neighbour at a time "
                         "(default); multi: every link independent; node: a node's sends (and "
                         "its receives) total at most --node-bandwidth")
-    g.add_argument("--node-bandwidth", default=None, metavar="B",
-                   help="per-node send and receive cap in units of b (a fraction is fine), "
-                        "with --port-model node")
-    g.add_argument("--schedule", default=None, metavar="FILE",
-                   help="broadcast/reduce: also write the replayed periodic schedule JSON "
-                        "(docs/formats.md)")
+    g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
+    g.add_argument("--node-bandwidth", metavar="B", help="per-node send and receive cap in "
+                   "units of b (a fraction is fine), with --port-model node")
+    g.add_argument("--schedule", metavar="FILE", help="broadcast/reduce: also write the "
+                   "replayed periodic schedule JSON (docs/formats.md)")
 
 
 def _run_oneroot(args) -> int:
