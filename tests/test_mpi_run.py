@@ -122,3 +122,19 @@ def test_bad_input_is_one_line_from_rank_zero(schedules, tmp_path, case):
     assert "Traceback" not in out.stderr
     if case == "ranks":
         assert "mpiexec -n 16" in out.stderr
+
+
+@pytest.mark.parametrize("collective,mpi_name", [("broadcast", "MPI_Bcast"),
+                                                 ("reduce", "MPI_Reduce")])
+def test_oneroot_periodic_schedule_runs_under_mpi(tmp_path, collective, mpi_name):
+    """Paper 003's periodic one-port schedule of Torus(4,4) from root 5, 4 periods' worth."""
+    from topofinder.scoring.oneroot.summary import oneroot_schedule
+
+    path = tmp_path / f"{collective}.json"
+    path.write_text(oneroot_schedule(parse("Torus(4,4)"), collective, 5, "one").to_json())
+    out = launch(16, path, "--size", "256KB", "--iters", "2", "--warmup", "1", "--pipeline", "4",
+                 "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verified"] is True and doc["checked_against"] == mpi_name
+    assert doc["ranks"] == 16 and doc["measured"]["time_s"] > 0 and doc["mpi"]["time_s"] > 0

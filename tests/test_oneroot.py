@@ -312,3 +312,30 @@ def test_cli_score_and_schedule(tmp_path, capsys):
     assert doc["TP_exact"] == "4/1" and doc["certificate"]["cut_capacity"] == 4
     sched = PeriodicSchedule.from_dict(json.loads(out.read_text()))
     assert replay(sched, 40).throughput == 4
+
+
+# ---- execution plan (the MPI executor's own packing code, all ranks in one process) ----------
+@pytest.mark.parametrize("collective,port_model,root", [("broadcast", "one", 0),
+                                                        ("broadcast", "multi", 5),
+                                                        ("reduce", "one", 3)])
+def test_periodic_schedule_executes(collective, port_model, root):
+    from topofinder.execute.plan import oneroot_program, simulate
+    from topofinder.scoring.oneroot.summary import oneroot_schedule
+
+    topo = load_topology("Torus(3,3)")
+    doc = oneroot_schedule(topo, collective, root, port_model).to_dict()
+    prog = oneroot_program(doc, batches=4)
+    e, rng = 3, np.random.default_rng(1)
+    count = prog.pieces * e
+    data = [rng.integers(-50, 50, count).astype(np.float64) for _ in range(topo.n)]
+    if collective == "broadcast":
+        want = data[root].copy()
+        for r in range(topo.n):
+            if r != root:
+                data[r][:] = np.nan
+        simulate(prog, data, e)
+        assert all(np.array_equal(d, want) for d in data)
+    else:
+        want = np.sum(data, axis=0)
+        simulate(prog, data, e)
+        assert np.array_equal(data[root], want)

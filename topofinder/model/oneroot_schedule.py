@@ -47,6 +47,7 @@ class PeriodicSchedule:
     trees: tuple
     slots: tuple
     collective: str = "broadcast"
+    topology: str = ""
 
     @property
     def throughput(self) -> Fraction:
@@ -54,7 +55,8 @@ class PeriodicSchedule:
 
     def to_dict(self) -> dict:
         return {"format": ONEROOT_FORMAT, "version": ONEROOT_VERSION,
-                "collective": self.collective, "n": self.n, "root": self.root,
+                "collective": self.collective, "topology": self.topology,
+                "n": self.n, "root": self.root,
                 "port_model": self.port_model,
                 "node_bandwidth": None if self.bandwidth is None else exact(self.bandwidth),
                 "throughput": exact(self.throughput), "period": exact(self.period),
@@ -79,7 +81,8 @@ class PeriodicSchedule:
                        tuple(tuple(lk) for lk in doc["links"]), Fraction(doc["period"]),
                        tuple((int(t["weight"]), tuple(t["parent"])) for t in doc["trees"]),
                        tuple((Fraction(s["duration"]), tuple(tuple(r) for r in s["sends"]))
-                             for s in doc["slots"]), doc.get("collective", "broadcast"))
+                             for s in doc["slots"]), doc.get("collective", "broadcast"),
+                       str(doc.get("topology", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ScheduleError(f"malformed one-root schedule: {exc}") from None
 

@@ -82,7 +82,7 @@ def oneroot_schedule(topo: Topology, collective: str = "broadcast", root: int = 
         raise TopofinderError(f"weighted tree packing is limited to {PACK_MAX_NODES} nodes "
                               f"here ({topo.expr} has {pl.n}) unless one tree is optimal")
     sched = periodic_schedule(pl, trees)
-    sched = replace(sched, collective=collective)
+    sched = replace(sched, collective=collective, topology=topo.expr)
     replay(sched)
     return sched
 
