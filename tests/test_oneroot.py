@@ -339,3 +339,16 @@ def test_periodic_schedule_executes(collective, port_model, root):
         want = np.sum(data, axis=0)
         simulate(prog, data, e)
         assert np.array_equal(data[root], want)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cut_generation_equals_flow_form(seed, monkeypatch):
+    """The cut-generation path (used beyond FLOW_FORM_CELLS) on small platforms, forced."""
+    import topofinder.scoring.oneroot.steady as steady
+
+    pl = random_platform(seed, "one" if seed % 2 else "node", None if seed % 2 else 2)
+    flow = steady.flow_broadcast(pl)
+    monkeypatch.setattr(steady, "FLOW_FORM_CELLS", 0)
+    cut = steady.lp_broadcast(pl)
+    assert cut.value == flow.value
+    assert float(cut.value) == pytest.approx(dense_ssb(pl), rel=1e-7)

@@ -54,8 +54,10 @@ class Solution:
     y: list[Fraction]
 
 
-def solve_float(lp: LP) -> tuple[np.ndarray, np.ndarray, float]:
-    """HiGHS dual simplex on ``lp``: (x, y, value) in floating point; y ≥ 0 on ≤ rows."""
+def solve_float(lp: LP, objective: dict | None = None, fix: dict | None = None
+                ) -> tuple[np.ndarray, np.ndarray, float]:
+    """HiGHS dual simplex on ``lp`` (or on its rows with another ``objective`` to maximise
+    and columns ``fix``ed to values): (x, y, value) in floating point; y ≥ 0 on ≤ rows."""
     le = [i for i, r in enumerate(lp.rows) if r[2] == "<="]
     eq = [i for i, r in enumerate(lp.rows) if r[2] == "="]
 
@@ -70,12 +72,17 @@ def solve_float(lp: LP) -> tuple[np.ndarray, np.ndarray, float]:
         return a, np.array([float(lp.rows[i][3]) for i in idx])
 
     c = np.zeros(lp.ncols)
-    for j, v in lp.objective.items():
+    for j, v in (lp.objective if objective is None else objective).items():
         c[j] = -float(v)
+    bounds = np.zeros((lp.ncols, 2))
+    bounds[:, 1] = np.inf
+    for j, v in (fix or {}).items():
+        bounds[j] = float(v)
     a_ub, b_ub = matrix(le)
     a_eq, b_eq = matrix(eq)
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
-                  method="highs-ds")
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+                  method="highs-ds", options={"primal_feasibility_tolerance": 1e-10,
+                                              "dual_feasibility_tolerance": 1e-10})
     if res.status != 0:
         raise TopofinderError(f"the steady-state LP has no optimum ({res.message})")
     y = np.zeros(len(lp.rows))
@@ -88,6 +95,33 @@ def solve_float(lp: LP) -> tuple[np.ndarray, np.ndarray, float]:
 
 def _round(v: np.ndarray, q: int) -> list[Fraction]:
     return [Fraction(float(t)).limit_denominator(q) for t in v]
+
+
+def dual_bound(lp: LP, y: list[Fraction]) -> Fraction | None:
+    """b·y if ``y`` is exactly dual feasible (y ≥ 0 on ≤ rows, Aᵀy ≥ c), an upper bound on
+    the optimum by weak duality; else None."""
+    price = [Fraction(0)] * lp.ncols
+    value = Fraction(0)
+    for (cols, coefs, sense, rhs), yi in zip(lp.rows, y):
+        if sense == "<=" and yi < 0:
+            return None
+        if yi:
+            value += yi * rhs
+            for j, a in zip(cols, coefs):
+                price[j] += yi * a
+    if any(price[j] < lp.objective.get(j, 0) for j in range(lp.ncols)):
+        return None
+    return value
+
+
+def round_dual(lp: LP, y_f: np.ndarray) -> tuple[Fraction, list[Fraction]] | None:
+    """(b·y, y) for the first rounding of the float duals that is exactly dual feasible."""
+    for q in DENOMINATORS:
+        y = _round(y_f, q)
+        value = dual_bound(lp, y)
+        if value is not None:
+            return value, y
+    return None
 
 
 def verify(lp: LP, x: list[Fraction], y: list[Fraction]) -> Fraction | None:

@@ -31,7 +31,9 @@ import numpy as np
 from ortools.graph.python import max_flow
 
 from topofinder.errors import TopofinderError
-from topofinder.scoring.oneroot.exact_lp import LP, solve_exact, solve_float
+from topofinder.scoring.oneroot.exact_lp import (
+    DENOMINATORS, LP, round_dual, solve_exact, solve_float,
+)
 from topofinder.scoring.oneroot.platform import Platform
 from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
 
@@ -150,6 +152,19 @@ def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarra
     return cuts
 
 
+def _in_out_cuts(pl: Platform, rates: np.ndarray, tp: float, core: tuple):
+    """In-out separation (Ben-Ameur and Neto): look for cuts at the midpoint of the relaxation's
+    optimum and ``core``, a point known to satisfy every cut (first the heuristic tree). A cut
+    violated there but not at the core is violated at the optimum too, and cuts deeper than the
+    optimum's own; if the midpoint violates nothing it becomes the core and the optimum itself
+    is separated. Returns (cuts, core)."""
+    mid = ((rates + core[0]) / 2, (tp + core[1]) / 2)
+    new = _violated_cuts(pl, *mid)
+    if new:
+        return new, core
+    return _violated_cuts(pl, rates, tp), mid
+
+
 def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.ndarray | None:
     """None if min_v maxflow_rates(root, v) ≥ tp exactly (integer max-flow after scaling by
     the common denominator), else the source side of a violated cut."""
@@ -187,22 +202,91 @@ def port_bound(pl: Platform) -> tuple[Fraction, tuple[int, str]]:
     return best
 
 
+#: Up to this many flow variables (destinations × links) broadcast is solved in 003's own SSB
+#: form (one flow per destination, link rate ≥ each flow), beyond by cut generation.
+FLOW_FORM_CELLS = 200_000
+
+
+def flow_broadcast(pl: Platform) -> Throughput:
+    """003 §5.2 SSB as max TP: per destination i a flow x_i of value TP from the root,
+    x_{i,e} ≤ n_e, port rows on n. Columns: n_e (0..m−1), TP (m), then x_{i,e}. Certified
+    by its rounded dual (exactly dual feasible: an upper bound b·y) and link rates n from a
+    second solve with TP fixed at b·y minimising Σ n_e·c_e (a cleaner vertex), rounded, which
+    must satisfy the port rows and min_v maxflow_n(root, v) ≥ b·y exactly (the degenerate
+    flows themselves need not round well)."""
+    dests = _destinations(pl)
+    m = pl.m
+    lp = LP(m + 1 + len(dests) * m, {m: Fraction(1)})
+    _port_rows(lp, pl)
+    ins = [np.flatnonzero(pl.dst == v).tolist() for v in range(pl.n)]
+    outs = [np.flatnonzero(pl.src == v).tolist() for v in range(pl.n)]
+    for k, i in enumerate(dests):
+        base = m + 1 + k * m
+        for v in range(pl.n):
+            if v == pl.root:
+                continue
+            cols = [base + e for e in ins[v]] + [base + e for e in outs[v]]
+            coefs = [1] * len(ins[v]) + [-1] * len(outs[v])
+            if v == i:
+                cols, coefs = cols + [m], coefs + [-1]
+            lp.add(cols, coefs, "=", 0)
+        for e in range(m):
+            lp.add([base + e, e], [1, -1], "<=", 0)
+    dual = round_dual(lp, solve_float(lp)[1])
+    if dual is None:
+        raise TopofinderError("could not certify the SSB optimum exactly (dual rounding)")
+    # second phase at TP = b·y: least total port time, a cleaner vertex for the rates
+    x_f = solve_float(lp, {e: -pl.cost(e) for e in range(m)}, {m: dual[0]})[0]
+    for q in DENOMINATORS:
+        rates = [Fraction(float(t)).limit_denominator(q) for t in x_f[:m]]
+        if _ports_hold(pl, rates) and _exact_feasible(pl, rates, dual[0]) is None:
+            return Throughput("broadcast", dual[0], tuple(rates), pl,
+                              {"kind": "lp-dual", "primal": "rates", "form": "SSB (003 §5.2)",
+                               "rows": len(lp.rows),
+                               "nonzero_duals": sum(1 for y in dual[1] if y)})
+    raise TopofinderError("could not certify the SSB optimum exactly from HiGHS's solution")
+
+
+def _ports_hold(pl: Platform, rates: list[Fraction]) -> bool:
+    """The port and link rows hold exactly for ``rates``."""
+    if any(r < 0 for r in rates):
+        return False
+    if pl.link_bounds() and any(r > int(c) for r, c in zip(rates, pl.cap)):
+        return False
+    coef = pl.port_coefficients()
+    if coef is None:
+        return True
+    for ends in (pl.src, pl.dst):
+        load = [Fraction(0)] * pl.n
+        for e, r in enumerate(rates):
+            load[int(ends[e])] += coef[e] * r
+        if max(load) > pl.port_bound():
+            return False
+    return True
+
+
 def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
     dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
     every link's price ≥ the weight of the cuts it crosses, total price = TP. The dual of the
     relaxation (the cuts generated so far) bounds TP from above; the primal that meets it is
     either the relaxation's own rates, once min_v maxflow ≥ TP holds exactly, or the greedy
-    tree (tree_heuristic), when its rate already equals the bound."""
+    tree (tree_heuristic), when its rate already equals the bound. Small platforms ((N−1)·|E|
+    ≤ FLOW_FORM_CELLS) go to :func:`flow_broadcast` instead: the cut polytope is highly
+    degenerate and cut generation can take hundreds of rounds (heterogeneous Pi(4,64): 272).
+    Cuts are separated in-out (:func:`_in_out_cuts`)."""
     tree_tp, parent = greedy_tree(pl)
     bound, row = port_bound(pl)
     if tree_tp == bound:                     # one port row already caps TP at the tree's rate
         return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
                           {"kind": "port-row", "primal": "tree", "node": row[0],
                            "row": row[1], "bound": bound})
+    if (pl.n - 1) * pl.m <= FLOW_FORM_CELLS:
+        return flow_broadcast(pl)
     lp = cut_lp(pl)
     cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
     first_cut_row = len(lp.rows) - len(cuts)
+    core = (np.array([float(r) for r in _tree_rates(pl, parent, tree_tp)]), float(tree_tp))
     for _ in range(max_rounds):
         floats = solve_float(lp)
         if floats[2] <= float(tree_tp) * (1 + _TOL):
@@ -210,7 +294,7 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
             if sol.value == tree_tp:         # the relaxation's bound is met by one tree
                 return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
                                   _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
-        new = _violated_cuts(pl, floats[0][:pl.m], floats[2])
+        new, core = _in_out_cuts(pl, floats[0][:pl.m], floats[2], core)
         if not new:
             sol = solve_exact(lp, floats)
             side = _exact_feasible(pl, sol.x[:pl.m], sol.value)
