@@ -29,7 +29,7 @@ from topofinder.errors import TopofinderError
 from topofinder.families.build import load_topology
 from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
-from topofinder.scoring.trees import TreeSchedule
+from topofinder.model.tree_schedule import TreeSchedule
 
 
 #: One-root collectives (paper 003): the buffer is the root's message.

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.sparse.csgraph import breadth_first_order
 import scipy.sparse as sp
 
-from topofinder.scoring.forestcoll import _Packer
+from topofinder.scoring.trees.forestcoll import BatchedTreePacker
 from topofinder.scoring.oneroot.exact_lp import solve_exact, solve_float
 from topofinder.scoring.oneroot.platform import Platform
 from topofinder.scoring.oneroot.steady import cut_lp
@@ -70,7 +70,7 @@ def weighted_trees(pl: Platform, rates, tp: Fraction) -> list[tuple[Fraction, li
     link, Σ_{l ∋ e} λ_l ≤ n_e (003 Thm 5); each tree as its parent-link list."""
     den = lcm(tp.denominator, *(Fraction(r).denominator for r in rates))
     g = np.array([int(Fraction(r) * den) for r in rates], np.int64)
-    packer = _Packer(pl.n, pl.src.astype(np.int32), pl.dst.astype(np.int32), g, False)
+    packer = BatchedTreePacker(pl.n, pl.src.astype(np.int32), pl.dst.astype(np.int32), g, False)
     index = {(int(u), int(w)): e for e, (u, w) in enumerate(zip(pl.src, pl.dst))}
     trees = []
     for b in packer.pack([pl.root], int(tp * den)):

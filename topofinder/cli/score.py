@@ -1,0 +1,100 @@
+"""`topofinder score EXPR`: every score of one topology (:func:`topofinder.api.score`)."""
+
+from __future__ import annotations
+
+import sys
+
+from topofinder import api
+from topofinder.cli.common import (
+    add_undirected, bracket_progress, json_text, source, stage_progress, stderr_is_tty,
+)
+
+
+def add(sub) -> None:
+    p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, tau, tau_fc, ...",
+                       description="""\
+        Score one topology given as an expression (e.g. 'L^3(C(16,{3,4}))', 'Pi(4,1024)',
+        'Torus(8,8)') or a topology file (edge list, node-link JSON, GraphML): N, degree d,
+        diameter; the optimal breadth-first-broadcast (BFB) allgather schedule's steps T_L and
+        bandwidth time tau in units of M/B (exact fractions in *_exact); the bounds (Moore
+        bound on steps, (N-1)/N on tau); tau_fc, the best tau any tree schedule reaches
+        (ForestColl); the all-to-all concurrent flow f per unit link capacity with its
+        certified upper bound; and, when the expression names a construction other than BFB
+        (line graph, catalog schedule, ...), that schedule's own T_L and tau.""")
+    p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    add_undirected(p)
+    p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",
+                   help="all-to-all concurrent flow: a certified bracket [alltoall_f, "
+                        "alltoall_f_upper] of relative gap <= --alltoall-gap (default), the "
+                        "exact LP optimum, or only the hop-count and Moore bounds")
+    p.add_argument("--alltoall-gap", type=float, default=0.01, metavar="G",
+                   help="largest relative gap of the all-to-all bracket (default 0.01)")
+    p.add_argument("--fc-time-limit", type=float, default=api.FC_TIME_LIMIT, metavar="S",
+                   help="seconds of ForestColl max-flows before tau_fc is reported as a "
+                        "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
+                        f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_oneroot(p)
+    p.set_defaults(run=run)
+
+
+def _add_oneroot(p) -> None:
+    g = p.add_argument_group("one-root collectives in steady state (docs/algorithms.md)")
+    g.add_argument("--collective", choices=["broadcast", "reduce", "scatter", "gather"],
+                   default=None,
+                   help="instead of the allgather scores: the exact steady-state throughput "
+                        "TP (unit messages per unit time; a unit message takes 1/C on a link "
+                        "of capacity C) of this one-root collective, with its certificate, and "
+                        "for broadcast/reduce the best single tree and best DAG next to it")
+    g.add_argument("--port-model", choices=["one", "multi", "node"], default="one",
+                   help="one: a node sends to one and receives from one neighbour at a time "
+                        "(default); multi: every link independent; node: a node's sends (and "
+                        "its receives) total at most --node-bandwidth")
+    g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
+    g.add_argument("--node-bandwidth", metavar="B", help="per-node send and receive cap in "
+                   "units of b (a fraction is fine), with --port-model node")
+    g.add_argument("--schedule", metavar="FILE", help="broadcast/reduce: also write the "
+                   "replayed periodic schedule JSON (docs/formats.md)")
+
+
+def _run_oneroot(args) -> int:
+    options = {"root": args.root, "port_model": args.port_model,
+               "node_bandwidth": args.node_bandwidth}
+    info = api.score_oneroot(source(args), args.collective, **options)
+    if args.schedule:
+        api.schedule_oneroot(source(args), args.collective, path=args.schedule, **options)
+        info["schedule"] = args.schedule
+    if args.json:
+        print(json_text(info))
+        return 0
+    cert = info.pop("certificate")
+    info["certificate"] = cert["kind"] + (f", primal {cert['primal']}" if "primal" in cert
+                                          else "") + (f", {len(cert['cuts'])} cuts"
+                                                      if "cuts" in cert else "")
+    _print_table(info)
+    return 0
+
+
+def _print_table(info: dict) -> None:
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:<{width}}  {value}")
+
+
+def run(args) -> int:
+    if args.collective is not None:
+        return _run_oneroot(args)
+    if args.node_bandwidth is not None or args.schedule is not None:
+        raise api.TopofinderError("score: --node-bandwidth and --schedule need --collective")
+    tty = stderr_is_tty()
+    info = api.score(source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
+                     progress=bracket_progress() if tty else None,
+                     stages=stage_progress() if tty else None,
+                     fc_time_limit=args.fc_time_limit)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(json_text(info))
+    else:
+        _print_table(info)
+    return 0
