@@ -11,7 +11,8 @@ Submodules: :mod:`~topofinder.api.topology` (load, score, topology and rank file
 :mod:`~topofinder.api.search` (frontiers), :mod:`~topofinder.api.oneroot` (one-root
 collectives), :mod:`~topofinder.api.cabling` (patch panels,
 diffs, cross-connects, checks), :mod:`~topofinder.api.catalog` (base catalog) and
-:mod:`~topofinder.api.batch` (sweeps, bench, MPI runs).
+:mod:`~topofinder.api.batch` (sweeps, bench, MPI runs) and :mod:`~topofinder.api.resilience`
+(failures: degraded scores, repaired fabrics, bypass re-patching, spares).
 
 >>> import topofinder as tf
 >>> tf.score("C(16,{1,6})")["tau_bfb_exact"]
@@ -32,6 +33,7 @@ from topofinder.api.catalog import (
     AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,
 )
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
+from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
     SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, relabel, schedule,
 )
