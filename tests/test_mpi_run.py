@@ -136,3 +136,17 @@ def test_degraded_allreduce_runs_among_the_15_survivors(tmp_path):
     assert doc["verified"] is True and doc["wrong_elements"] == 0 and doc["ranks"] == 15
     assert doc["topology"] == "Fail(C(16,{1,6}); 5)"
     assert doc["checked_against"] == "MPI_Allreduce"
+
+
+@pytest.mark.parametrize("collective,mpi_name", [("broadcast", "MPI_Bcast"),
+                                                 ("reduce", "MPI_Reduce")])
+def test_oneroot_periodic_schedule_runs_under_mpi(tmp_path, collective, mpi_name):
+    """Paper 003's periodic one-port schedule of Torus(4,4) from root 5, 4 periods' worth."""
+    path = tmp_path / f"{collective}.json"
+    api.schedule_oneroot("Torus(4,4)", collective, root=5, port_model="one", path=path)
+    out = launch(16, path, "--size", "256KB", "--iters", "2", "--warmup", "1", "--pipeline", "4",
+                 "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verified"] is True and doc["checked_against"] == mpi_name
+    assert doc["ranks"] == 16 and doc["measured"]["time_s"] > 0 and doc["mpi"]["time_s"] > 0

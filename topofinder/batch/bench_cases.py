@@ -30,6 +30,7 @@ from topofinder.scoring.allgather.bfb import bfb_score
 from topofinder.scoring.trees.forestcoll import optimal_trees
 from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
+from topofinder.scoring.oneroot.summary import oneroot_score
 
 
 @dataclass(frozen=True)
@@ -380,3 +381,24 @@ def _export_failed(fmt: str):
 for _fmt in ("json", "npz"):
     case(f"export --fail-node --format {_fmt}: repaired allreduce of L^3(C(16,{{1,6}})) "
          f"(N=1024; subprocess)", 5.0, group="failures", repeat=3)(_export_failed(_fmt))
+
+
+# ---- one-root collectives (paper 003): exact TP with its certificate --------------------------
+@case("one-port broadcast Pi(4,1024) + best tree/DAG (exact, certified)", 10.0,
+      setup=lambda: generalized_kautz(4, 1024), repeat=3, group="oneroot")
+def _oneroot_pi1024(topo):
+    out = oneroot_score(topo, "broadcast", 0, "one")
+    assert out["TP_exact"] == "1/1" and out["certificate"]["kind"] == "port-row"
+
+
+@case("one-port broadcast C(10000,{1,5,25,125}) (N=10^4 vertex-transitive)", 60.0,
+      setup=lambda: circulant(10000, [1, 5, 25, 125]), repeat=1, group="oneroot")
+def _oneroot_c10000(topo):
+    oneroot_score(topo, "broadcast", 0, "one", compare=False)
+
+
+@case("multi-port broadcast Torus(100,100) (N=10^4, min cut over 9999 max-flows)", 60.0,
+      setup=lambda: torus(100, 100), repeat=1, group="oneroot")
+def _oneroot_torus_multi(topo):
+    out = oneroot_score(topo, "broadcast", 0, "multi", compare=False)
+    assert out["TP_exact"] == "4/1"
