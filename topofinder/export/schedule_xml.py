@@ -344,10 +344,7 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     link = u * n + w
     ag = t > reduce_until
     span = steps + 1
-    rs_kt, rs_at = np.unique(link[~ag] * span + t[~ag], return_inverse=True)
-    rs_blocks = np.ceil(np.bincount(rs_at.ravel(), weights=(hi - lo)[~ag],
-                                    minlength=rs_kt.size) / _MAX_CNT_DEFAULT)
-    bound = np.bincount(rs_kt // span, weights=rs_blocks, minlength=n * n).astype(np.int64)
+    bound = _reduce_bound(schedule, reduce_until, p if coll == "allreduce" else k * p)
     if not ag.any():
         return bound, None
     kp = k * p if coll != "allreduce" else p
@@ -373,6 +370,47 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
         np.bincount(sw * span + st, weights=extra, minlength=n * span)
     staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64)
     return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
+
+
+def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int) -> np.ndarray:
+    """Per link (index u·N + w): a lower bound on the reduce phase's send instructions. The
+    lowering orders a message by where its pieces sit at the sender; those still in the
+    sender's input come first, by position (layout pass), and two neighbours among them share
+    a run only if their positions follow, both receivers' partials are in the input (the
+    first arrival there) or both elsewhere, and both land in scratch or both in the output
+    (the last partial of the receiver's own chunk). Each such segment, and the rest of the
+    message, needs one instruction per ``_MAX_CNT_DEFAULT`` pieces. Exact arithmetic on the
+    send rows, one entry per piece sent."""
+    n, p, span = schedule.topology.n, schedule.shard_chunks, schedule.num_steps + 1
+    s = schedule.sends[schedule.sends[:, 0] <= reduce_until]
+    rep = s[:, 3] - s[:, 2]
+    row = np.repeat(np.arange(s.shape[0]), rep)
+    c = s[row, 2] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
+    t, v, u, w = s[row, 0], s[row, 1], s[row, 4], s[row, 5]
+    piece = v * p + c
+    at_w, at_u = w * (n * p) + piece, u * (n * p) + piece
+    order = np.lexsort((u, t, at_w))
+    first, last = np.zeros(row.size, bool), np.zeros(row.size, bool)
+    new = np.r_[True, at_w[order][1:] != at_w[order][:-1]]
+    first[order] = new
+    last[order] = np.r_[new[1:], True]
+    arrival = np.full(n * n * p, schedule.num_steps + 1, np.int64)
+    np.minimum.at(arrival, at_w, t)
+    sent = np.full(n * n * p, schedule.num_steps + 1, np.int64)
+    np.minimum.at(sent, at_u, t)
+    from_input = arrival[at_u] >= t
+    cur_input = first & (sent[at_w] > t)
+    final = last & (v == w)
+    msg = (u * n + w) * span + t
+    order = np.lexsort((v * kp + c, ~from_input, msg))
+    msg, pos, inp = msg[order], (v * kp + c)[order], from_input[order]
+    cur, fin = cur_input[order], final[order]
+    brk = np.r_[True, (msg[1:] != msg[:-1]) | (inp[1:] != inp[:-1])]
+    brk[1:] |= inp[1:] & ((pos[1:] != pos[:-1] + 1) | (cur[1:] != cur[:-1]) |
+                          (fin[1:] != fin[:-1]))
+    seg = np.cumsum(brk) - 1
+    blocks = np.ceil(np.bincount(seg) / _MAX_CNT_DEFAULT)
+    return np.bincount(msg[brk] // span, weights=blocks, minlength=n * n).astype(np.int64)
 
 
 class _Lowering:
