@@ -205,11 +205,43 @@ class _Prog:
         return [sum(max(1, len(ins[5])) for ins in self.instrs[b]) for b in self.emitted()]
 
 
-def _layout(coll: str, n: int, p: int, k: int):
-    """(position of channel-0 chunk c of shard v, shift of channel j in i/o buffers)."""
+def _layout(coll: str, n: int, p: int, k: int, slot=None):
+    """(position of channel-0 chunk c of shard v, shift of channel j in i/o buffers);
+    allreduce puts shard v at ``slot[v]`` (:func:`shard_slots`)."""
     if coll == "allreduce":
-        return (lambda v, c: v * p + c), (lambda j: j * n * p)
+        return (lambda v, c: int(slot[v]) * p + c), (lambda j: j * n * p)
     return (lambda v, c: v * k * p + c), (lambda j: j * p)
+
+
+def shard_slots(topology: Topology, coll: str) -> np.ndarray:
+    """Layout pass: the buffer slot of each shard. NCCL fixes shard v at slot v for allgather
+    and reduce-scatter; allreduce's element order is free, so its shards are ordered by
+    iterated quotients of the topology by "same out-neighbours": nodes of one class sit
+    together, classes in the order of the quotient's own classes, and so on until no two
+    nodes share their out-neighbours. On a line graph L(G) the classes are G's nodes (an arc's
+    head), so on L^k(G) the shards an allgather step brings over an arc — those whose walks
+    end in the sender's walk prefix — are one interval of slots."""
+    n = topology.n
+    if coll != "allreduce":
+        return np.arange(n)
+    src, dst = topology.src, topology.dst
+    levels = []
+    while True:
+        outs = [set() for _ in range(n)]
+        for a, b in zip(src.tolist(), dst.tolist()):
+            outs[a].add(b)
+        ids = {}
+        cls = np.array([ids.setdefault(frozenset(x), len(ids)) for x in outs], np.int64)
+        if len(ids) == n:
+            break
+        levels.append(cls)
+        src, dst, n = cls[src], cls[dst], len(ids)
+    rank = np.arange(n)
+    for cls in reversed(levels):
+        order = np.lexsort((np.arange(cls.size), rank[cls]))
+        rank = np.empty(cls.size, np.int64)
+        rank[order] = np.arange(cls.size)
+    return rank
 
 
 def _peers(schedule: StepSchedule):
@@ -344,11 +376,13 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     link = u * n + w
     ag = t > reduce_until
     span = steps + 1
-    bound = _reduce_bound(schedule, reduce_until, p if coll == "allreduce" else k * p)
+    slots = shard_slots(schedule.topology, coll)
+    bound = _reduce_bound(schedule, reduce_until, p if coll == "allreduce" else k * p, slots)
     if not ag.any():
         return bound, None
     kp = k * p if coll != "allreduce" else p
-    start, end, key = v[ag] * kp + lo[ag], v[ag] * kp + hi[ag], link[ag] * span + t[ag]
+    at = slots[v[ag]] * kp
+    start, end, key = at + lo[ag], at + hi[ag], link[ag] * span + t[ag]
     order = np.lexsort((start, key))
     key, start, end = key[order], start[order], end[order]
     brk = np.ones(key.size, bool)
@@ -372,7 +406,8 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
 
 
-def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int) -> np.ndarray:
+def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int,
+                  slots: np.ndarray) -> np.ndarray:
     """Per link (index u·N + w): a lower bound on the reduce phase's send instructions. The
     lowering orders a message by where its pieces sit at the sender; those still in the
     sender's input come first, by position (layout pass), and two neighbours among them share
@@ -383,6 +418,8 @@ def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int) -> np.ndar
     send rows, one entry per piece sent."""
     n, p, span = schedule.topology.n, schedule.shard_chunks, schedule.num_steps + 1
     s = schedule.sends[schedule.sends[:, 0] <= reduce_until]
+    if not s.shape[0]:
+        return np.zeros(n * n, np.int64)
     rep = s[:, 3] - s[:, 2]
     row = np.repeat(np.arange(s.shape[0]), rep)
     c = s[row, 2] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
@@ -402,8 +439,9 @@ def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int) -> np.ndar
     cur_input = first & (sent[at_w] > t)
     final = last & (v == w)
     msg = (u * n + w) * span + t
-    order = np.lexsort((v * kp + c, ~from_input, msg))
-    msg, pos, inp = msg[order], (v * kp + c)[order], from_input[order]
+    pos = slots[v] * kp + c
+    order = np.lexsort((pos, ~from_input, msg))
+    msg, pos, inp = msg[order], pos[order], from_input[order]
     cur, fin = cur_input[order], final[order]
     brk = np.r_[True, (msg[1:] != msg[:-1]) | (inp[1:] != inp[:-1])]
     brk[1:] |= inp[1:] & ((pos[1:] != pos[:-1] + 1) | (cur[1:] != cur[:-1]) |
@@ -422,7 +460,7 @@ class _Lowering:
                  lanes: dict | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
-        self.pos, _ = _layout(self.coll, self.n, self.p, k)
+        self.pos, _ = _layout(self.coll, self.n, self.p, k, shard_slots(schedule.topology, self.coll))
         self.progs = place_threadblocks(schedule, inplace, k, lanes)
         self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
                              "allreduce": schedule.reduce_steps}[self.coll]
@@ -832,6 +870,8 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
         "reduce_scatter_steps": str(schedule.reduce_steps),
         "layout": "channel" if coll == "allreduce" else "shard", **(extra or {})})
+    if coll == "allreduce":
+        algo.set("shard_slots", " ".join(map(str, shard_slots(topo, coll).tolist())))
     i_chunks = kp if coll == "allgather" else n * kp
     o_chunks = kp if coll == "reduce-scatter" else n * kp
     for prog in progs:
@@ -913,10 +953,12 @@ def parse_msccl_xml(text: str) -> dict:
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
     per_channel = [set() for _ in range(k)]
+    shard = _shard_at(a, n)
     for u, w, chan, t, elem, _ in run["transfers"]:
         if layout == "channel":
             j, rest = divmod(elem, n * p)
             v, c = divmod(rest, p)
+            v = shard[v]
         else:
             v, rest = divmod(elem, k * p)
             j, c = divmod(rest, p)
@@ -945,6 +987,21 @@ def parse_msccl_xml(text: str) -> dict:
             "shard_chunks": p, "channels": k, "protocol": algo.proto,
             "reduce_scatter_steps": int(a.get("reduce_scatter_steps", 0)), "sends": sends,
             "labels": labels, "physical": physical}
+
+
+def _shard_at(attrs: dict, n: int) -> list:
+    """Which shard each allreduce slot holds (the ``shard_slots`` attribute; identity when
+    absent)."""
+    try:
+        slots = [int(x) for x in attrs.get("shard_slots", "").split()] or list(range(n))
+    except ValueError:
+        slots = []
+    if sorted(slots) != list(range(n)):
+        raise TopofinderError("MSCCL XML: shard_slots is not an order of the ranks")
+    shard = [0] * n
+    for v, x in enumerate(slots):
+        shard[x] = v
+    return shard
 
 
 def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
