@@ -8,10 +8,13 @@ from topofinder.export.schedule_xml import (
     _consolidate_sends,
     _layout,
     _Lowering,
+    _lower,
+    _reduce_bound,
     _runs,
     _stage_pack,
     _step_messages,
     place_threadblocks,
+    shard_slots,
 )
 from topofinder.families import uni_ring
 from topofinder.finder.recipe import from_expression
@@ -24,12 +27,54 @@ def test_layout_places_every_piece_of_every_channel_once(coll):
     """Channel j's chunk c of shard v sits at pos(v, c) + shift(j): a bijection onto the
     N·k·P buffer slots; allgather/reduce-scatter keep shard v's pieces in [v·kP, (v+1)·kP)."""
     n, p, k = 5, 3, 2
-    pos, shift = _layout(coll, n, p, k)
+    pos, shift = _layout(coll, n, p, k, [3, 0, 4, 1, 2])
     slots = [pos(v, c) + shift(j) for j in range(k) for v in range(n) for c in range(p)]
     assert sorted(slots) == list(range(n * k * p))
     if coll != "allreduce":
         assert all(v * k * p <= pos(v, c) + shift(j) < (v + 1) * k * p
                    for j in range(k) for v in range(n) for c in range(p))
+
+
+@pytest.mark.parametrize("expr, k", [("L^2(C(8,{1,2}))", 2), ("L^3(C(5,{1,2}))", 3),
+                                     ("L(K(4,4))", 1)])
+def test_allreduce_shard_slots_make_walk_sets_intervals(expr, k):
+    """On L^k(G), the nodes with a walk of exactly s ≤ k arcs to u are those whose walk ends
+    where u's begins: one class of the s-th quotient by same out-neighbours, so their slots
+    are one interval (what an allgather step brings over an arc). Other collectives keep
+    NCCL's order."""
+    s = collective_schedule(from_expression(expr), "allreduce")
+    topo = s.topology
+    slots = shard_slots(topo, "allreduce")
+    assert sorted(slots.tolist()) == list(range(topo.n))
+    assert shard_slots(topo, "allgather").tolist() == list(range(topo.n))
+    a = np.zeros((topo.n, topo.n), np.int64)
+    a[topo.src, topo.dst] = 1
+    walk = np.eye(topo.n, dtype=np.int64)
+    for _ in range(k):
+        walk = np.minimum(walk @ a, 1)
+        for u in range(topo.n):
+            got = np.sort(slots[walk[:, u] > 0])
+            assert got[-1] - got[0] + 1 == got.size
+
+
+@pytest.mark.parametrize("expr", ["Torus(4,4)", "L(K(4,4))", "Hypercube(4)", "Pi(4,64)"])
+@pytest.mark.parametrize("coll", ["reduce-scatter", "allreduce"])
+def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
+    """check_fits' reduce-phase bound, from the send rows alone, is at most the send
+    instructions the lowering writes on each link in that phase, and above one per
+    (link, step) somewhere (it sees the layout's ranges)."""
+    s = collective_schedule(from_expression(expr), coll)
+    n, p = s.topology.n, s.shard_chunks
+    until = s.num_steps if coll == "reduce-scatter" else s.reduce_steps
+    bound = _reduce_bound(s, until, p, shard_slots(s.topology, coll))
+    lowered = np.zeros(n * n, np.int64)
+    for prog in _lower(s, 1, False, 71):
+        for (w, _), tb in prog.send_tb.items():
+            lowered[prog.u * n + w] += sum(1 for ins in prog.instrs[tb] if ins[4] <= until)
+    assert (bound <= lowered).all()
+    rows = s.sends[s.sends[:, 0] <= until]
+    messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
+    assert bound.sum() > messages
 
 
 def test_threadblock_placement_follows_the_links_the_schedule_uses():
