@@ -168,17 +168,26 @@ def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
     assert chunk_moves(doc["sends"]) == chunk_moves(s.sends)
 
 
-@pytest.mark.slow
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
     """L^3(C(16,{1,6})) allreduce (N = 1024): its links fit on lanes, but a rank's program
-    passes the parser's 4095 elements (found by the lowering, stopped at that step: minutes,
-    GBs); refused with the limit named, nothing written."""
+    passes the parser's 4095 elements; check_fits' bounds (allgather runs by slot, reduce
+    runs of input-held pieces) show it from the schedule arrays in seconds, before any
+    lowering; refused with the figure and the limit named, nothing written."""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
                  "allreduce", "--format", "xml", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
+    assert "at least" in err and "XML elements" in err
     assert not out.exists()
+
+
+def test_cli_states_the_xml_size_before_writing(tmp_path, capsys):
+    out = tmp_path / "t.xml"
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--format", "xml", "-o",
+                 str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"MSCCL XML: {out.stat().st_size / 1e6:.1f} MB, writing {out}" in err
 
 
 def test_cli_xml_options(tmp_path):

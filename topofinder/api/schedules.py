@@ -127,14 +127,15 @@ def relabel(sched: Schedule, renaming: str | os.PathLike | Mapping) -> Schedule:
 
 
 def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike | None = None,
-                    *, physical=None, **xml_options) -> str | None:
+                    *, physical=None, announce=None, **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); also
     written to ``path`` when given ("-": standard output). ``npz`` (step or tree schedules)
     is binary: written to ``path`` (a file, required), returns None. ``physical``: the diff
     mapping φ the schedule was renamed with (:func:`relabel`), recorded so readers rebuild its
-    topology (json, xml)."""
+    topology (json, xml). ``announce``: called with the text before it is written (the CLI
+    states an XML's size)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -154,20 +155,23 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
-    return emit(to_msccl_xml(steps, **xml_options), path)
+    text = to_msccl_xml(steps, **xml_options)
+    if announce is not None:
+        announce(text)
+    return emit(text, path)
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
                        *, collective: str = "allgather", kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
-                       **xml_options) -> tuple[Schedule, str | None]:
+                       announce=None, **xml_options) -> tuple[Schedule, str | None]:
     """What `topofinder export SOURCE --what schedule` does: :func:`schedule`, renamed by a
     diff's mapping (``relabel``), written by :func:`export_schedule`. For XML of an
     expression the runtime's limits are checked first on the allgather (cheap, before the
     whole schedule is built); all-to-all schedules, tree schedules other than the allgather
-    and those routed through switches are json only. Returns the schedule and the text
-    (None for npz)."""
+    and those routed through switches are json only. ``announce``: as for
+    :func:`export_schedule`. Returns the schedule and the text (None for npz)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -191,5 +195,6 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                                   "json")
     text = export_schedule(built, fmt, path,
                            physical=None if renaming is None else renaming.physical,
+                           announce=announce,
                            **(xml_options if fmt == "xml" else {}))
     return built, text

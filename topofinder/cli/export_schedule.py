@@ -53,6 +53,14 @@ def add_options(p) -> None:
                         "(default unbounded)")
 
 
+def _announce(args):
+    """For XML written to a file: one stderr line with its size, before it is written."""
+    if args.format != "xml" or args.output in (None, "-"):
+        return None
+    return lambda text: print(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB, writing "
+                              f"{args.output}", file=sys.stderr)
+
+
 def run(args, renaming=None) -> int:
     """Build, rename and write the schedule; for all-to-all one stderr line compares its
     bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
@@ -63,7 +71,7 @@ def run(args, renaming=None) -> int:
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
-        steps=args.steps, relabel=renaming, **xml)
+        steps=args.steps, relabel=renaming, announce=_announce(args), **xml)
     if args.collective == "alltoall":
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
