@@ -315,6 +315,22 @@ case("search --n 1024 --d 4 --size 64MB --alltoall-share 0.3, cold cache (subpro
 def _score_at_scale(expr: str, max_gb: float):
     """`score EXPR` in a fresh process with the default settings, failing the case when the
     process (or a worker it started) peaked above ``max_gb`` GB resident."""
+    return _peak_within(f"tf.score({expr!r})\n", f"score {expr}", max_gb)
+
+
+def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
+    """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
+    process: written or refused (one-line TopofinderError), within ``max_gb`` GB."""
+    code = ("try:\n"
+            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={coll!r})\n"
+            "except tf.TopofinderError:\n"
+            "    pass\n")
+    return _peak_within(code, f"export {expr} {coll} xml", max_gb)
+
+
+def _peak_within(code: str, what: str, max_gb: float):
+    """Run ``code`` (``tf`` is topofinder) in a fresh process, failing when it (or a worker
+    it started) peaked above ``max_gb`` GB resident."""
     def run(_):
         import subprocess
         import sys
@@ -323,7 +339,7 @@ def _score_at_scale(expr: str, max_gb: float):
         # keeps the parent's high-water mark (the bench process itself, GBs after the
         # all-to-all cases); workers it starts from RUSAGE_CHILDREN
         script = ("import re, resource, topofinder as tf\n"
-                  f"tf.score({expr!r})\n"
+                  f"{code}"
                   "status = open('/proc/self/status').read()\n"
                   "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
                   "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
@@ -333,10 +349,13 @@ def _score_at_scale(expr: str, max_gb: float):
                              capture_output=True, text=True).stdout
         peak = int(out.split()[-1]) / 2**30
         if peak > max_gb:
-            raise AssertionError(f"score {expr}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+            raise AssertionError(f"{what}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
     return run
 
 
+case("export L^3(C(16,{1,6})) allreduce --format xml (N=1024: written or refused with the "
+     "figure; <= 2 GiB)", 30.0, group="scale", repeat=1)(
+    _export_xml_at_scale("L^3(C(16,{1,6}))", "allreduce", 2.0))
 case("score Pi(4,10000) (not vertex-transitive; <= 1 GiB)", 5.0, group="scale",
      repeat=3)(_score_at_scale("Pi(4,10000)", 1.0))
 case("score Torus(316,316) (N=99856; <= 2 GiB)", 10.0, group="scale",

@@ -14,7 +14,8 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
   keep shard v's pieces at [v·k·P, (v+1)·k·P) as NCCL requires (piece j·P + c = chunk c of
   channel j); allreduce, whose element order is free, stores channel j's pieces of all shards
-  together (j·N·P + v·P + c), so consecutive shards sent together are one instruction.
+  together (j·N·P + slot(v)·P + c, :func:`shard_slots`: shards whose walks end alike sit
+  together), so consecutive shards sent together are one instruction.
 - Threadblocks: per channel, one threadblock per out-neighbour that only sends, one per
   in-neighbour that only receives, and one local threadblock for copies. Every instruction is
   in schedule-step order. This layout cannot deadlock at any connection buffer size: by
@@ -50,7 +51,8 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
   limit per threadblock (64 / 256). A schedule that does not fit the runtime's limits is
-  refused before anything is written (:func:`check_fits` runs first on the schedule arrays;
+  refused before anything is written (:func:`check_fits` runs first on the schedule arrays,
+  with lower bounds on both phases' instructions (:func:`_reduce_bound`);
   the lowering stops at the first schedule step after which a rank holds more XML steps than
   its parser loads).
 
