@@ -25,8 +25,10 @@ import csv
 import io
 import json
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from topofinder.compute.output import write_text
@@ -37,6 +39,7 @@ from topofinder.workload.cost import Workload
 from topofinder.finder.frontier import predicted_frontier
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
+from topofinder.model.bounds import check_claim
 from topofinder.model.units import exact
 
 #: Default output folder, relative to the working directory (`sweep --out` overrides it).
@@ -180,7 +183,7 @@ def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
     """Compute and write one cell; a failure is returned as {"N", "d", "error"} (nothing is
     written, so a rerun retries it) instead of aborting the sweep."""
     try:
-        doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
+        doc = cached(compute_cell, use_cache, check_cell)(n, k, bidirectional, verify)
     except TopofinderError as exc:
         return {"N": n, "d": k, "error": str(exc)}
     doc = {**doc, "bidirectional": bidirectional, "verify": verify}
@@ -197,12 +200,12 @@ def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
         raise TopofinderError(f"sweep: --out {out_root} is a file; give a folder")
     out = out_root / spec.name
     path = {c: cell_path(out, *c, spec.bidirectional, spec.verify) for c in spec.cells}
-    todo = [c for c in spec.cells if not _cell_done(path[c])]
+    todo = [c for c in spec.cells if _valid_cell(path[c], *c) is None]
     results = run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
                                        for n, k in todo], jobs=jobs, progress=progress,
                            label=f"sweep {spec.name}")
     failed = [r for r in results if "error" in r]
-    cells = [json.loads(path[c].read_text()) for c in spec.cells if path[c].exists()]
+    cells = [cell for c in spec.cells if (cell := _valid_cell(path[c], *c)) is not None]
     write_summaries(spec, cells, out)
     if failed:
         atomic_write(out / "failed.csv", _csv(failed))
@@ -211,13 +214,30 @@ def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
     return out, failed
 
 
-def _cell_done(path: Path) -> bool:
-    """A cell file that exists and parses (a corrupt one is recomputed)."""
+def check_cell(args: tuple, cell: dict) -> None:
+    """A cell (cached or on disk) for (N, d) = ``args[:2]`` that can be true: its N and d, and
+    every frontier point's T_L and τ within the Moore, hop and (N−1)/N bounds (ValueError)."""
+    n, k = args[0], args[1]
+    if (cell["N"], cell["d"]) != (n, k) or not cell["frontier"]:
+        raise ValueError(f"cell for N = {n}, d = {k} holds N = {cell['N']}, d = {cell['d']}")
+    for p in cell["frontier"]:
+        check_claim(n, k, p["T_L"], p["tau_exact"], p["expr"])
+        if abs(float(Fraction(p["tau_exact"])) - float(p["tau"])) > 1e-9:
+            raise ValueError(f"{p['expr']}: tau {p['tau']} is not tau_exact {p['tau_exact']}")
+
+
+def _valid_cell(path: Path, n: int, k: int) -> dict | None:
+    """The cell file at ``path`` when it exists, parses and passes `check_cell`, else None
+    (a corrupt or impossible cell is recomputed, never published)."""
     try:
-        json.loads(path.read_text())
-        return True
-    except (OSError, ValueError):
-        return False
+        cell = json.loads(path.read_text())
+        check_cell((n, k), cell)
+        return cell
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
+        print(f"topofinder: recomputing {path.name} ({exc})", file=sys.stderr)
+        return None
 
 
 def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from topofinder.compute.cache import record
 from topofinder.expansions import predict
 from topofinder.finder import recipe as rc
 from topofinder.errors import TopofinderError
@@ -28,6 +29,7 @@ MAX_TARGET_NODES = 1_000_000
 MAX_TARGET_DEGREE = MAX_SUBSET_BITS
 
 
+@record
 @dataclass(frozen=True)
 class Candidate:
     """A topology recipe with its (predicted or scored) performance.

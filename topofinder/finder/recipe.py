@@ -8,10 +8,13 @@ rebuilt exactly from its recipe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from topofinder.compute.cache import record
 from topofinder.finder.bases import catalog_bases
 from topofinder.model.syntax import Leaf, Product, parse_tree, to_text
 
 
+@record
 @dataclass(frozen=True)
 class Recipe:
     """``op`` is one of:

@@ -23,7 +23,7 @@ from topofinder.families.build import parse
 from topofinder.finder.recipe import Recipe
 from topofinder.finder.recipe import kstep as kstep_recipe
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall import alltoall_summary
 from topofinder.scoring.forestcoll import throughput_optimum
@@ -229,3 +229,22 @@ def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSc
         return allgather
     rs = reduce_scatter_of(allgather)
     return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
+
+
+def check_score(args: tuple, score: dict | None) -> None:
+    """A cached base or k-step score (`score_base`, `score_kstep`) that can be true: its
+    (T_L, τ) within the bounds of its own N and d (ValueError otherwise)."""
+    if score is not None:
+        check_claim(score["N"], score["d"], score["T_L"], score["tau"], f"score of {args[0]}")
+
+
+def check_verified(args: tuple, verified: dict) -> None:
+    """A cached `verify_candidate` result that can be true for the candidate ``args[0]``: the
+    expression is the candidate's and allgather, allreduce (two passes) and diameter respect
+    the Moore, hop and (N−1)/N bounds (ValueError otherwise)."""
+    c = args[0]
+    if verified["expr"] != c.expr:
+        raise ValueError(f"verification of {verified['expr']} stored for {c.expr}")
+    check_claim(c.n, c.d, verified["T_L"], verified["tau"], c.expr, verified["diameter"])
+    check_claim(c.n, c.d, -(-verified["allreduce_T_L"] // 2),
+                Fraction(verified["allreduce_tau"]) / 2, f"allreduce of {c.expr}")

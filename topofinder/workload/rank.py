@@ -10,7 +10,7 @@ from typing import Callable
 
 from topofinder.compute.cache import cached
 from topofinder.finder import growth as finder
-from topofinder.finder.frontier import verified_frontier
+from topofinder.finder.frontier import check_frontier, verified_frontier
 from topofinder.finder.growth import Candidate
 from topofinder.workload.baselines import iteration_split, priced_baselines
 from topofinder.workload.cost import Workload
@@ -74,7 +74,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
-    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall, kstep,
+    frontier = cached(verified_frontier, use_cache, check_frontier)(n, d, bidirectional, full_alltoall, kstep,
                                                     jobs=jobs, use_cache=use_cache,
                                                     progress=progress)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
