@@ -21,7 +21,6 @@ best.csv, plots) are rebuilt from the cells at the end, also atomically.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -40,6 +39,7 @@ from topofinder.finder.frontier import predicted_frontier
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
 from topofinder.model.bounds import check_claim
+from topofinder.model.names import CsvWriter
 from topofinder.model.units import exact
 
 #: Default output folder, relative to the working directory (`sweep --out` overrides it).
@@ -271,7 +271,7 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
 def _csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = CsvWriter(buf)
+        writer.writerow(list(rows[0]))
+        writer.writerows([list(r.values()) for r in rows])
     return buf.getvalue()

@@ -23,7 +23,6 @@ the least for which node ends and trunk ends fit the panel size.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from math import ceil
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.model.names import CsvWriter
 from topofinder.export.patch_panel import DUPLEX, PatchPlan
 
 LAYOUT_HEADER = ["panel", "panel_port", "role", "node", "port", "peer_panel", "peer_port"]
@@ -100,7 +100,7 @@ class Layout:
                              self.trunk_in(b, a, t)])
                 rows.append([b, self.trunk_in(b, a, t), "trunk-in", "", "", a,
                              self.trunk_out(a, b, t)])
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(LAYOUT_HEADER)
         w.writerows(sorted(rows, key=lambda r: (r[0], r[1])))
 
@@ -165,7 +165,7 @@ class Configuration:
         if isinstance(out, (str, Path)):
             with open(out, "w", newline="") as f:
                 return self.write_csv(f, header, prefix)
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(header)
         for c in self.connects:
             w.writerow(list(prefix) + list(c))
@@ -262,7 +262,7 @@ def write_changes(removed, added, out) -> None:
     if isinstance(out, (str, Path)):
         with open(out, "w", newline="") as f:
             return write_changes(removed, added, f)
-    w = csv.writer(out, lineterminator="\n")
+    w = CsvWriter(out)
     w.writerow(["action"] + CONFIG_HEADER)
     for action, rows in (("remove", removed), ("add", added)):
         for c in rows:

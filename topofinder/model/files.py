@@ -31,6 +31,7 @@ import networkx as nx
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
+from topofinder.model.names import check_name, check_text
 from topofinder.model.topology import Topology
 
 FORMATS = ("edgelist", "json", "graphml")
@@ -95,11 +96,12 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read topology file {path}: {exc}") from None
+    text = check_text(text, path)
     head = text.lstrip()[:1]
     if head == "{":
         return _read_json(path, text, undirected)
     if head == "<":
-        return _read_graphml(path, undirected)
+        return _read_graphml(path, text, undirected)
     return _read_edgelist(path, text, undirected)
 
 
@@ -254,9 +256,9 @@ def _is_switch(attrs: dict) -> bool:
     return bool(flag) or str(attrs.get("type", "")).lower() == "switch"
 
 
-def _read_graphml(path: str, undirected: bool | None = None) -> Topology:
+def _read_graphml(path: str, text: str, undirected: bool | None = None) -> Topology:
     try:
-        g = nx.read_graphml(path, force_multigraph=True)
+        g = nx.parse_graphml(text, force_multigraph=True)
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else "?"
         raise TopofinderError(f"{path}:{line}: not valid GraphML XML ({exc})") from None
@@ -282,7 +284,7 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool 
     pair of arcs; physical capacities share one unit."""
     arcs, physical = _unify_capacities(path, arcs)
     unit = physical or unit
-    names = [str(x) for x in labels]
+    names = [check_name(str(x), f"{path}: node {i}") for i, x in enumerate(labels)]
     if len(set(names)) != len(names):
         raise TopofinderError(f"{path}: node labels repeat")
     if not ranked and all(re.fullmatch(r"-?\d+", s) for s in names):
