@@ -29,7 +29,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
 from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import to_msccl_xml, trees_as_steps
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology, load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
@@ -174,8 +174,9 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     if topology is None:
         if not isinstance(source.get("topology"), str):
             raise TopofinderError("the schedule names no topology; pass topology=")
-        topology = source["topology"]
-    topo = load(topology)
+        topo = document_topology(source["topology"], "schedule")
+    else:
+        topo = load(topology)
     if isinstance(source.get("physical"), list):      # written with export --relabel
         labels = source.get("labels")
         topo = relabel_topology(topo, Mapping(np.asarray(source["physical"], np.int64),

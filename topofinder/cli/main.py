@@ -31,7 +31,7 @@ from topofinder.export.ranks import ranks_text
 from topofinder.export.relabel import read_mapping, relabel_topology
 from topofinder.export.plot import plot_frontier
 from topofinder.export.schedule_xml import check_fits
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology, load_topology
 from topofinder.families.catalog import listing
 from topofinder.finder import affine_catalog, catalog_build
 from topofinder.finder.recipe import from_expression
@@ -251,7 +251,7 @@ def _picked_expression(path: str, pick: int) -> str:
     point = frontier[pick]
     if not isinstance(point, dict) or not isinstance(point.get("expr"), str):
         raise TopofinderError(f"{not_a_result} (frontier point {pick} has no 'expr' string)")
-    return point["expr"]
+    return document_topology(point["expr"], f"{path} frontier point {pick}").expr
 
 
 def _run_export(args) -> int:

@@ -26,7 +26,7 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.scoring.trees import TreeSchedule
 
@@ -84,7 +84,7 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
         raise TopofinderError(f"--pipeline must be a positive integer, got {pipeline}")
     if "topology" not in doc:
         raise TopofinderError("schedule JSON names no topology (export writes one)")
-    topo = load_topology(str(doc["topology"]))
+    topo = document_topology(doc["topology"], "schedule")
     if doc.get("kind") == "trees":
         trees = TreeSchedule.from_dict(doc, topo)
         steps = tree_steps(trees, pipeline)

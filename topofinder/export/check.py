@@ -28,7 +28,7 @@ from topofinder.export.npz import load_npz
 from topofinder.export.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.export.relabel import Mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
 
@@ -58,11 +58,7 @@ class CheckReport:
 def _named_topology(expr, physical, labels) -> tuple[Topology | None, str]:
     if not isinstance(expr, str):
         return None, "the schedule names no topology: one fibre per used pair required"
-    try:
-        topo = load_topology(expr)
-    except TopofinderError as exc:
-        return None, (f"cannot rebuild the schedule's topology ({exc}): one fibre per used "
-                      "pair required")
+    topo = document_topology(expr, "schedule")
     if physical is not None:
         topo = relabel_topology(topo, Mapping(np.asarray(physical, np.int64), labels))
     return topo, ""

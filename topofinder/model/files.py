@@ -176,7 +176,7 @@ def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
             continue
         if len(fields) not in (2, 3):
             raise TopofinderError(f"{path}:{lineno}: expected 'u v [capacity]' or "
-                                  f"'switch X ...', got {line.strip()!r}")
+                                  f"'switch X ...', got {len(fields)} fields")
         cap = _capacity(fields[2], f"{path}:{lineno}") if len(fields) == 3 else 1
         arcs.append((fields[0], fields[1], cap))
     if not arcs:
