@@ -2,6 +2,10 @@
 and inputs that ask for huge work are refused in one line before it starts."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +43,57 @@ def test_a_topology_field_naming_another_file_is_never_echoed(argv, capsys):
     assert "not a readable topology file" in text
     for secret in _secrets():
         assert secret not in text
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["check", "{H}/plan_node_1e12.csv", "{H}/schedule_c6.json"], "below 1000000"),
+    (["check", "{H}/plan_c6.csv", "{H}/xml_ichunks_1e12.xml"], "each must be 0.."),
+    (["check", "{H}/plan_c6.csv", "{H}/xml_ngpus_minus4.xml"], "ngpus=-4"),
+    (["check", "{H}/plan_c6.csv", "{H}/bomb.npz"], "at most"),
+    (["check", "{H}/plan_c6.csv", "{H}/lying_header.npz"], "declares more data"),
+    (["check", "{H}/plan_c6.csv", "{H}/empty.npz"], "cannot read schedule .npz"),
+    (["sweep", "{H}/sweep_n_2p63.toml"], "2..1000000"),
+    (["sweep", "{H}/sweep_300_sizes.toml"], "at most 16"),
+    (["run", "{H}/trees_c6.json", "--pipeline", "1000000000"], "1..4096"),
+    (["run", "{H}/trees_c6.json", "--pipeline", "1e9"], "invalid int"),
+    (["search", "--n", "8", "--d", "2", "--jobs", "1", "--no-cache", "--no-baselines",
+      "--gpus-per-node", "1000000"], "at most 1000000 GPUs")])
+def test_huge_requests_are_refused_in_one_line(argv, says, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("{H}", str(HOSTILE)) for a in argv]
+    assert says in _one_line_exit_2(argv, capsys)
+
+
+def test_a_huge_topology_file_is_refused_before_reading(tmp_path, capsys):
+    path = tmp_path / "huge.edges"
+    with open(path, "wb") as fh:                 # sparse: 2 GB on paper, nothing on disk
+        fh.truncate(2 << 30)
+    assert "larger than" in _one_line_exit_2(["score", str(path)], capsys)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs POSIX signals")
+def test_ctrl_c_inside_an_exact_all_to_all_solve_acts_within_a_second(tmp_path):
+    """The symmetric all-to-all LP of L^3(C(16,{3,4})) runs for tens of seconds inside HiGHS,
+    which does not return to Python; the interrupt watchdog ends the run anyway."""
+    proc = subprocess.Popen([sys.executable, "-m", "topofinder", "score", "L^3(C(16,{3,4}))",
+                             "--alltoall", "exact"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    time.sleep(12)
+    assert proc.poll() is None, "the solve ended before the signal; pick a larger case"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 1.5
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "topofinder: interrupted"
+
+
+def test_ctrl_c_while_starting_is_one_line(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "topofinder", "score", "C(8,{1,2})"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    time.sleep(0.4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err
+    assert proc.returncode in (0, 130) and (proc.returncode == 0 or
+                                            err.strip() == "topofinder: interrupted")

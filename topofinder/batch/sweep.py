@@ -40,6 +40,7 @@ from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
 from topofinder.model.bounds import check_claim
 from topofinder.model.names import CsvWriter
+from topofinder.model.topology import MAX_NODES
 from topofinder.model.units import exact
 
 #: Default output folder, relative to the working directory (`sweep --out` overrides it).
@@ -60,6 +61,8 @@ class Spec:
 MAX_CELLS = 50_000
 #: Largest degree the finder handles (the BFB generator's subset transform).
 MAX_DEGREE = 16
+#: Most workload sizes per spec (each gets a best.csv ranking and a plot per degree).
+MAX_SIZES = 16
 _WORKLOAD_KEYS = {"alpha", "bandwidth", "sizes", "alltoall_share"}
 
 
@@ -104,8 +107,10 @@ def load_spec(path: str | Path) -> Spec:
                               f"1..{MAX_DEGREE}")
     if "n" in doc:
         ns = doc["n"]
-        if not isinstance(ns, list) or not ns or not all(_int(x) and x >= 2 for x in ns):
-            raise TopofinderError("sweep: 'n' must be a non-empty list of integers >= 2")
+        if not isinstance(ns, list) or not ns or len(ns) > MAX_CELLS or not all(
+                _int(x) and 2 <= x <= MAX_NODES for x in ns):
+            raise TopofinderError(f"sweep: 'n' must be a non-empty list of at most {MAX_CELLS} "
+                                  f"integers in 2..{MAX_NODES}")
     else:
         lo, hi = doc.get("n_min"), doc.get("n_max")
         if not _int(lo) or not _int(hi) or lo < 2 or hi < lo:
@@ -113,6 +118,8 @@ def load_spec(path: str | Path) -> Spec:
         if (hi - lo + 1) * len(degrees) > MAX_CELLS:
             raise TopofinderError(f"sweep: {(hi - lo + 1) * len(degrees)} cells; at most "
                                   f"{MAX_CELLS} per spec (split the range)")
+        if hi > MAX_NODES:
+            raise TopofinderError(f"sweep: n_max = {hi}; topofinder handles N <= {MAX_NODES}")
         ns = list(range(lo, hi + 1))
     bidirectional, verify = _flag(doc, "bidirectional"), _flag(doc, "verify")
     cells = []
@@ -133,9 +140,10 @@ def load_spec(path: str | Path) -> Spec:
         raise TopofinderError(f"sweep: unknown workload key(s) {sorted(set(w) - _WORKLOAD_KEYS)};"
                               f" accepted: {sorted(_WORKLOAD_KEYS)}")
     sizes = w.get("sizes", ["1MB"])
-    if not isinstance(sizes, list) or not sizes or not all(isinstance(s, str) for s in sizes):
-        raise TopofinderError("sweep: workload.sizes must be a non-empty list of strings such "
-                              "as ['1MB', '100MB']")
+    if not isinstance(sizes, list) or not sizes or len(sizes) > MAX_SIZES or not all(
+            isinstance(s, str) for s in sizes):
+        raise TopofinderError(f"sweep: workload.sizes must be a non-empty list of at most "
+                              f"{MAX_SIZES} strings such as ['1MB', '100MB']")
     for key in ("alpha", "bandwidth"):
         if not isinstance(w.get(key, ""), str):
             raise TopofinderError(f"sweep: workload.{key} must be a string such as "

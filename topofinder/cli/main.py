@@ -8,10 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import shlex
 import sys
-import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 from topofinder.compute.output import write_text
 from topofinder import api
 from topofinder.batch import bench, sweep
-from topofinder.compute import parallel
+from topofinder.compute import interrupt, parallel
 from topofinder.errors import TopofinderError
 from topofinder.execute import is_quiet_rank
 from topofinder.execute import mpi as execute_mpi
@@ -40,7 +38,7 @@ from topofinder.model.files import write_topology
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import load_moe
 from topofinder.workload.rank import search
-from topofinder.workload.hierarchy import hierarchical_score, parse_intra
+from topofinder.workload.hierarchy import check_gpus, hierarchical_score, parse_intra
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -477,6 +475,8 @@ def _run_search(args) -> int:
         raise TopofinderError(f"search: --jobs must be >= 1, got {args.jobs}")
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise TopofinderError(f"search: --plot {args.plot}: give a .png or .svg file name")
+    if args.gpus_per_node is not None:
+        check_gpus(int(args.n) if str(args.n).isdigit() else 1, args.gpus_per_node)
     workload = Workload.from_strings(args.alpha, args.bandwidth, args.size, args.alltoall_share)
     moe = load_moe(args.workload) if args.workload else None
     if moe is not None and (moe.alpha_s is not None or moe.bandwidth_Bps is not None):
@@ -921,17 +921,10 @@ class _ClosedStdout:
         pass
 
 
-def _terminate(signum, frame) -> None:
-    """SIGTERM / SIGHUP end the run like Ctrl-C: workers stopped, temporary files removed."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _terminate)
+    interrupt.install()
     try:
         return _main(argv)
     finally:

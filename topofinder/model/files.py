@@ -22,6 +22,7 @@ that names a node that cannot be reached and suggests ``--undirected``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -38,6 +39,8 @@ FORMATS = ("edgelist", "json", "graphml")
 #: Largest link capacity read (in units of the base link bandwidth b): sums over N·d arcs stay
 #: far inside int64.
 MAX_CAPACITY = 10 ** 9
+#: Largest topology file read (bytes); checked before reading.
+MAX_FILE_BYTES = 512 << 20
 
 
 def _labelled_networkx(topo: Topology) -> nx.MultiDiGraph:
@@ -91,11 +94,17 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
     ``undirected``: True reads every edge as one cable (two arcs); False as the file says
     (arcs for an edge list); None as False, but an edge list that is strongly connected only
     when read as cables is refused with a hint (module doc)."""
+    too_big = TopofinderError(f"topology file {path} is larger than {MAX_FILE_BYTES >> 20} MiB "
+                              f"(the largest topology, N = 10^6 nodes of degree 16, is smaller)")
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
+                raise too_big
+            text = fh.read(MAX_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read topology file {path}: {exc}") from None
+    if len(text) > MAX_FILE_BYTES:
+        raise too_big
     text = check_text(text, path)
     head = text.lstrip()[:1]
     if head == "{":
