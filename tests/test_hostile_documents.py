@@ -91,7 +91,7 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "topofinder", "score", "C(8,{1,2})"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
-    time.sleep(0.4)
+    time.sleep(1.0)                              # inside the imports (several seconds)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err

@@ -1,7 +1,8 @@
 """topofinder: topology/schedule co-design search for direct-connect fabrics.
 
 The public API (docs/api.md) is :mod:`topofinder.api`, re-exported here and loaded on first
-use so that ``import topofinder`` stays cheap::
+use so that ``import topofinder`` stays cheap (and `python -m topofinder` installs its
+Ctrl-C handler before any heavy module loads)::
 
     import topofinder as tf
     g = tf.load("L^3(C(16,{3,4}))")        # expression, file, networkx graph or Topology
@@ -15,7 +16,6 @@ from __future__ import annotations
 from importlib import import_module
 
 from topofinder.errors import TopofinderError
-from topofinder.model.topology import Topology
 
 __version__ = "0.2.0"
 
@@ -29,7 +29,7 @@ __all__ = ["Topology", "TopofinderError", "__version__", *_API]
 
 def __getattr__(name: str):
     """PEP 562: the API functions come from topofinder.api on first access."""
-    if name in _API:
+    if name in _API or name == "Topology":
         value = getattr(import_module("topofinder.api"), name)
         globals()[name] = value
         return value
