@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import networkx as nx
 import numpy as np
 
-from topofinder.compute.output import write_text
+from topofinder.compute.output import note_input, write_text
 from topofinder.errors import TopofinderError
 from topofinder.export.patch_panel import PatchPlan, plan_patch_panel
 from topofinder.export.relabel import Mapping, read_mapping, relabel_schedule, relabel_topology
@@ -166,6 +166,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
                                            and not source.lstrip().startswith("{")):
         path = os.fspath(source)
         try:
+            note_input(path)
             with open(path, encoding="utf-8") as fh:
                 source = fh.read()
         except (OSError, UnicodeDecodeError) as exc:

@@ -14,7 +14,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import write_text
+from topofinder.compute.output import distinct_outputs, new_command, write_text
 from topofinder import api
 from topofinder.batch import bench, sweep
 from topofinder.compute import interrupt, parallel
@@ -253,6 +253,7 @@ def _picked_expression(path: str, pick: int) -> str:
 
 
 def _run_export(args) -> int:
+    distinct_outputs(args.output, args.mapping, args.layout)
     if args.pick is not None:
         args.expr = _picked_expression(args.expr, args.pick)
 
@@ -925,6 +926,9 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
     interrupt.install()
+    new_command()
+    if hasattr(sys.stdout, "reconfigure"):      # tables on an ASCII-only terminal: µ → \xb5
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         return _main(argv)
     finally:

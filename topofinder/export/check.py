@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.compute.output import note_input
 from topofinder.export.npz import load_npz
 from topofinder.export.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.export.relabel import Mapping, relabel_topology
@@ -71,6 +72,7 @@ def read_sends(path) -> Sends:
         sched = load_npz(path)
         return _from_object(sched)
     try:
+        note_input(path)
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
@@ -117,6 +119,7 @@ def apply_diff(plan: PatchPlan, path) -> PatchPlan:
     row of the plan (it is unplugged), every ``add`` row is plugged; a port end or panel
     position used twice afterwards is an error."""
     try:
+        note_input(path)
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read diff {path}: {exc}") from None

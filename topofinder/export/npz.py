@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from topofinder.compute.output import atomic_output
+from topofinder.compute.output import atomic_output, note_input
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
@@ -97,6 +97,7 @@ def _array_sizes(path) -> None:
 def load_npz(path) -> StepSchedule | TreeSchedule:
     """Read a schedule written by :func:`save_npz` (validate it separately); sizes are checked
     before decompressing (MAX_NPZ_BYTES), objects are never unpickled."""
+    note_input(path)
     try:
         _array_sizes(path)
         with np.load(path, allow_pickle=False) as z:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.names import CsvWriter
 from topofinder.export.patch_panel import DUPLEX, PatchPlan
@@ -87,7 +88,7 @@ class Layout:
         """Every wired panel port: ``tx``/``rx`` ends of (node, port), ``trunk-out``/
         ``trunk-in`` ends with the panel port at the other end of the trunk."""
         if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
+            with atomic_output(out, newline="") as f:
                 return self.write_csv(f)
         rows = []
         for u in range(self.n):
@@ -163,7 +164,7 @@ class Configuration:
 
     def write_csv(self, out, header=CONFIG_HEADER, prefix=()) -> None:
         if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
+            with atomic_output(out, newline="") as f:
                 return self.write_csv(f, header, prefix)
         w = CsvWriter(out)
         w.writerow(header)
@@ -260,7 +261,7 @@ def connect_changes(old: Configuration, new: Configuration):
 def write_changes(removed, added, out) -> None:
     """CSV ``action,`` + :data:`CONFIG_HEADER`: cords to unplug (remove) and plug (add)."""
     if isinstance(out, (str, Path)):
-        with open(out, "w", newline="") as f:
+        with atomic_output(out, newline="") as f:
             return write_changes(removed, added, f)
     w = CsvWriter(out)
     w.writerow(["action"] + CONFIG_HEADER)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.compute.output import note_input
 from topofinder.export.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.names import check_name, csv_rows
@@ -65,6 +66,7 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
 
 def read_mapping(path) -> Mapping:
     try:
+        note_input(path)
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read mapping {path}: {exc}") from None

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import networkx as nx
 
-from topofinder.compute.output import write_text
+from topofinder.compute.output import note_input, write_text
 from topofinder.errors import TopofinderError
 from topofinder.model.names import check_name, check_text
 from topofinder.model.topology import Topology
@@ -96,6 +96,7 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
     when read as cables is refused with a hint (module doc)."""
     too_big = TopofinderError(f"topology file {path} is larger than {MAX_FILE_BYTES >> 20} MiB "
                               f"(the largest topology, N = 10^6 nodes of degree 16, is smaller)")
+    note_input(path)
     try:
         with open(path, encoding="utf-8") as fh:
             if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
