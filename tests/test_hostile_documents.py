@@ -97,3 +97,26 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path):
     assert "Traceback" not in err
     assert proc.returncode in (0, 130) and (proc.returncode == 0 or
                                             err.strip() == "topofinder: interrupted")
+
+
+@pytest.mark.parametrize("plan, schedule, says", [
+    ("plan_c6.csv", "schedule_version2.json", "version 2"),
+    ("plan_c6.csv", "schedule_broadcast.json", "collective 'broadcast'"),
+    ("plan_c6.csv", "schedule_step0.json", "steps >= 1"),
+    ("plan_c6.csv", "schedule_shard_out_of_range.json", "0 <= lo < hi <= P"),
+    ("plan_c6.csv", "schedule_columns_reversed.json", "columns"),
+    ("plan_fibre_twice.csv", "schedule_c6.json", "two fibres"),
+    ("plan_port_twice.csv", "schedule_c6.json", "two fibres")])
+def test_check_validates_the_plan_and_the_document_first(plan, schedule, says, capsys):
+    text = _one_line_exit_2(["check", str(HOSTILE / plan), str(HOSTILE / schedule)], capsys)
+    assert says in text
+
+
+def test_the_valid_pair_still_checks(capsys):
+    assert main(["check", str(HOSTILE / "plan_c6.csv"), str(HOSTILE / "schedule_c6.json")]) == 0
+
+
+@pytest.mark.parametrize("name", ["unit_zero.json", "unit_unknown.json"])
+def test_an_unknown_capacity_unit_is_refused_on_input(name, capsys):
+    """A unit '0' used to be appended to every exported capacity (1 → 10)."""
+    assert "capacity_unit" in _one_line_exit_2(["export", str(HOSTILE / name)], capsys)

@@ -108,3 +108,30 @@ def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
             assert subprocess.run(["bash", "-n"], input=out, text=True).returncode == 0
             for r, line in enumerate(out.splitlines()):
                 assert shlex.split(line)[4] == f"--node-rank={r}"
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(_NAME, min_size=2, max_size=4, unique=True))
+def test_accepted_names_survive_every_topology_format(tmp_path, capsys, names):
+    """A topology whose names topofinder accepts is written in each format and read back with
+    the same names in the same rank order, or the format is refused in one line."""
+    n = len(names)
+    doc = {"directed": True, "multigraph": True, "graph": {},
+           "nodes": [{"id": x, "rank": i} for i, x in enumerate(names)],
+           "edges": [{"source": names[i], "target": names[(i + 1) % n]} for i in range(n)]}
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps(doc))
+    try:
+        read_topology(str(src))
+    except Exception as exc:                     # refused on input: one line, nothing written
+        assert type(exc).__name__ == "TopofinderError" and "\n" not in str(exc)
+        return
+    for fmt in ("edgelist", "json", "graphml"):
+        out = tmp_path / f"out.{fmt}"
+        code = main(["export", str(src), "--format", fmt, "-o", str(out)])
+        err = capsys.readouterr().err
+        if code != 0:
+            assert code == 2 and len(err.strip().splitlines()) == 1
+            continue
+        assert list(read_topology(str(out)).labels) == names, fmt

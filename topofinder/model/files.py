@@ -293,6 +293,9 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool 
     numerically, others in given order) and build, keeping the names; an undirected edge is a
     pair of arcs; physical capacities share one unit."""
     arcs, physical = _unify_capacities(path, arcs)
+    if unit is not None and unit not in dict(_OUTPUT_UNITS):
+        raise TopofinderError(f"{path}: capacity_unit {ascii(str(unit))[:40]} is not one of "
+                              f"{', '.join(dict(_OUTPUT_UNITS))}")
     unit = physical or unit
     names = [check_name(str(x), f"{path}: node {i}") for i, x in enumerate(labels)]
     if len(set(names)) != len(names):

@@ -3,8 +3,8 @@ the node and host names that come in with topology files, plans and mappings and
 host files, shell lines and spreadsheets.
 
 - In: a name is printable text. Control characters (NUL, C0/C1, line and paragraph
-  separators), format characters (bidi marks and overrides, zero-width joiners, the BOM) and
-  surrogates are refused with one line naming the file and line; a leading BOM of a file is
+  separators), format characters (bidi marks and overrides, zero-width joiners, the BOM),
+  surrogates and unassigned code points (U+FFFE, which XML cannot carry) are refused with one line naming the file and line; a leading BOM of a file is
   dropped before parsing.
 - Out to host files, rank files and shells: a host name must match :data:`HOST_NAME` (letters,
   digits, ``.``, ``_``, ``-``, ``:``; not starting with ``-``), so it is one shell word that
@@ -28,7 +28,7 @@ from topofinder.errors import TopofinderError
 HOST_NAME = re.compile(r"[A-Za-z0-9_.:][A-Za-z0-9_.:-]*")
 #: Longest node name accepted (a DNS name is at most 253 characters).
 MAX_NAME = 1024
-_REFUSED = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+_REFUSED = {"Cc", "Cf", "Cs", "Cn", "Zl", "Zp"}
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
