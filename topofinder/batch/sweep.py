@@ -36,6 +36,7 @@ from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
 from topofinder.workload.cost import Workload
 from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder.verify import allreduce_price
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
 from topofinder.model.bounds import check_claim
@@ -178,13 +179,19 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
         points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau"],
-                   "tau_exact": p["tau_exact"], "schedule": p["schedule"], "verified": True}
+                   "tau_exact": p["tau_exact"], "schedule": p["schedule"], "verified": True,
+                   "allreduce_T_L": p["allreduce_T_L"],
+                   "allreduce_tau_exact": p["allreduce_tau_exact"]}
                   for p in result["frontier"]]
     else:
         frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau), "tau_exact": exact(c.tau),
-                   "schedule": c.recipe.method, "verified": False, "exact": c.exact}
-                  for c in frontier]
+        points = []
+        for c in frontier:
+            ar_t_l, ar_tau = allreduce_price(c)
+            points.append({"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau),
+                           "tau_exact": exact(c.tau), "schedule": c.recipe.method,
+                           "verified": False, "exact": c.exact, "allreduce_T_L": ar_t_l,
+                           "allreduce_tau_exact": exact(ar_tau)})
     return {"N": n, "d": k, "frontier": points}
 
 
@@ -231,6 +238,8 @@ def check_cell(args: tuple, cell: dict) -> None:
         raise ValueError(f"cell for N = {n}, d = {k} holds N = {cell['N']}, d = {cell['d']}")
     for p in cell["frontier"]:
         check_claim(n, k, p["T_L"], p["tau_exact"], p["expr"])
+        check_claim(n, k, -(-p["allreduce_T_L"] // 2), Fraction(p["allreduce_tau_exact"]) / 2,
+                    f"allreduce of {p['expr']}")
         if abs(float(Fraction(p["tau_exact"])) - float(p["tau"])) > 1e-9:
             raise ValueError(f"{p['expr']}: tau {p['tau']} is not tau_exact {p['tau_exact']}")
 
@@ -256,7 +265,9 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
         for p in cell["frontier"]:
             rows.append({"N": cell["N"], "d": cell["d"], "expr": p["expr"], "T_L": p["T_L"],
                          "tau": p["tau"], "tau_exact": p["tau_exact"],
-                         "schedule": p["schedule"], "verified": p["verified"]})
+                         "schedule": p["schedule"], "verified": p["verified"],
+                         "allreduce_T_L": p["allreduce_T_L"],
+                         "allreduce_tau_exact": p["allreduce_tau_exact"]})
     atomic_write(out / "frontier.csv", _csv(rows))
     atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
                                                    indent=1) + "\n")
@@ -264,10 +275,13 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     for cell in cells:
         for label, w in zip(spec.labels, spec.workloads):
             pts = cell["frontier"]
-            times = [w.allreduce_time(p["T_L"], p["tau"]) for p in pts]
+            times = [w.collective_time(p["allreduce_T_L"],
+                                       float(Fraction(p["allreduce_tau_exact"]))) for p in pts]
             i = min(range(len(pts)), key=lambda j: (times[j], pts[j]["T_L"]))
             best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
                          "T_L": pts[i]["T_L"], "tau": pts[i]["tau"],
+                         "allreduce_T_L": pts[i]["allreduce_T_L"],
+                         "allreduce_tau_exact": pts[i]["allreduce_tau_exact"],
                          "allreduce_time_s": times[i]})
     atomic_write(out / "best.csv", _csv(best))
 

@@ -14,7 +14,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import distinct_outputs, new_command, write_text
+from topofinder.compute.output import command, distinct_outputs, write_text
 from topofinder import api
 from topofinder.batch import bench, sweep
 from topofinder.compute import interrupt, parallel
@@ -926,11 +926,11 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
     interrupt.install()
-    new_command()
     if hasattr(sys.stdout, "reconfigure"):      # tables on an ASCII-only terminal: µ → \xb5
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        return _main(argv)
+        with command():
+            return _main(argv)
     finally:
         parallel.stop_workers()
 

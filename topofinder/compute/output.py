@@ -27,12 +27,17 @@ from topofinder.errors import TopofinderError
 
 #: (device, inode) of the files the current command read, and of those it wrote: an output
 #: naming one of them is refused (it would destroy an input, or an output written just before).
+#: Tracked only inside a command of the command line (:func:`new_command`), not for library
+#: calls, which may rewrite their own files.
 _INPUTS: set[tuple[int, int]] = set()
 _WRITTEN: set[tuple[int, int]] = set()
+_COMMAND = {"on": False}
 
 
 def note_input(path: str | os.PathLike) -> None:
     """Record ``path`` as an input of the current command (readers call this)."""
+    if not _COMMAND["on"]:
+        return
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -40,10 +45,18 @@ def note_input(path: str | os.PathLike) -> None:
     _INPUTS.add((st.st_dev, st.st_ino))
 
 
-def new_command() -> None:
-    """Forget the inputs and outputs of the previous command (the command line calls this)."""
+@contextmanager
+def command() -> Iterator[None]:
+    """Track one command's inputs and outputs while the block runs (the command line)."""
     _INPUTS.clear()
     _WRITTEN.clear()
+    _COMMAND["on"] = True
+    try:
+        yield
+    finally:
+        _COMMAND["on"] = False
+        _INPUTS.clear()
+        _WRITTEN.clear()
 
 
 def distinct_outputs(*paths: str | os.PathLike | None) -> None:
@@ -135,8 +148,9 @@ def atomic_output(path: str | os.PathLike, mode: str = "w", *, encoding: str | N
         os.chmod(tmp, perms)
         os.replace(tmp, target)
         tmp = None
-        st = os.stat(target)
-        _WRITTEN.add((st.st_dev, st.st_ino))
+        if _COMMAND["on"]:
+            st = os.stat(target)
+            _WRITTEN.add((st.st_dev, st.st_ino))
     except OSError as exc:
         raise TopofinderError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
     finally:

@@ -174,10 +174,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
                                     candidate.tau, False)
         method = candidate.recipe.method
-        rs_t_l, rs_tau = t_l, tau
-        if not _reversible(topo):
-            rs = bfb.bfb_score(topo.transpose())
-            rs_t_l, rs_tau = rs.T_L, rs.tau
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -219,6 +216,30 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     if _reversible(allgather.topology):
         return reduce_scatter(allgather)
     return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
+
+
+def allreduce_price(candidate) -> tuple[int, Fraction]:
+    """(T_L in steps, τ in M/B) of a predicted frontier point's allreduce exactly as `export`
+    writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
+    scored unless the point is an exactly scored BFB schedule) plus the exported
+    reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
+    on G^T (Thm 1), which may cost more."""
+    if candidate.recipe.method == "bfb" and candidate.exact:
+        topo, t_l, tau = build_topology(candidate.recipe), candidate.t_l, candidate.tau
+    else:
+        allgather = allgather_schedule(candidate.recipe)
+        topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    return rs_t_l + t_l, rs_tau + tau
+
+
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+    """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
+    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    if _reversible(topo):
+        return t_l, tau
+    rs = bfb.bfb_score(topo.transpose())
+    return rs.T_L, rs.tau
 
 
 def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
