@@ -120,3 +120,22 @@ def test_the_valid_pair_still_checks(capsys):
 def test_an_unknown_capacity_unit_is_refused_on_input(name, capsys):
     """A unit '0' used to be appended to every exported capacity (1 → 10)."""
     assert "capacity_unit" in _one_line_exit_2(["export", str(HOSTILE / name)], capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "{H}/plan_c6.csv", "{H}/schedule_num_nodes_x.json"],
+    ["check", "{H}/plan_c6.csv", "{H}/schedule_num_nodes_null.json"],
+    ["check", "{H}/plan_c6.csv", "{H}/schedule_num_nodes_1e400.json"],
+    ["check", "{H}/plan_c6.csv", "{H}/nested_schedule.json"],
+    ["check", "{H}/plan_c6.csv", "{H}/trees_weight_den0.npz"],
+    ["run", "{H}/schedule_num_nodes_x.json"],
+    ["run", "{H}/schedule_num_nodes_null.json"],
+    ["run", "{H}/schedule_num_nodes_1e400.json"],
+    ["run", "{H}/nested_schedule.json"],
+    ["score", "{H}/nested.json"],
+    ["sweep", "{H}/nested.toml"],
+    ["search", "--n", "8", "--d", "2", "--workload", "{H}/nested.toml"],
+    ["export", "{H}/nested.json", "--pick", "0"]])
+def test_former_tracebacks_are_one_line(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _one_line_exit_2([a.replace("{H}", str(HOSTILE)) for a in argv], capsys)

@@ -959,6 +959,9 @@ def _main(argv: list[str] | None) -> int:
     except MemoryError:
         _say("error: out of memory; try a smaller N or --jobs 1")
         return EXIT_BAD_INPUT
+    except RecursionError:                       # a JSON/TOML/XML input nested thousands deep
+        _say("error: an input document is nested too deeply to read")
+        return EXIT_BAD_INPUT
 
 
 def _say(message: str) -> None:
