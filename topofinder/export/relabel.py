@@ -23,7 +23,7 @@ from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.names import check_name, csv_rows
 from topofinder.model.schedule import StepSchedule, relabel
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 @dataclass(frozen=True)
 class Mapping:
