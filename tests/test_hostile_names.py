@@ -77,6 +77,17 @@ def test_a_bom_is_not_part_of_the_first_name():
     assert list(topo.labels) == ["a", "b", "c"]
 
 
+def _ring_file(folder: Path, names: list[str]) -> Path:
+    """A directed ring over ``names`` (rank i = names[i]) as a node-link JSON file."""
+    n = len(names)
+    doc = {"directed": True, "multigraph": True, "graph": {},
+           "nodes": [{"id": x, "rank": i} for i, x in enumerate(names)],
+           "edges": [{"source": names[i], "target": names[(i + 1) % n]} for i in range(n)]}
+    path = folder / "t.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
 _NAME = st.text(st.one_of(st.characters(), st.sampled_from(list("$`;|&<>(){}[]'\"\\*?!#~=+-@ \t\r\n\x00\u202e\ufeff"))),
                 min_size=1, max_size=12)
 
@@ -88,12 +99,7 @@ def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
     """Any names in a JSON topology: each rank format is refused in one line, or reads back
     the same names in rank order, CSV has no formula cell and torchrun lines are valid bash
     whose words are exactly the intended ones."""
-    n = len(names)
-    doc = {"directed": True, "multigraph": True, "graph": {},
-           "nodes": [{"id": x, "rank": i} for i, x in enumerate(names)],
-           "edges": [{"source": names[i], "target": names[(i + 1) % n]} for i in range(n)]}
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(doc))
+    path = _ring_file(tmp_path, names)
     for fmt in FORMATS:
         code, out, err = _export(path, fmt, capsys)
         if code != 0:
@@ -116,12 +122,7 @@ def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
 def test_accepted_names_survive_every_topology_format(tmp_path, capsys, names):
     """A topology whose names topofinder accepts is written in each format and read back with
     the same names in the same rank order, or the format is refused in one line."""
-    n = len(names)
-    doc = {"directed": True, "multigraph": True, "graph": {},
-           "nodes": [{"id": x, "rank": i} for i, x in enumerate(names)],
-           "edges": [{"source": names[i], "target": names[(i + 1) % n]} for i in range(n)]}
-    src = tmp_path / "t.json"
-    src.write_text(json.dumps(doc))
+    src = _ring_file(tmp_path, names)
     try:
         read_topology(str(src))
     except Exception as exc:                     # refused on input: one line, nothing written
