@@ -48,6 +48,7 @@ def test_diff_o_old_csv_is_refused(here, capsys):
     _refused(["export", "C(6,{1,3})", "--what", "patch-panel", "--diff", "old.csv", "-o",
               "old.csv"], capsys, "input of this command")
     assert (here / "old.csv").read_bytes() == before
+    assert not (here / "old-mapping.csv").exists()        # nothing written before refusing
 
 
 @pytest.mark.parametrize("flag", ["--mapping"])

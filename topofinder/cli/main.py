@@ -14,7 +14,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import command, distinct_outputs, write_text
+from topofinder.compute.output import checked_target, command, distinct_outputs, write_text
 from topofinder import api
 from topofinder.batch import bench, sweep
 from topofinder.compute import interrupt, parallel
@@ -372,6 +372,8 @@ def _export_patch_panel(args) -> int:
             stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
             mapping = stem + "-mapping.csv"
         if mapping:
+            if args.output:
+                checked_target(args.output)      # refuse a bad -o before writing the mapping
             diff.write_mapping(mapping)
             print(f"relabelling written to {mapping}; export the schedule as cabled after "
                   f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
