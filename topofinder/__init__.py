@@ -46,4 +46,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(API_NAMES))
+    return sorted(set(globals()) | set(API_NAMES) | {"Topology"})

@@ -142,7 +142,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
-        check_gpus(n if isinstance(n, int) else 1, gpus_per_node)
+        check_gpus(int(n) if str(n).isdigit() else 1, gpus_per_node)
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
     workload = network_workload(workload, moe)
