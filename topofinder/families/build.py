@@ -18,6 +18,7 @@ from topofinder.families.distance_regular import (
 )
 from topofinder.families.catalog import catalog_topology
 from topofinder.model import operations as ex
+from topofinder.model.failures import degrade, split_expression
 from topofinder.model.files import read_topology
 from topofinder.model.syntax import (
     MAX_ARCS, MAX_LINE_POWER, Leaf, PositionedError, Product, parse_tree, to_text,
@@ -227,7 +228,10 @@ def parse(text: str) -> Topology:
 def load_topology(expr_or_path: str, undirected: bool | None = None) -> Topology:
     """A topology from an existing file (edge list, node-link JSON, GraphML; see
     topofinder.model.files.read_topology, which ``undirected`` is passed to) or else from an
-    expression."""
+    expression. ``Fail(EXPR; ITEMS)`` is EXPR after those failures (model/failures.py)."""
+    failed = split_expression(expr_or_path)
+    if failed is not None:
+        return degrade(load_topology(failed[0], undirected), failed[1])
     if os.path.isfile(expr_or_path):
         return read_topology(expr_or_path, undirected)
     if undirected:

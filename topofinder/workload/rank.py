@@ -29,7 +29,8 @@ class FrontierPoint:
     from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
-    ``allreduce_time_s`` prices exactly that schedule."""
+    ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
+    worst single failure (topofinder.resilience.robust)."""
 
     expr: str
     T_L: int
@@ -57,6 +58,7 @@ class FrontierPoint:
     objective_s: float
     alltoall_gap: float | None = None
     iteration: dict | None = None
+    robust: dict | None = None
 
 
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
