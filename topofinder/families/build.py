@@ -198,6 +198,9 @@ def document_topology(value, where: str) -> Topology:
     if not isinstance(value, str) or not value.strip():
         raise TopofinderError(f"{where}: the 'topology' field is not a topology expression or "
                               f"file name")
+    failed = split_expression(value)
+    if failed is not None:
+        return degrade(document_topology(failed[0], where), failed[1])
     if os.path.exists(value):
         if not os.path.isfile(value):
             raise TopofinderError(f"{where}: its topology {ascii(value[:200])} is not a "
