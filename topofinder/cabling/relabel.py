@@ -18,7 +18,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.compute.output import note_input
-from topofinder.export.patch_panel import MAPPING_HEADER
+from topofinder.cabling.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.names import check_name, csv_rows
 from topofinder.model.schedule import StepSchedule, relabel
