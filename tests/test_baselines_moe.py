@@ -13,9 +13,9 @@ import pytest
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
-from topofinder.families.baselines import binary_tree_parents, double_tree_parents, ring_shifts
+from topofinder.families.shifted_ring_dbt import binary_tree_parents, double_tree_parents, ring_shifts
 from topofinder.families.build import parse
-from topofinder.finder.baselines import baseline_specs, closest_torus, score_baseline
+from topofinder.finder.baseline_scores import baseline_specs, closest_torus, score_baseline
 from topofinder.model.schedule import validate
 from topofinder.scoring.alltoall import alltoall_summary
 from topofinder.scoring.baseline_schedules import (
@@ -252,7 +252,7 @@ def test_baselines_repeat_from_the_cache_without_a_worker_pool(tmp_path, monkeyp
         assert not items, "a warm search scored a baseline again"
         return []
 
-    monkeypatch.setattr("topofinder.workload.baselines.run_parallel", no_pool)
+    monkeypatch.setattr("topofinder.workload.baseline_speedups.run_parallel", no_pool)
     told.clear()
     again = search(16, 4, Workload(), jobs=2, baselines=True,
                    baseline_progress=lambda done, count, exprs: told.append((done, count)))

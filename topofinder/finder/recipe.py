@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from topofinder.finder.bases import catalog_bases
-from topofinder.model.syntax import Leaf, Product, parse_tree, to_text
+from topofinder.families.syntax import Leaf, Product, parse_tree, to_text
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _top_level(expr: str) -> str:
 
 def _postfix_operand(expr: str) -> str:
     """Postfix ^n and *n bind tighter than ' x ', so only a product needs parentheses (the
-    expression grammar's canonical form, topofinder.model.syntax)."""
+    expression grammar's canonical form, topofinder.families.syntax)."""
     return f"({expr})" if " x " in _top_level(expr) else expr
 
 

@@ -31,7 +31,7 @@ from topofinder.families.build import load_topology
 from topofinder.scoring.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
     throughput_optimum
 from topofinder.scoring.line_trees import line_graph_trees
-from topofinder.model.syntax import Unary, parse_tree, to_text
+from topofinder.families.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
 from topofinder.scoring.trees import Tree, TreeSchedule, validate
 

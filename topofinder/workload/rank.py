@@ -12,7 +12,7 @@ from topofinder.compute.cache import cached
 from topofinder.finder import growth as finder
 from topofinder.finder.frontier import verified_frontier
 from topofinder.finder.growth import Candidate
-from topofinder.workload.baselines import iteration_split, priced_baselines
+from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
 from topofinder.model.units import exact
@@ -68,7 +68,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep).
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
-    (topofinder.finder.baselines), priced for the workload, with the recommendation's
+    (topofinder.finder.baseline_scores), priced for the workload, with the recommendation's
     speedup over each (paper 001 Fig. 7)."""
     n, d = finder.validate_target(n, d, bidirectional)
     workload = workload or Workload()
