@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
 
 import networkx as nx
 import numpy as np
@@ -43,7 +42,7 @@ from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload, load_moe
-from topofinder.workload.rank import SEARCH_FORMAT, SEARCH_VERSION, FrontierPoint
+from topofinder.workload.rank import FrontierPoint, SearchResult
 from topofinder.workload.rank import search as _search
 
 Source = str | os.PathLike | Topology | nx.Graph
@@ -246,44 +245,6 @@ def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 
     return plan_patch_panel(load(source), cabling, panel_size)
 
 
-@dataclass(frozen=True)
-class SearchResult:
-    """A verified frontier for (N, d), ranked for a workload. ``frontier[recommended]`` is the
-    recommendation; :meth:`to_dict` is the `topofinder search --json` document."""
-
-    n: int
-    d: int
-    bidirectional_only: bool
-    workload: dict
-    frontier: tuple[FrontierPoint, ...]
-    recommended: int
-    baselines: tuple[dict, ...] | None = None
-    moe: dict | None = None
-
-    @property
-    def best(self) -> FrontierPoint:
-        """The recommended frontier point."""
-        return self.frontier[self.recommended]
-
-    def records(self) -> list[dict]:
-        """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
-        N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns)."""
-        return [{"N": self.n, "d": self.d, **_flat(asdict(p)), "recommended": i == self.recommended}
-                for i, p in enumerate(self.frontier)]
-
-    def to_dict(self) -> dict:
-        """The `search --json` document (docs/formats.md, schema ``search.schema.json``)."""
-        doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
-               "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
-               "workload": self.workload, "frontier": [asdict(p) for p in self.frontier],
-               "recommended": self.recommended}
-        if self.moe is not None:
-            doc["moe"] = self.moe
-        if self.baselines is not None:
-            doc["baselines"] = list(self.baselines)
-        return doc
-
-
 def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True, progress: bool = False,
            kstep: bool = False, baselines: bool = False,
@@ -300,22 +261,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     """
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
-    doc = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
-                  use_cache=use_cache, progress=progress or None, kstep=kstep,
-                  baselines=baselines, moe=moe)
-    points = tuple(FrontierPoint(**p) for p in doc["frontier"])
-    return SearchResult(doc["N"], doc["d"], doc["bidirectional_only"], doc["workload"],
-                        points, doc["recommended"],
-                        tuple(doc["baselines"]) if "baselines" in doc else None,
-                        doc.get("moe"))
-
-
-def _flat(point: dict) -> dict:
-    split = point.get("iteration")
-    if isinstance(split, dict):
-        point = {k: v for k, v in point.items() if k != "iteration"}
-        point.update({f"iteration_{k}": v for k, v in split.items()})
-    return point
+    return _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
+                   use_cache=use_cache, progress=progress or None, kstep=kstep,
+                   baselines=baselines, moe=moe)
 
 
 def records(result: SearchResult | dict) -> list[dict]:

@@ -490,7 +490,7 @@ def _run_search(args) -> int:
     result = search(args.n, args.d, workload, bidirectional=args.bidirectional,
                     jobs=args.jobs, use_cache=not args.no_cache, progress=True,
                     kstep=args.kstep, baselines=not args.no_baselines, moe=moe,
-                    baseline_progress=_baseline_progress)
+                    baseline_progress=_baseline_progress).to_dict()
     if args.gpus_per_node is not None:
         _add_hierarchy(result, args)
     if args.plot:

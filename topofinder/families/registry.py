@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Callable, Iterable
 
+from topofinder.compute.cache import add_key_part
 from topofinder.errors import TopofinderError
 from topofinder.families.basic import (
     affine, bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,
@@ -83,6 +84,13 @@ def register(family: Family) -> Family:
 
 #: Names the grammar uses for operators (docs/expressions.md), never a family.
 RESERVED = ("L", "Bi", "T", "x")
+
+
+def fingerprint() -> str:
+    """Names and builders of the registered families: part of every cache key and of the
+    finder's per-process memos, so a family registered at run time is never missed."""
+    return ";".join(f"{f.name}={f.build.__module__}.{f.build.__qualname__}"
+                    for f in FAMILIES.values())
 
 
 def accepted() -> str:
@@ -254,3 +262,4 @@ def _register_builtins() -> None:
 
 
 _register_builtins()
+add_key_part(fingerprint)

@@ -9,6 +9,7 @@ never from the predictions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 from topofinder.errors import TopofinderError
@@ -165,7 +166,34 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
             "loop_free": topo.self_loops == 0}
 
 
-def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
+@dataclass(frozen=True)
+class VerifiedPoint:
+    """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
+    T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
+    schedule (False beyond REPLAY_LIMIT: the exact predicted values). ``allreduce_*``: the
+    reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
+    of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
+    concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
+
+    expr: str
+    T_L: int
+    tau: Fraction
+    verified: bool
+    allreduce_T_L: int
+    allreduce_tau: Fraction
+    schedule: str
+    diameter: int
+    bidirectional: bool
+    moore_T_L: int
+    tau_fc: Fraction
+    alltoall_f: float | None
+    alltoall_f_upper: float | None
+    alltoall_bound: float | None
+    alltoall_method: str
+    alltoall_gap: float | None
+
+
+def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
     """Build, replay and score one candidate: the verified numbers of a frontier point (above
     REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
@@ -195,15 +223,14 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
-    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
-            "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
-            "schedule": method, "diameter": topo.diameter,
-            "bidirectional": bool(topo.bidirectional),
-            "moore_T_L": moore_bound_steps(topo.n, topo.degree),
-            "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
-            "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
-            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"],
-            "alltoall_gap": a2a["alltoall_gap"]}
+    return VerifiedPoint(
+        expr=candidate.expr, T_L=t_l, tau=Fraction(tau), verified=verified,
+        allreduce_T_L=rs_t_l + t_l, allreduce_tau=Fraction(rs_tau + tau), schedule=method,
+        diameter=topo.diameter, bidirectional=bool(topo.bidirectional),
+        moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=Fraction(fc.tau),
+        alltoall_f=a2a["alltoall_f"], alltoall_f_upper=a2a["alltoall_f_upper"],
+        alltoall_bound=a2a["alltoall_bound"], alltoall_method=a2a["alltoall_method"],
+        alltoall_gap=a2a["alltoall_gap"])
 
 
 def _reversible(g: Topology) -> bool:
