@@ -17,14 +17,13 @@ from topofinder.finder.bases import base_expressions
 from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
-from topofinder.finder.recipe import base as base_recipe
-from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
 from topofinder.finder.verify import score_base, score_kstep, verify_candidate
 
 
 def _candidate_from_score(s: dict) -> Candidate:
-    return Candidate(base_recipe(s["expr"], s["source"]), s["N"], s["d"], s["T_L"],
+    return Candidate(base(s["expr"], s["source"]), s["N"], s["d"], s["T_L"],
                      Fraction(s["tau"]), exact=True, bidirectional=s["bidirectional"],
                      reverse_symmetric=s["reverse_symmetric"],
                      bfb_bw_optimal=s["bfb_bw_optimal"], lg_exact=s["lg_exact"],
@@ -51,7 +50,7 @@ def _kstep_candidates(frontier: list[Candidate], n: int, use_cache: bool,
             s = cached(score_kstep, use_cache)(c.recipe, extra)
             if s is None or s["T_L"] >= limit:
                 continue
-            out.append(Candidate(kstep_recipe(c.recipe, s["T_L"]), s["N"], s["d"], s["T_L"],
+            out.append(Candidate(apply("kstep", (c.recipe,), s["T_L"]), s["N"], s["d"], s["T_L"],
                                  Fraction(s["tau"]), exact=True,
                                  bidirectional=s["bidirectional"], loop_free=s["loop_free"]))
     return out

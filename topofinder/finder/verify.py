@@ -16,13 +16,9 @@ from topofinder.errors import TopofinderError
 from topofinder.scoring import bfb
 from topofinder.scoring import kstep
 from topofinder.families import catalog
-from topofinder.expansions import schedules as xs
-from topofinder.model.operations import (
-    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
-)
 from topofinder.families.build import parse
-from topofinder.finder.recipe import Recipe
-from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.operators import operator
+from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
@@ -85,43 +81,19 @@ def build_topology(recipe: Recipe) -> Topology:
     if recipe.op == "base":
         return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
                 else parse(recipe.base_expr))
-    children = [build_topology(c) for c in recipe.children]
-    if recipe.op == "kstep":
-        return children[0]
-    if recipe.op == "product":
-        return cartesian_product(*children)
-    if recipe.op == "line":
-        return line_graph(children[0])
-    if recipe.op == "degree":
-        return degree_expansion(children[0], recipe.k)
-    if recipe.op == "power":
-        return cartesian_power(children[0], recipe.k)
-    if recipe.op == "bi":
-        return bidirectional(children[0])
-    raise ValueError(f"unknown recipe op {recipe.op!r}")
+    return operator(recipe.op).topology([build_topology(c) for c in recipe.children], recipe.k)
 
 
 def build_schedule(recipe: Recipe) -> StepSchedule:
-    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6)."""
-    op = recipe.op
-    if op == "base":
+    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6), by the
+    registered operators (topofinder.finder.operators)."""
+    if recipe.op == "base":
         if recipe.source == "catalog":
             return catalog.catalog_schedule(recipe.base_expr)
         return bfb.bfb_schedule(parse(recipe.base_expr))
-    if op == "product":
-        return bfb.bfb_schedule(build_topology(recipe))
-    if op == "kstep":
-        return kstep.routed_schedule(build_topology(recipe), recipe.k).schedule
-    child = build_schedule(recipe.children[0])
-    if op == "line":
-        return xs.line_graph_schedule(child)
-    if op == "degree":
-        return xs.degree_schedule(child, recipe.k)
-    if op == "power":
-        return xs.power_schedule(child, recipe.k)
-    if op == "bi":
-        return xs.bidirectional_schedule(child)
-    raise ValueError(f"unknown recipe op {op!r}")
+    return operator(recipe.op).schedule(
+        lambda: [build_schedule(c) for c in recipe.children],
+        lambda: build_topology(recipe), recipe.k)
 
 
 def allgather_schedule(recipe: Recipe) -> StepSchedule:
@@ -159,7 +131,7 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
     if kstep.symmetry(topo).reps.size > KSTEP_MAX_SOURCES:
         return None
     steps = topo.diameter + extra_steps
-    schedule = build_schedule(kstep_recipe(recipe, steps))
+    schedule = build_schedule(apply("kstep", (recipe,), steps))
     validate(schedule)
     return {"T_L": schedule.num_steps, "tau": exact(schedule.tau), "N": topo.n,
             "d": topo.degree, "bidirectional": bool(topo.bidirectional),
