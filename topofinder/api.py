@@ -42,7 +42,7 @@ from topofinder.scoring.tree_collectives import collective_trees
 from topofinder.scoring.trees import TreeSchedule
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload, load_moe
-from topofinder.workload.rank import FrontierPoint, SearchResult
+from topofinder.workload.rank import SearchResult
 from topofinder.workload.rank import search as _search
 
 Source = str | os.PathLike | Topology | nx.Graph
