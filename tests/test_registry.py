@@ -36,11 +36,15 @@ def mobius(m: int) -> Topology:
     return Topology(m, np.tile(x, 3), dst, expr=f"Mobius({m})", bidirectional=True)
 
 
-@pytest.fixture
-def toy_family():
+def _register_toy() -> None:
     register(Family("Mobius", "Mobius(m)", (1, 1), mobius, lambda m: (m, 3),
                     lambda n, d, at_target: [f"Mobius({n})"] if d == 3 and n % 2 == 0
                     and n >= 6 else []))
+
+
+@pytest.fixture
+def toy_family():
+    _register_toy()
     yield
     del FAMILIES["Mobius"]
 
@@ -95,3 +99,18 @@ def test_registry_refuses_a_taken_or_reserved_name():
         register(FAMILIES["Pi"])
     with pytest.raises(TopofinderError, match="taken"):
         register(Family("L", "L(m)", (1, 1), mobius, lambda m: (m, 3)))
+
+
+def test_the_disk_cache_does_not_miss_a_family_registered_later(tmp_path, monkeypatch):
+    """A cached search made before the family existed is not served after registering it:
+    the registered families are part of every cache key."""
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(tmp_path / "cache"))
+    before = search(8, 3, jobs=1).frontier
+    assert [p.expr for p in before] == ["Pi(3,8)", "H(3,2)"]
+    _register_toy()
+    try:
+        after = search(8, 3, jobs=1).frontier
+    finally:
+        del FAMILIES["Mobius"]
+    assert [(p.expr, p.T_L, p.tau_exact) for p in after] == [("Mobius(8)", 2, "7/8")]
+    assert search(8, 3, jobs=1).frontier == before          # and back again, from the cache
