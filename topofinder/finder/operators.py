@@ -44,7 +44,10 @@ class Operator:
     produce size (n, k); ``lower_bound(moore, k)`` → a T_L lower bound from the operands' Moore
     bounds; ``operand_limits(limit, operands, k)`` → the T_L below which an operand can still
     give T_L < limit; ``accepts(candidate)``: may be an operand; ``flags(operands, k)`` → the
-    result's Candidate flags. ``associative``: nested applications flatten (products)."""
+    result's Candidate flags. ``associative``: nested applications flatten (products).
+    ``symbol``: the grammar's operator it expands (topofinder.families.syntax: "L", "*", "^",
+    "Bi", "x"; None: not written in expressions); ``repeats``: the grammar's k counts
+    applications (L^k) rather than being the operator's own k."""
 
     name: str
     method: str
@@ -60,6 +63,8 @@ class Operator:
     accepts: Callable[[Any], bool] = lambda c: True
     flags: Callable[[list, int], dict] = lambda cs, k: {}
     associative: bool = False
+    symbol: str | None = None
+    repeats: bool = False
 
 
 OPERATORS: dict[str, Operator] = {}
@@ -71,6 +76,11 @@ def register(operator: Operator) -> Operator:
         raise TopofinderError(f"cannot register operator {operator.name!r}: the name is taken")
     OPERATORS[operator.name] = operator
     return operator
+
+
+def by_symbol(symbol: str) -> Operator | None:
+    """The registered operator that expands the grammar's operator ``symbol`` (None: none)."""
+    return next((op for op in OPERATORS.values() if op.symbol == symbol), None)
 
 
 def operator(name: str) -> Operator:
@@ -161,7 +171,8 @@ def _register_builtins() -> None:
         lambda limit, operands, k: [limit - 1],
         flags=lambda cs, k: dict(exact=cs[0].exact and cs[0].lg_exact,
                                  reverse_symmetric=cs[0].reverse_symmetric,
-                                 lg_exact=cs[0].lg_exact, loop_free=cs[0].loop_free)))
+                                 lg_exact=cs[0].lg_exact, loop_free=cs[0].loop_free),
+        symbol="L", repeats=True))
     register(Operator(
         "degree", "degree", lambda r: f"{operand_text(r.children[0].expr)}*{r.k}",
         lambda ts, k: operations.degree_expansion(ts[0], k),
@@ -171,7 +182,8 @@ def _register_builtins() -> None:
         lambda limit, operands, k: [limit - 1],
         accepts=lambda c: c.loop_free,                # Thm 11 needs a base without self-loops
         flags=lambda cs, k: dict(exact=cs[0].exact, bidirectional=cs[0].bidirectional,
-                                 reverse_symmetric=cs[0].reverse_symmetric, loop_free=True)))
+                                 reverse_symmetric=cs[0].reverse_symmetric, loop_free=True),
+        symbol="*"))
     register(Operator(
         "power", "cartesian-power", lambda r: f"{operand_text(r.children[0].expr)}^{r.k}",
         lambda ts, k: operations.cartesian_power(ts[0], k),
@@ -182,7 +194,8 @@ def _register_builtins() -> None:
         flags=lambda cs, k: dict(exact=cs[0].exact, bidirectional=cs[0].bidirectional,
                                  reverse_symmetric=cs[0].reverse_symmetric,
                                  bfb_bw_optimal=cs[0].bfb_bw_optimal,
-                                 loop_free=cs[0].loop_free)))
+                                 loop_free=cs[0].loop_free),
+        symbol="^"))
     register(Operator(
         "bi", "bidirectional", lambda r: f"Bi({r.children[0].expr})",
         lambda ts, k: operations.bidirectional(ts[0]),
@@ -192,7 +205,8 @@ def _register_builtins() -> None:
         lambda moore, k: moore[0],
         accepts=lambda c: c.reverse_symmetric and not c.bidirectional,
         flags=lambda cs, k: dict(exact=False, bidirectional=True, reverse_symmetric=True,
-                                 loop_free=cs[0].loop_free)))
+                                 loop_free=cs[0].loop_free),
+        symbol="Bi"))
     register(Operator(
         "product", "bfb", lambda r: " x ".join(operand_text(c.expr) for c in r.children),
         lambda ts, k: operations.cartesian_product(*ts),
@@ -205,7 +219,7 @@ def _register_builtins() -> None:
         flags=lambda cs, k: dict(exact=True, bidirectional=all(c.bidirectional for c in cs),
                                  reverse_symmetric=all(c.reverse_symmetric for c in cs),
                                  bfb_bw_optimal=True, lg_exact=True),
-        associative=True))
+        associative=True, symbol="x"))
     register(Operator(
         "kstep", "kstep", lambda r: r.children[0].expr,  # the same topology, another schedule
         lambda ts, k: ts[0],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from topofinder.finder.bases import catalog_bases
-from topofinder.finder.operators import operator
+from topofinder.finder.operators import by_symbol, operator
 from topofinder.families.syntax import Leaf, Product, parse_tree, to_text
 
 
@@ -61,8 +61,9 @@ def apply(op: str, children: tuple[Recipe, ...], k: int = 0) -> Recipe:
 
 
 def from_expression(text: str) -> Recipe:
-    """The recipe an expression names: L, ^n, *n, Bi and ' x ' become the expansions (their
-    schedules by Defs 1, 14, 2, App. A.6 and BFB for products); a search-found catalog base
+    """The recipe an expression names: each operator of the grammar with a registered
+    expansion (its ``symbol``: L, ^n, *n, Bi and ' x ') becomes that expansion (schedules by
+    Defs 1, 14, 2, App. A.6 and BFB for products); a search-found catalog base
     uses its stored schedule; every other leaf, and any transpose T(...), is scheduled by BFB
     as a whole."""
     found = catalog_bases()
@@ -72,16 +73,15 @@ def from_expression(text: str) -> Recipe:
             text = to_text(node)
             return base(text, "catalog" if text in found else "bfb")
         if isinstance(node, Product):
-            return apply("product", tuple(walk(f) for f in node.factors))
-        if node.op == "T":
+            return apply(by_symbol("x").name, tuple(walk(f) for f in node.factors))
+        op = by_symbol(node.op)
+        if op is None:                               # T(...): no expansion schedules it
             return base(to_text(node), "bfb")
         child = walk(node.child)
-        if node.op == "L":
+        if op.repeats:                               # L^k(G) = L(L(...L(G)))
             for _ in range(node.k):
-                child = apply("line", (child,))
+                child = apply(op.name, (child,))
             return child
-        if node.op == "Bi":
-            return apply("bi", (child,))
-        return apply({"^": "power", "*": "degree"}[node.op], (child,), node.k)
+        return apply(op.name, (child,), node.k)
 
     return walk(parse_tree(text))
