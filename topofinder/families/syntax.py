@@ -1,4 +1,6 @@
-"""Topology expressions (docs/expressions.md): parse, print, size prediction, loading.
+"""Topology expressions (docs/expressions.md): parse and print (sizes and building are in
+topofinder.families.build). It lives in the families layer because the families it accepts are
+the entries of topofinder.families.registry.
 
 Grammar (whitespace anywhere; ``□`` or ``×`` may replace ``x``; ``□n`` or ``^□n`` = ``^n``)::
 
@@ -17,7 +19,6 @@ multiplies N by d, G*n multiplies N and d by n, ...) and oversize expressions ar
 """
 
 from __future__ import annotations
-
 
 import re
 from dataclasses import dataclass
