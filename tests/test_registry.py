@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from importlib.resources import files
+from pathlib import Path
 
 import jsonschema
 import networkx as nx
@@ -114,3 +115,27 @@ def test_the_disk_cache_does_not_miss_a_family_registered_later(tmp_path, monkey
         del FAMILIES["Mobius"]
     assert [(p.expr, p.T_L, p.tau_exact) for p in after] == [("Mobius(8)", 2, "7/8")]
     assert search(8, 3, jobs=1).frontier == before          # and back again, from the cache
+
+
+def test_search_document_is_unchanged_by_the_typed_records(capsys):
+    """`search --n 16 --d 3 --json` (baselines on, the default) prints exactly the document
+    the code printed before the search result became a typed record (tests/data/
+    search_n16_d3.json, written by that code), and it validates against the shipped schema."""
+    assert main(["search", "--n", "16", "--d", "3", "--json", "--jobs", "1",
+                 "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, _schema("search.schema.json"))
+    expected = json.loads((Path(__file__).parent / "data" / "search_n16_d3.json").read_text())
+    assert _same(doc, expected)
+
+
+def _same(a, b) -> bool:
+    """Equal documents: same keys, order and values, floats to 1e-9 relative (LP solutions
+    may differ in the last bits between solver builds); exact fractions stay exact text."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return b == pytest.approx(a, rel=1e-9)
+    return type(a) is type(b) and a == b
