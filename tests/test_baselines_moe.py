@@ -17,8 +17,8 @@ from topofinder.families.shifted_ring_dbt import binary_tree_parents, double_tre
 from topofinder.families.build import parse
 from topofinder.finder.baseline_scores import baseline_specs, closest_torus, score_baseline
 from topofinder.model.schedule import validate
-from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.baseline_schedules import (
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
+from topofinder.scoring.allgather.ring_and_two_tree import (
     double_tree_cut_bound, ring_allgather, two_tree_allgather,
 )
 from topofinder.workload.cost import Workload

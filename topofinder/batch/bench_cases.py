@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
-from topofinder.scoring.bfb import product_schedule
+from topofinder.scoring.allgather.bfb import product_schedule
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
@@ -23,12 +23,12 @@ from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.forestcoll import optimal_trees
-from topofinder.scoring.forestcoll import ratio_by_networkx_bisection
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary, concurrent_flow
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.scoring.trees.forestcoll import optimal_trees
+from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from topofinder.errors import TopofinderError
 from topofinder.finder.operators import OPERATORS
 from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.bounds import moore_bound_steps
-from topofinder.scoring.bfb import MAX_SUBSET_BITS
+from topofinder.scoring.allgather.bfb import MAX_SUBSET_BITS
 
 MAX_TARGET_NODES = 1_000_000
 #: Largest target degree: the BFB generator handles up to 16 distinct in-neighbours.

@@ -23,8 +23,8 @@ from topofinder.model import operations
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.kstep import routed_schedule
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.allgather.kstep import routed_schedule
 
 #: (operand sizes, k) of one way to grow into a size; k is the factor/exponent/steps (0: none)
 Growth = tuple[tuple[tuple[int, int], ...], int]

@@ -114,7 +114,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     """The ranked verified frontier of target (n, d) (`search`, docs/cli.md). The verified
     frontier does not depend on the workload, so it is cached whole: a repeated search only
     re-ranks.
-    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep).
+    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.allgather.kstep).
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
     (topofinder.finder.baseline_scores), priced for the workload, with the recommendation's
