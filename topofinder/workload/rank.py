@@ -60,6 +60,23 @@ class FrontierPoint:
 
 
 @dataclass(frozen=True)
+class Hierarchy:
+    """Each frontier topology composed with servers of ``gpus_per_node`` GPUs on the
+    ``intra`` fabric and scored by ForestColl's optimum over all GPUs (paper 002 §4):
+    ``scores[i]`` holds point i's hier_tau_fc (M/B_GPU), hier_algbw_GBps, gpus,
+    gpu_bandwidth, hier_cut_gpus; ``recommended`` the point of highest GPU algbw."""
+
+    gpus_per_node: int
+    intra: str
+    scores: tuple[dict, ...]
+    recommended: int
+
+    def describe(self) -> dict:
+        return {"gpus_per_node": self.gpus_per_node, "intra": self.intra,
+                "recommended": self.recommended}
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """A verified frontier for (N, d), ranked for a workload. ``frontier[recommended]`` is the
     recommendation; :meth:`to_dict` is the `topofinder search --json` document, written only
@@ -73,28 +90,38 @@ class SearchResult:
     recommended: int
     baselines: tuple[dict, ...] | None = None
     moe: dict | None = None
+    hierarchy: Hierarchy | None = None
 
     @property
     def best(self) -> FrontierPoint:
         """The recommended frontier point."""
         return self.frontier[self.recommended]
 
+    def _points(self) -> list[dict]:
+        points = [asdict(p) for p in self.frontier]
+        if self.hierarchy is not None:
+            for p, extra in zip(points, self.hierarchy.scores):
+                p.update(extra)
+        return points
+
     def records(self) -> list[dict]:
         """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
         N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns)."""
-        return [{"N": self.n, "d": self.d, **_flat(asdict(p)),
-                 "recommended": i == self.recommended} for i, p in enumerate(self.frontier)]
+        return [{"N": self.n, "d": self.d, **_flat(p), "recommended": i == self.recommended}
+                for i, p in enumerate(self._points())]
 
     def to_dict(self) -> dict:
         """The `search --json` document."""
         doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
                "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
-               "workload": self.workload, "frontier": [asdict(p) for p in self.frontier],
+               "workload": self.workload, "frontier": self._points(),
                "recommended": self.recommended}
         if self.moe is not None:
             doc["moe"] = self.moe
         if self.baselines is not None:
             doc["baselines"] = list(self.baselines)
+        if self.hierarchy is not None:
+            doc["hierarchy"] = self.hierarchy.describe()
         return doc
 
 
