@@ -19,7 +19,7 @@ PACKAGE = ROOT / "topofinder"
 
 #: Bottom to top. A module may import from its own layer and the layers below it.
 LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
-          "workload", "export", "execute", "batch", "api", "cli"]
+          "workload", "export", "resilience", "execute", "batch", "api", "cli"]
 #: All a command-line module may import from the project outside topofinder.cli: the API is
 #: the one front door (docs/model.md "Layers"); no other public module is needed.
 CLI_IMPORTS = {"topofinder.api", "topofinder.errors"}

@@ -16,6 +16,7 @@ from decimal import Decimal
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
 from topofinder.families.build import load_topology
+from topofinder.resilience.robust import robust_search
 from topofinder.workload.cost import Workload
 from topofinder.workload.hierarchy import hierarchical_score, parse_intra
 from topofinder.workload.moe import MoEWorkload, load_moe
@@ -64,8 +65,8 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
            kstep: bool = False, baselines: bool = False,
            moe: MoEWorkload | str | os.PathLike | None = None,
            gpus_per_node: int | None = None, intra: str = DEFAULT_INTRA,
-           baseline_progress: Callable[[int, int, list[str]], None] | None = None
-           ) -> SearchResult:
+           baseline_progress: Callable[[int, int, list[str]], None] | None = None,
+           robust: bool = False, rank_by_robust: bool = False) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
@@ -73,7 +74,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     ``baseline_progress(done, count, exprs)`` follows them); ``moe``: a MoE workload (file
     path or MoEWorkload): rank by iteration time, with its ``[network]`` α and bandwidth
     (:func:`network_workload`). ``gpus_per_node``: also score every point as a cluster of
-    servers with that many GPUs on the ``intra`` fabric (``.hierarchy``)."""
+    servers with that many GPUs on the ``intra`` fabric (``.hierarchy``). ``robust``: a
+    ``robust`` column per point, its worst single fibre or node failure, exact by orbits
+    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if moe is not None and not isinstance(moe, MoEWorkload):
@@ -82,6 +85,10 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress)
+    if rank_by_robust and not robust:
+        raise TopofinderError("search: --rank-by robust needs --robust")
+    if robust:
+        result = robust_search(result, workload, rank_by_robust)
     if gpus_per_node is None:
         return result
     return replace(result, hierarchy=hierarchy(result.frontier, gpus_per_node, intra, workload))

@@ -15,6 +15,7 @@ from topofinder.errors import TopofinderError
 from topofinder.families.registry import FAMILIES, MAX_ARCS, MAX_LINE_POWER, capped_pow
 from topofinder.families.syntax import Leaf, PositionedError, Product, parse_tree, to_text
 from topofinder.model import operations
+from topofinder.model.failures import degrade, split_expression
 from topofinder.model.files import read_topology
 from topofinder.model.topology import MAX_NODES, Topology
 
@@ -127,7 +128,10 @@ def parse(text: str) -> Topology:
 def load_topology(expr_or_path: str, undirected: bool | None = None) -> Topology:
     """A topology from an existing file (edge list, node-link JSON, GraphML; see
     topofinder.model.files.read_topology, which ``undirected`` is passed to) or else from an
-    expression."""
+    expression. ``Fail(EXPR; ITEMS)`` is EXPR after those failures (model/failures.py)."""
+    failed = split_expression(expr_or_path)
+    if failed is not None:
+        return degrade(load_topology(failed[0], undirected), failed[1])
     if os.path.isfile(expr_or_path):
         return read_topology(expr_or_path, undirected)
     if undirected:

@@ -29,7 +29,8 @@ class FrontierPoint:
     from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
-    ``allreduce_time_s`` prices exactly that schedule."""
+    ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
+    worst single failure (topofinder.resilience.robust)."""
 
     expr: str
     T_L: int
@@ -57,6 +58,7 @@ class FrontierPoint:
     objective_s: float
     alltoall_gap: float | None = None
     iteration: dict | None = None
+    robust: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ class SearchResult:
 
     def records(self) -> list[dict]:
         """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
-        N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns)."""
+        N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns, the
+        worst failure as ``robust_*``)."""
         return [{"N": self.n, "d": self.d, **_flat(p), "recommended": i == self.recommended}
                 for i, p in enumerate(self._points())]
 
@@ -126,10 +129,11 @@ class SearchResult:
 
 
 def _flat(point: dict) -> dict:
-    split = point.get("iteration")
-    if isinstance(split, dict):
-        point = {k: v for k, v in point.items() if k != "iteration"}
-        point.update({f"iteration_{k}": v for k, v in split.items()})
+    for key in ("iteration", "robust"):
+        split = point.get(key)
+        if isinstance(split, dict):
+            point = {k: v for k, v in point.items() if k != key}
+            point.update({f"{key}_{k}": v for k, v in split.items()})
     return point
 
 
