@@ -91,8 +91,8 @@ def test_bypass_is_the_best_of_all_d_factorial_matchings(expr, node):
 
 
 def test_the_bypass_diff_applies_to_the_intact_plan(tmp_path):
-    from topofinder.export.check import apply_diff
-    from topofinder.export.patch_panel import read_plan
+    from topofinder.cabling.check import apply_diff
+    from topofinder.cabling.patch_panel import read_plan
     doc, diff = api.bypass("C(16,{1,6})", 3)
     api.export_patch_panel("C(16,{1,6})").write_csv(tmp_path / "plan.csv")
     diff.write_csv(tmp_path / "diff.csv")

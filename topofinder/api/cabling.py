@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
-from topofinder.export.check import CheckReport, apply_diff, check, read_sends
-from topofinder.export.patch_panel import (
+from topofinder.cabling.check import CheckReport, apply_diff, check, read_sends
+from topofinder.cabling.patch_panel import (
     PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan,
 )
-from topofinder.export.physical import (
+from topofinder.cabling.physical import (
     Configuration, Layout, configure, connect_changes, make_layout, write_changes,
 )
 from topofinder.model.failures import split_expression

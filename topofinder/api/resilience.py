@@ -10,7 +10,7 @@ re-patching of a dead node with its patch-panel diff, and which spare node repla
 from __future__ import annotations
 
 from topofinder.api.topology import Source, load
-from topofinder.export.patch_panel import PlanDiff
+from topofinder.cabling.patch_panel import PlanDiff
 from topofinder.resilience.cabling import failure_cabling
 from topofinder.resilience.repatch import repatch
 from topofinder.resilience.spares import SparePlan, plan_spare

@@ -17,8 +17,8 @@ import networkx as nx
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
-from topofinder.export.ranks import ranks_text
-from topofinder.export.relabel import Mapping, read_mapping, relabel_topology
+from topofinder.cabling.ranks import ranks_text
+from topofinder.cabling.relabel import Mapping, read_mapping, relabel_topology
 from topofinder.families.build import load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression

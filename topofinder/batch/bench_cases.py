@@ -10,7 +10,7 @@ import numpy as np
 from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
 from topofinder.scoring.allgather.bfb import product_schedule
-from topofinder.export.patch_panel import diff_plans, plan_patch_panel
+from topofinder.cabling.patch_panel import diff_plans, plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring

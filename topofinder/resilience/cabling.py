@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import (
+from topofinder.cabling.patch_panel import (
     DEFAULT_PANEL_SIZE, DUPLEX, SIMPLEX, PatchPlan, PlanDiff, plan_patch_panel,
 )
 from topofinder.model.failures import Failure, degrade, survivors

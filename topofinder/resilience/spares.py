@@ -1,7 +1,7 @@
 """Spare nodes (`fail --repatch NODE --spares S`): which spare replaces a dead node with the
 fewest cross-connect moves (docs/algorithms.md "Failures").
 
-The physical model is export/physical.py's: every node port is wired for good to its own
+The physical model is cabling/physical.py's: every node port is wired for good to its own
 panel ports, nodes fill panels in consecutive blocks, panels are joined by pre-wired trunks,
 and a fibre is one patch cord on a panel (two, through a trunk, across panels). The S spares
 are nodes N..N+S−1 of the layout, cabled to nothing. Spare s replaces dead node x when every
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import DEFAULT_PANEL_SIZE, PatchPlan, plan_patch_panel
-from topofinder.export.physical import Configuration, configure, connect_changes, make_layout
+from topofinder.cabling.patch_panel import DEFAULT_PANEL_SIZE, PatchPlan, plan_patch_panel
+from topofinder.cabling.physical import Configuration, configure, connect_changes, make_layout
 from topofinder.model.topology import Topology
 
 
