@@ -178,11 +178,9 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     process; the disk cache holds whole cells (see `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau"],
-                   "tau_exact": p["tau_exact"], "schedule": p["schedule"], "verified": True,
-                   "allreduce_T_L": p["allreduce_T_L"],
-                   "allreduce_tau_exact": p["allreduce_tau_exact"]}
-                  for p in result["frontier"]]
+        points = [{"expr": p.expr, "T_L": p.T_L, "tau": p.tau, "tau_exact": p.tau_exact,
+                   "schedule": p.schedule, "verified": True, "allreduce_T_L": p.allreduce_T_L,
+                   "allreduce_tau_exact": p.allreduce_tau_exact} for p in result.frontier]
     else:
         frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
         points = []

@@ -1,6 +1,6 @@
 """On-disk cache of scores and verifications (docs/performance.md), keyed by the call's arguments
-and the code version, so that a repeated search is instant and a code change never serves stale
-results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory.
+and the code version (plus the registered key parts, :func:`add_key_part`), so that a
+repeated search is instant and a code change never serves stale results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory.
 
 The cache holds data, never code: an entry is a JSON document (numbers, strings, fractions as
 "p/q", and only the record classes registered with :func:`record`), with the code version and a
@@ -63,6 +63,20 @@ def code_version() -> str:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+#: Further parts of every cache key (e.g. the registered families), each a callable giving text.
+_KEY_PARTS: list[Callable[[], str]] = []
+
+
+def add_key_part(part: Callable[[], str]) -> None:
+    """Make ``part()`` part of every cache key from now on."""
+    _KEY_PARTS.append(part)
+
+
+def _version() -> str:
+    """The code version plus the registered key parts: what every entry is keyed and stamped by."""
+    return code_version() + "".join(part() for part in _KEY_PARTS)
 
 
 def encode(obj: Any) -> Any:
@@ -180,7 +194,7 @@ class Cached:
         self.folder = _entries() / self.name
 
     def _path(self, args: tuple) -> Path:
-        key = _digest([self.name, code_version(), encode(args)])
+        key = _digest([self.name, _version(), encode(args)])
         return self.folder / f"{key}.json"
 
     def _load(self, args: tuple) -> tuple[bool, Any]:
@@ -190,7 +204,7 @@ class Cached:
             if path.stat().st_size > MAX_ENTRY_BYTES:
                 raise ValueError("entry too large")
             doc = json.loads(path.read_bytes())
-            if (doc.get("version") != code_version() or doc.get("function") != self.name
+            if (doc.get("version") != _version() or doc.get("function") != self.name
                     or doc.get("sha256") != _digest(doc.get("result"))):
                 raise ValueError("stale or altered entry")
             result = decode(doc["result"])
@@ -206,7 +220,7 @@ class Cached:
 
     def _store(self, args: tuple, result: Any) -> None:
         payload = encode(result)
-        doc = {"version": code_version(), "function": self.name, "sha256": _digest(payload),
+        doc = {"version": _version(), "function": self.name, "sha256": _digest(payload),
                "result": payload}
         _safe_dir(self.folder, self.folder.parent.parent)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".entry-", suffix=".tmp")
