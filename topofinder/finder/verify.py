@@ -9,21 +9,19 @@ never from the predictions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
+from topofinder.compute.cache import record
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
-from topofinder.expansions import schedules as xs
-from topofinder.model.operations import (
-    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
-)
 from topofinder.families.build import parse
-from topofinder.finder.recipe import Recipe
-from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.operators import operator
+from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.trees.forestcoll import throughput_optimum
@@ -84,43 +82,19 @@ def build_topology(recipe: Recipe) -> Topology:
     if recipe.op == "base":
         return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
                 else parse(recipe.base_expr))
-    children = [build_topology(c) for c in recipe.children]
-    if recipe.op == "kstep":
-        return children[0]
-    if recipe.op == "product":
-        return cartesian_product(*children)
-    if recipe.op == "line":
-        return line_graph(children[0])
-    if recipe.op == "degree":
-        return degree_expansion(children[0], recipe.k)
-    if recipe.op == "power":
-        return cartesian_power(children[0], recipe.k)
-    if recipe.op == "bi":
-        return bidirectional(children[0])
-    raise ValueError(f"unknown recipe op {recipe.op!r}")
+    return operator(recipe.op).topology([build_topology(c) for c in recipe.children], recipe.k)
 
 
 def build_schedule(recipe: Recipe) -> StepSchedule:
-    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6)."""
-    op = recipe.op
-    if op == "base":
+    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6), by the
+    registered operators (topofinder.finder.operators)."""
+    if recipe.op == "base":
         if recipe.source == "catalog":
             return catalog.catalog_schedule(recipe.base_expr)
         return bfb.bfb_schedule(parse(recipe.base_expr))
-    if op == "product":
-        return bfb.bfb_schedule(build_topology(recipe))
-    if op == "kstep":
-        return kstep.routed_schedule(build_topology(recipe), recipe.k).schedule
-    child = build_schedule(recipe.children[0])
-    if op == "line":
-        return xs.line_graph_schedule(child)
-    if op == "degree":
-        return xs.degree_schedule(child, recipe.k)
-    if op == "power":
-        return xs.power_schedule(child, recipe.k)
-    if op == "bi":
-        return xs.bidirectional_schedule(child)
-    raise ValueError(f"unknown recipe op {op!r}")
+    return operator(recipe.op).schedule(
+        lambda: [build_schedule(c) for c in recipe.children],
+        lambda: build_topology(recipe), recipe.k)
 
 
 def allgather_schedule(recipe: Recipe) -> StepSchedule:
@@ -158,14 +132,42 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
     if kstep.symmetry(topo).reps.size > KSTEP_MAX_SOURCES:
         return None
     steps = topo.diameter + extra_steps
-    schedule = build_schedule(kstep_recipe(recipe, steps))
+    schedule = build_schedule(apply("kstep", (recipe,), steps))
     validate(schedule)
     return {"T_L": schedule.num_steps, "tau": exact(schedule.tau), "N": topo.n,
             "d": topo.degree, "bidirectional": bool(topo.bidirectional),
             "loop_free": topo.self_loops == 0}
 
 
-def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
+@record
+@dataclass(frozen=True)
+class VerifiedPoint:
+    """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
+    T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
+    schedule (False beyond REPLAY_LIMIT: the exact predicted values). ``allreduce_*``: the
+    reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
+    of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
+    concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
+
+    expr: str
+    T_L: int
+    tau: Fraction
+    verified: bool
+    allreduce_T_L: int
+    allreduce_tau: Fraction
+    schedule: str
+    diameter: int
+    bidirectional: bool
+    moore_T_L: int
+    tau_fc: Fraction
+    alltoall_f: float | None
+    alltoall_f_upper: float | None
+    alltoall_bound: float | None
+    alltoall_method: str
+    alltoall_gap: float | None
+
+
+def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
     """Build, replay and score one candidate: the verified numbers of a frontier point (above
     REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
@@ -174,10 +176,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
                                     candidate.tau, False)
         method = candidate.recipe.method
-        rs_t_l, rs_tau = t_l, tau
-        if not _reversible(topo):
-            rs = bfb.bfb_score(topo.transpose())
-            rs_t_l, rs_tau = rs.T_L, rs.tau
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -195,15 +194,14 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
-    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
-            "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
-            "schedule": method, "diameter": topo.diameter,
-            "bidirectional": bool(topo.bidirectional),
-            "moore_T_L": moore_bound_steps(topo.n, topo.degree),
-            "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
-            "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
-            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"],
-            "alltoall_gap": a2a["alltoall_gap"]}
+    return VerifiedPoint(
+        expr=candidate.expr, T_L=t_l, tau=Fraction(tau), verified=verified,
+        allreduce_T_L=rs_t_l + t_l, allreduce_tau=Fraction(rs_tau + tau), schedule=method,
+        diameter=topo.diameter, bidirectional=bool(topo.bidirectional),
+        moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=Fraction(fc.tau),
+        alltoall_f=a2a["alltoall_f"], alltoall_f_upper=a2a["alltoall_f_upper"],
+        alltoall_bound=a2a["alltoall_bound"], alltoall_method=a2a["alltoall_method"],
+        alltoall_gap=a2a["alltoall_gap"])
 
 
 def _reversible(g: Topology) -> bool:
@@ -221,6 +219,30 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
 
 
+def allreduce_price(candidate) -> tuple[int, Fraction]:
+    """(T_L in steps, τ in M/B) of a predicted frontier point's allreduce exactly as `export`
+    writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
+    scored unless the point is an exactly scored BFB schedule) plus the exported
+    reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
+    on G^T (Thm 1), which may cost more."""
+    if candidate.recipe.method == "bfb" and candidate.exact:
+        topo, t_l, tau = build_topology(candidate.recipe), candidate.t_l, candidate.tau
+    else:
+        allgather = allgather_schedule(candidate.recipe)
+        topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    return rs_t_l + t_l, rs_tau + tau
+
+
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+    """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
+    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    if _reversible(topo):
+        return t_l, tau
+    rs = bfb.bfb_score(topo.transpose())
+    return rs.T_L, rs.tau
+
+
 def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
@@ -229,3 +251,22 @@ def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSc
         return allgather
     rs = reduce_scatter_of(allgather)
     return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
+
+
+def check_score(args: tuple, score: dict | None) -> None:
+    """A cached base or k-step score (`score_base`, `score_kstep`) that can be true: its
+    (T_L, τ) within the bounds of its own N and d (ValueError otherwise)."""
+    if score is not None:
+        check_claim(score["N"], score["d"], score["T_L"], score["tau"], f"score of {args[0]}")
+
+
+def check_verified(args: tuple, verified: VerifiedPoint) -> None:
+    """A cached `verify_candidate` result that can be true for the candidate ``args[0]``: the
+    expression is the candidate's and allgather, allreduce (two passes) and diameter respect
+    the Moore, hop and (N−1)/N bounds (ValueError otherwise)."""
+    c = args[0]
+    if verified.expr != c.expr:
+        raise ValueError(f"verification of {verified.expr} stored for {c.expr}")
+    check_claim(c.n, c.d, verified.T_L, verified.tau, c.expr, verified.diameter)
+    check_claim(c.n, c.d, -(-verified.allreduce_T_L // 2), Fraction(verified.allreduce_tau) / 2,
+                f"allreduce of {c.expr}")

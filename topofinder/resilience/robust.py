@@ -9,9 +9,12 @@ by it (``rank_by_robust``) recommends the point whose worst failure costs least.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from topofinder.families.build import load_topology
 from topofinder.resilience.survey import survey
 from topofinder.workload.cost import Workload
+from topofinder.workload.rank import SearchResult
 
 
 def worst_failure(expr: str, workload: Workload, cabling: str = "auto") -> dict:
@@ -36,16 +39,17 @@ def worst_failure(expr: str, workload: Workload, cabling: str = "auto") -> dict:
             "worst_regression": worst["regression"]}
 
 
-def robust_search(doc: dict, workload: Workload, rank: bool = False,
-                  cabling: str = "auto", progress=None) -> dict:
-    """The search document with a ``robust`` column on every frontier point; ``rank``:
+def robust_search(result: SearchResult, workload: Workload, rank: bool = False,
+                  cabling: str = "auto", progress=None) -> SearchResult:
+    """The search result with a ``robust`` column on every frontier point; ``rank``:
     ``recommended`` becomes the point of least worst-failure objective."""
-    points = doc["frontier"]
-    for i, p in enumerate(points):
-        p["robust"] = worst_failure(p["expr"], workload, cabling)
+    points = []
+    for i, p in enumerate(result.frontier):
+        points.append(replace(p, robust=worst_failure(p.expr, workload, cabling)))
         if progress:
-            progress(i + 1, len(points), p["expr"])
+            progress(i + 1, len(result.frontier), p.expr)
+    recommended = result.recommended
     if rank:
-        doc["recommended"] = min(range(len(points)),
-                                 key=lambda i: points[i]["robust"].get("worst_objective_s", float("inf")))
-    return doc
+        recommended = min(range(len(points)), key=lambda i: points[i].robust.get(
+            "worst_objective_s", float("inf")))
+    return replace(result, frontier=tuple(points), recommended=recommended)
