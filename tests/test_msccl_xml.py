@@ -21,6 +21,7 @@ from topofinder.export.msccl_check import (
 from topofinder.export.schedule_xml import (
     instruction_counts,
     parse_msccl_xml,
+    shard_slots,
     to_msccl_xml,
     trees_as_steps,
 )
@@ -394,3 +395,19 @@ def test_tree_collectives_as_xml_complete(coll, tmp_path):
     validate(steps)
     assert doc["collective"] == coll
     assert chunk_moves(doc["sends"]) == chunk_moves(steps.sends)
+
+
+@pytest.mark.parametrize("expr", ["L(K(3,3))", pytest.param("C(96,{1,2})",
+                                                            marks=pytest.mark.slow)])
+def test_allreduce_slots_ride_on_the_gpus(expr):
+    """The allreduce layout's shard order travels as one short ``slot`` per <gpu> (the
+    parser caps attribute values at 254 characters, so a list on <algo> breaks from N ≈ 90
+    on); the file loads, completes at capacity 1 and 2, and re-imports to the same sends."""
+    s = collective_schedule(from_expression(expr), "allreduce")
+    xml = to_msccl_xml(s)
+    root = ET.fromstring(xml)
+    slots = {int(g.get("id")): int(g.get("slot")) for g in root.iter("gpu")}
+    assert slots == dict(enumerate(shard_slots(s.topology, "allreduce").tolist()))
+    assert all(len(v) <= 254 for el in root.iter() for v in el.attrib.values())
+    check(xml, capacities=(1, 2))
+    assert chunk_moves(parse_msccl_xml(xml)["sends"]) == chunk_moves(s.sends)

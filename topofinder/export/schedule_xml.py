@@ -462,7 +462,8 @@ class _Lowering:
                  lanes: dict | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
-        self.pos, _ = _layout(self.coll, self.n, self.p, k, shard_slots(schedule.topology, self.coll))
+        self.pos, _ = _layout(self.coll, self.n, self.p, k,
+                              shard_slots(schedule.topology, self.coll))
         self.progs = place_threadblocks(schedule, inplace, k, lanes)
         self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
                              "allreduce": schedule.reduce_steps}[self.coll]
@@ -872,8 +873,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
         "reduce_scatter_steps": str(schedule.reduce_steps),
         "layout": "channel" if coll == "allreduce" else "shard", **(extra or {})})
-    if coll == "allreduce":
-        algo.set("shard_slots", " ".join(map(str, shard_slots(topo, coll).tolist())))
+    slots = shard_slots(topo, coll)
     i_chunks = kp if coll == "allgather" else n * kp
     o_chunks = kp if coll == "reduce-scatter" else n * kp
     for prog in progs:
@@ -886,6 +886,8 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                                           "s_chunks": str(k * scratch)})
         if topo.labels is not None:
             gpu.set("label", topo.labels[prog.u])
+        if coll == "allreduce":
+            gpu.set("slot", str(slots[prog.u]))
         sidx = {}
         for b in used:
             idx, cur = [], 0
@@ -955,7 +957,8 @@ def parse_msccl_xml(text: str) -> dict:
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
     per_channel = [set() for _ in range(k)]
-    shard = _shard_at(a, n)
+    root = ET.fromstring(text)
+    shard = _shard_at(root, n)
     for u, w, chan, t, elem, _ in run["transfers"]:
         if layout == "channel":
             j, rest = divmod(elem, n * p)
@@ -977,7 +980,6 @@ def parse_msccl_xml(text: str) -> dict:
             rows.append([t, v, c, c + 1, u, w])
     sends = np.array(rows, np.int64).reshape(-1, 6)
     sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
-    root = ET.fromstring(text)
     names = {int(g.get("id")): g.get("label") for g in root.iter("gpu")}
     labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) else None
     try:
@@ -991,15 +993,17 @@ def parse_msccl_xml(text: str) -> dict:
             "labels": labels, "physical": physical}
 
 
-def _shard_at(attrs: dict, n: int) -> list:
-    """Which shard each allreduce slot holds (the ``shard_slots`` attribute; identity when
-    absent)."""
+def _shard_at(root, n: int) -> list:
+    """Which shard each allreduce slot holds (the gpus' ``slot`` attributes, a short one per
+    gpu since the parser caps attribute values at 254 characters; identity when absent)."""
+    slots = [g.get("slot") for g in sorted(root.iter("gpu"), key=lambda g: int(g.get("id")))]
     try:
-        slots = [int(x) for x in attrs.get("shard_slots", "").split()] or list(range(n))
-    except ValueError:
+        slots = list(range(n)) if all(x is None for x in slots) else [int(x) for x in slots]
+    except (TypeError, ValueError):
         slots = []
     if sorted(slots) != list(range(n)):
-        raise TopofinderError("MSCCL XML: shard_slots is not an order of the ranks")
+        raise TopofinderError("MSCCL XML: the gpus' slot attributes are not an order of the "
+                              "ranks")
     shard = [0] * n
     for v, x in enumerate(slots):
         shard[x] = v
