@@ -27,20 +27,36 @@ from topofinder.families.baselines import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
 from topofinder.model.schedule import StepSchedule
+from topofinder.model.symmetric import OrbitSchedule
+
+
+def _ring_rows(d: int, m: int, v: np.ndarray) -> np.ndarray:
+    """The ring allgather's sends of the shards ``v``: chunk k of v's shard travels ring k
+    (shift δ_k), leaving node v + (t−1)·δ_k at step t = 1..m−1."""
+    steps = [sign * s for s in ring_shifts(d, m) for sign in (1, -1)]
+    rows = []
+    for k, delta in enumerate(steps):
+        t = np.repeat(np.arange(1, m), v.size)
+        vv = np.tile(v, m - 1)
+        u = (vv + (t - 1) * delta) % m
+        rows.append(np.stack([t, vv, np.full(t.size, k), np.full(t.size, k + 1), u,
+                              (u + delta) % m], axis=1))
+    return np.concatenate(rows)
 
 
 def ring_allgather(d: int, m: int) -> StepSchedule:
     """The ring allgather of ShiftedRing(d,m): d chunks per shard, chunk k on ring k."""
-    topo = shifted_ring(d, m)
-    steps = [sign * s for s in ring_shifts(d, m) for sign in (1, -1)]
-    v = np.arange(m)
-    rows = []
-    for k, delta in enumerate(steps):
-        for t in range(1, m):
-            u = (v + (t - 1) * delta) % m
-            rows.append(np.stack([np.full(m, t), v, np.full(m, k), np.full(m, k + 1), u,
-                                  (u + delta) % m], axis=1))
-    return StepSchedule(topo, d, np.concatenate(rows), method="ring")
+    return StepSchedule(shifted_ring(d, m), d, _ring_rows(d, m, np.arange(m)), method="ring")
+
+
+def ring_orbit(d: int, m: int) -> OrbitSchedule:
+    """The same ring allgather as node 0's sends and the rotation x ↦ x+1 (mod m): the
+    rotation maps every ring onto itself and shard v's sends onto shard v+1's, so the
+    schedule is their equivariant extension (topofinder.model.symmetric), replayed from one
+    source with d·(m−1) rows."""
+    rotation = (np.arange(m) + 1) % m
+    return OrbitSchedule(shifted_ring(d, m), d, _ring_rows(d, m, np.zeros(1, np.int64)),
+                         (rotation,), method="ring")
 
 
 def tree_distances(parent: np.ndarray) -> np.ndarray:
