@@ -196,6 +196,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
     return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
+            "verified_by": "full" if verified else None,
             "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
             "schedule": method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),

@@ -231,3 +231,42 @@ def orbit_schedule_of(schedule: StepSchedule, generators) -> OrbitSchedule:
         raise ScheduleError(f"the {schedule.method or 'given'} schedule on "
                             f"{schedule.topology.expr} is not equivariant under the group")
     return orbit
+
+
+# ---- groups of the constructions (generators for OrbitSchedule) -------------------------------
+def rotation(m: int) -> np.ndarray:
+    """x ↦ x + 1 (mod m): the translation generating Z_m, an automorphism of every circulant
+    (C, DC, ShiftedRing, BiRing)."""
+    return (np.arange(m) + 1) % m
+
+
+def line_graph_action(g: Topology, gens) -> list[np.ndarray]:
+    """The generators induced on the nodes of L(G) (node i = arc i of G,
+    topofinder.model.operations.line_graph): arc (u, w) ↦ (p[u], p[w]). An automorphism
+    group of G acts on L(G) by automorphisms, freely when it is free on G's arcs. G must have
+    no parallel arcs (ScheduleError)."""
+    key = g.src * g.n + g.dst
+    order = np.argsort(key)
+    if np.any(np.diff(key[order]) == 0):
+        raise ScheduleError(f"{g.expr} has parallel arcs: its line graph's arcs are not "
+                            f"determined by their ends")
+    out = []
+    for p in gens:
+        p = np.asarray(p, np.int64)
+        out.append(order[np.searchsorted(key[order], p[g.src] * g.n + p[g.dst])])
+    return out
+
+
+def product_action(sizes, factor_gens) -> list[np.ndarray]:
+    """The generators of the factors' groups lifted to G_1 × … × G_k (node index in mixed
+    radix, the last factor fastest, as topofinder.model.operations.cartesian_product):
+    ``factor_gens[i]`` acts on coordinate i and fixes the others."""
+    sizes = [int(m) for m in sizes]
+    coords = np.indices(sizes).reshape(len(sizes), -1)
+    out = []
+    for i, gens in enumerate(factor_gens):
+        for p in gens:
+            moved = coords.copy()
+            moved[i] = np.asarray(p, np.int64)[coords[i]]
+            out.append(np.ravel_multi_index(tuple(moved), sizes))
+    return out
