@@ -50,8 +50,11 @@ CASES = {
     "L(DC(32,{1,5}))": lambda: _line("DC(32,{1,5})", 32),
     "C(16,{1,6}) x C(8,{1,3})": lambda: _product("C(16,{1,6})", "C(8,{1,3})", 16, 8),
     "L(C(64,{1,7}))": lambda: _line("C(64,{1,7})", 64),
-    "C(4096,{1,64})": lambda: _circulant("C(4096,{1,64})", 4096),
+    "C(1024,{1,32})": lambda: _circulant("C(1024,{1,32})", 1024),
 }
+
+
+CASES["C(4096,{1,64})"] = lambda: _circulant("C(4096,{1,64})", 4096)      # slow: 17M rows
 
 
 def _orbit(name):
@@ -65,7 +68,8 @@ def _orbit(name):
     return OrbitSchedule(topo, full.shard_chunks, rows, tuple(gens), method="bfb")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(CASES) + [
+    pytest.param("C(4096,{1,64})", marks=pytest.mark.slow)])
 def test_symmetry_replay_agrees_with_full_replay(name):
     orbit = _orbit(name)
     assert orbit.topology.n <= 4096
@@ -120,7 +124,7 @@ def test_ring_schedule_is_equivariant_and_replays_from_one_source(d, m):
 
 
 def test_group_checks():
-    topo = parse("C(4,{1,2})")                     # K4
+    topo = parse("K(4)")
     with pytest.raises(ScheduleError, match="not an automorphism"):
         check_group(parse("C(8,{1,3})"), [np.array([1, 0, 2, 3, 4, 5, 6, 7])])
     swap01 = np.array([1, 0, 2, 3])

@@ -217,6 +217,10 @@ def expand(schedule: OrbitSchedule) -> StepSchedule:
                         method=schedule.method)
 
 
+def _sorted_rows(rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort(rows.T[::-1])]
+
+
 def orbit_schedule_of(schedule: StepSchedule, generators) -> OrbitSchedule:
     """The representatives' sends of an allgather, after checking that the schedule is
     equivariant under the group (it equals the extension of those sends, as a set of rows);
@@ -226,8 +230,7 @@ def orbit_schedule_of(schedule: StepSchedule, generators) -> OrbitSchedule:
     orbit = OrbitSchedule(schedule.topology, schedule.shard_chunks,
                           s[np.isin(s[:, 1], act.reps)], tuple(generators), schedule.method)
     full = expand(orbit).sends
-    if full.shape != s.shape or not np.array_equal(np.unique(full, axis=0),
-                                                   np.unique(s, axis=0)):
+    if full.shape != s.shape or not np.array_equal(_sorted_rows(full), _sorted_rows(s)):
         raise ScheduleError(f"the {schedule.method or 'given'} schedule on "
                             f"{schedule.topology.expr} is not equivariant under the group")
     return orbit
