@@ -4,6 +4,7 @@ performance table in docs/performance.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -22,7 +23,9 @@ from topofinder.families.distance_regular import (
 from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
+from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
+from topofinder.scoring.baseline_schedules import ring_orbit, two_tree_cost
 from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
 from topofinder.scoring.bfb import bfb_schedule
 from topofinder.scoring.bfb import bfb_score
@@ -301,7 +304,7 @@ def _warm_cache_dir() -> str:
     return str(path)
 
 
-case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
+case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 3.0,
      group="search", repeat=3)(_search_cli(_fresh_cache_dir))
 case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
      setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
@@ -343,3 +346,51 @@ case("score C(100000,{1,316}) (<= 2 GiB)", 10.0, group="scale",
      repeat=3)(_score_at_scale("C(100000,{1,316})", 2.0))
 case("score Pi(4,100000) (not vertex-transitive; <= 4 GiB)", 300.0, group="scale",
      repeat=1)(_score_at_scale("Pi(4,100000)", 4.0))
+
+
+def _search_at_scale(n: int, d: int, max_gb: float, baselines: bool = True):
+    """`search --n N --d D` (baselines as by default) in a fresh process with a fresh cache,
+    failing the case when it peaked above ``max_gb`` GiB resident (own or a worker's) or left
+    a frontier point or a baseline unverified (issue 31's acceptance)."""
+    def run(_):
+        import subprocess
+        import sys
+
+        script = ("import re, resource, topofinder as tf\n"
+                  f"r = tf.search({n}, {d}, baselines={baselines})\n"
+                  "bad = [p.expr for p in r.frontier if not p.verified]\n"
+                  "bad += [b['expr'] for b in r.baselines or () if b['expr'] and "
+                  "not b['verified']]\n"
+                  "status = open('/proc/self/status').read()\n"
+                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+                  "print(peak * 1024, *bad)\n")
+        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
+        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        peak = int(out[0]) / 2**30
+        if peak > max_gb:
+            raise AssertionError(f"search {n} {d}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+        if out[1:]:
+            raise AssertionError(f"search {n} {d}: not verified: {', '.join(out[1:])}")
+    return run
+
+
+case("search --n 10000 --d 8, cold cache, baselines (<= 4 GiB, all verified)", 30.0,
+     group="scale", repeat=1)(_search_at_scale(10_000, 8, 4.0))
+for _d in (4, 8, 16):
+    case(f"search --n 100000 --d {_d}, cold cache, baselines (<= 8 GiB, all verified)",
+         120.0, group="scale", repeat=1)(_search_at_scale(100_000, _d, 8.0))
+
+
+@case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",
+      repeat=3)
+def _ring_by_symmetry(_):
+    orbit = ring_orbit(8, 100_000)
+    replay_by_symmetry(orbit)
+    assert orbit.tau == Fraction(99_999, 100_000)
+
+
+@case("DBT(100000) two-tree (T_L, tau) in closed form", 5.0, group="scale", repeat=3)
+def _two_tree_closed_form(_):
+    two_tree_cost(100_000)
