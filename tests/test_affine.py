@@ -18,7 +18,7 @@ from topofinder.finder.bases import base_expressions
 from topofinder.api import schedule as tf_schedule
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.schedule import validate
-from topofinder.scoring.bfb import bfb_schedule, bfb_score
+from topofinder.scoring.allgather.bfb import bfb_schedule, bfb_score
 
 
 def _arcs(t):

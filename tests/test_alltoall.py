@@ -9,10 +9,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from topofinder.scoring.alltoall import (
+from topofinder.scoring.alltoall.concurrent_flow import (
     alltoall_summary, alltoall_time, concurrent_flow, concurrent_flow_exact,
-    concurrent_flow_bracket, concurrent_flow_symmetric, dual_bound, find_automorphisms,
-    moore_bound, moore_distance_sum,
+    concurrent_flow_bracket, concurrent_flow_symmetric, dual_bound, moore_bound,
+    moore_distance_sum,
 )
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import (
@@ -23,6 +23,7 @@ from topofinder.families import (
     generalized_kautz, hamming, hypercube, kautz, torus, uni_ring,
 )
 from topofinder.model.topology import Topology
+from topofinder.scoring.symmetry import topology_group
 
 
 def close(value, ref, rel=0.005):
@@ -148,7 +149,7 @@ def test_symmetry_reduction_equals_exact_lp(g):
 
 def test_automorphisms_are_automorphisms():
     g = line_graph(circulant(8, [1, 3]))
-    gens = find_automorphisms(g)
+    gens = topology_group(g).generators
     assert gens
     arcs = sorted(zip(g.src.tolist(), g.dst.tolist()))
     for p in gens:
@@ -209,7 +210,7 @@ def test_column_generation_brackets_the_exact_value(gap):
 def test_large_reduced_lps_are_bracketed_to_the_requested_gap(monkeypatch):
     g = generalized_kautz(4, 48)
     e = concurrent_flow_exact(g)
-    monkeypatch.setattr("topofinder.scoring.alltoall.SMALL_LP_VARIABLES", 10)
+    monkeypatch.setattr("topofinder.scoring.alltoall.concurrent_flow.SMALL_LP_VARIABLES", 10)
     r = concurrent_flow(g, tol=1e-4)
     assert r.method == "column-generation" and r.gap <= 1e-4
     assert r.f <= e.upper_bound and e.f <= r.upper_bound

@@ -10,9 +10,11 @@ from math import factorial
 import numpy as np
 import pytest
 
-from topofinder.scoring.alltoall import (
-    alltoall_summary, concurrent_flow_bracket, concurrent_flow_exact, dual_bound,
+from topofinder.scoring.alltoall.concurrent_flow import (
+    alltoall_summary, certified_flow, concurrent_flow_bracket, concurrent_flow_exact, connected,
+    dual_bound, flow_reduction,
 )
+from topofinder.scoring.alltoall.flowbracket import smoothed_ascent
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import cartesian_product, line_graph
 from topofinder.families.build import parse
@@ -91,15 +93,13 @@ def test_bracket_contains_the_exact_lp_value(make):
 def test_smoothed_dual_gives_both_bounds_around_the_exact_lp(expr):
     """One unbounded phase of the smoothed dual from uniform lengths: its best Boltzmann routing,
     re-certified from the flows alone, and its best dual bound straddle the exact LP value."""
-    from topofinder.scoring.alltoall import _certify, _check, _Reduction
-    from topofinder.scoring.flowbracket import _smoothed_ascent
     g = parse(expr)
-    arcs = _check(g)
-    red = _Reduction.of(arcs, list(topology_group(g).generators))
+    arcs = connected(g)
+    red = flow_reduction(arcs, topology_group(g).generators)
     exact = concurrent_flow_exact(g)
-    found = _smoothed_ascent(arcs, red, np.ones(arcs.num), (0.0, np.inf), 0.05, 0.0, 200,
+    found = smoothed_ascent(arcs, red, np.ones(arcs.num), (0.0, np.inf), 0.05, 0.0, 200,
                              np.inf)
-    f, _ = _certify(arcs, red, found.flows, np.ones(red.orbit_size.size))
+    f, _ = certified_flow(arcs, red, found.flows, np.ones(red.orbit_size.size))
     assert f == pytest.approx(found.lower, rel=1e-9)
     assert found.lower <= exact.upper_bound * (1 + 1e-9)
     assert found.upper >= exact.f * (1 - 1e-9)

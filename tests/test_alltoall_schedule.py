@@ -19,8 +19,8 @@ from topofinder.execute.plan import program_from_document
 from topofinder.export.relabel import Mapping
 from topofinder.model.topology import Topology
 from topofinder.model.alltoall_schedule import AllToAllSchedule, ScheduleError, replay
-from topofinder.scoring.alltoall import concurrent_flow_exact
-from topofinder.scoring.alltoall_steps import alltoall_schedule
+from topofinder.scoring.alltoall.concurrent_flow import concurrent_flow_exact
+from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 
 
 def _schema():

@@ -17,8 +17,8 @@ from topofinder.families.baselines import binary_tree_parents, double_tree_paren
 from topofinder.families.build import parse
 from topofinder.finder.baselines import baseline_specs, closest_torus, score_baseline
 from topofinder.model.schedule import validate
-from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.baseline_schedules import (
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
+from topofinder.scoring.allgather.ring_and_two_tree import (
     double_tree_cut_bound, ring_allgather, two_tree_allgather,
 )
 from topofinder.workload.cost import Workload

@@ -9,7 +9,7 @@ import pytest
 
 from topofinder.finder import baselines
 from topofinder.model.schedule import validate
-from topofinder.scoring.baseline_schedules import (
+from topofinder.scoring.allgather.ring_and_two_tree import (
     ring_allgather, two_tree_allgather, two_tree_cost,
 )
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from topofinder.scoring.bfb import bfb_schedule, bfb_score, distances_to
+from topofinder.scoring.allgather.bfb import bfb_schedule, bfb_score, distances_to
 from topofinder.model.operations import line_graph
 from topofinder.families import (CATALOG_NAMES, bi_ring, circulant, complete,
                                    complete_bipartite, de_bruijn, directed_circulant,

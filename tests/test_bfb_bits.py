@@ -1,5 +1,5 @@
-"""Streamed BFB step loads (topofinder.scoring.bfb_bits) against the dense-matrix scorer and
-against brute force over every in-slot subset; the pipelined load against ForestColl."""
+"""Streamed BFB step loads (topofinder.scoring.allgather.bfb_bits) against the dense-matrix
+scorer and against brute force over every in-slot subset; the pipelined load against ForestColl."""
 
 from fractions import Fraction
 
@@ -9,9 +9,9 @@ import pytest
 import topofinder as tf
 from topofinder.model.reach import in_slots
 from topofinder.model.topology import Topology
-from topofinder.scoring import bfb
-from topofinder.scoring.bfb_bits import step_loads
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.allgather import bfb
+from topofinder.scoring.allgather.bfb_bits import step_loads
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 
 EXPRS = ["Pi(4,100)", "L(K(3))", "Kautz(2,3)", "Pi(3,20)", "DBJ(2,4)", "L(Pi(3,10))",
          "Pi(2,131)", "DBJMod(2,4)", "L(DBJMod(2,4)*2)", "Pi(4,1000)", "Pi(5,77)",

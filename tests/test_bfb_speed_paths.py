@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from topofinder.scoring import bfb
+from topofinder.scoring.allgather import bfb
 from topofinder.model.reach import in_slots
 from topofinder.model.operations import cartesian_product, line_graph
 from topofinder.families import (circulant, de_bruijn, directed_circulant, generalized_kautz,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from topofinder.finder import catalog_build as cb
-from topofinder.scoring.bfb import bfb_tau
+from topofinder.scoring.allgather.bfb import bfb_tau
 from topofinder.families.catalog import catalog_schedule, catalog_topology, find_reverse_isomorphism
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError

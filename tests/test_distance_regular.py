@@ -11,7 +11,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topofinder.scoring.bfb import bfb_score
+from topofinder.scoring.allgather.bfb import bfb_score
 from topofinder.errors import TopofinderError
 from topofinder.families import (
     circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, hamming, hypercube,

@@ -13,7 +13,7 @@ from topofinder.execute.plan import (
     chunk_elements, program_from_document, rank_plan, simulate,
 )
 from topofinder.families.build import parse
-from topofinder.scoring.forestcoll import optimal_trees, throughput_optimum
+from topofinder.scoring.trees.forestcoll import optimal_trees, throughput_optimum
 from topofinder.finder.recipe import from_expression
 from topofinder.model.schedule import validate
 from topofinder.finder.verify import collective_schedule

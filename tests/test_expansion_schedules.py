@@ -5,7 +5,8 @@ App. A.6); paper 001 Table 7 expansion points.
 
 Base schedules here are built by hand from the definitions (one-step K(m), the two-step BFB of
 K(d,d), ring schedules, the BFB of DC(d+2,{1..d}), the BFB of BiRing(2,m)), independently of
-topofinder.scoring.bfb; BFB-generated bases are added where topofinder.scoring.bfb is available.
+topofinder.scoring.allgather.bfb; BFB-generated bases are added where
+topofinder.scoring.allgather.bfb is available.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from topofinder.expansions import predict
 from topofinder.model import operations as ex
 from topofinder.expansions import schedules as es
-from topofinder.scoring.bfb import product_schedule
+from topofinder.scoring.allgather.bfb import product_schedule
 from topofinder.errors import TopofinderError
 from topofinder.families import (bi_ring, complete, complete_bipartite, directed_circulant,
                                    generalized_kautz, uni_ring)
@@ -282,14 +283,14 @@ def test_table7_line_graphs_of_k44(times, t_l, tau, paper):
     assert float(b.tau) == pytest.approx(paper, abs=5e-4)
 
 
-# ---- BFB-generated bases (topofinder.scoring.bfb) ------------------------------------------------------
+# ---- BFB-generated bases (topofinder.scoring.allgather.bfb) ---------------------------------------
 BFB_BASES = ["K(4)", "K(3,3)", "H(2,3)", "DC(6,{1,2,3,4})", "BiRing(2,7)", "C(8,{1,2})",
              "Torus(3,3)", "Kautz(2,1)", "Pi(2,7)", "Pi(3,10)", "DistReg(Petersen)", "DBJ(2,3)",
              "Hypercube(3)", "UniRing(2,5)", "BiRing(4,5)"]
 
 
 def bfb_base(expr: str) -> StepSchedule:
-    bfb = pytest.importorskip("topofinder.scoring.bfb", reason="topofinder.scoring.bfb not available")
+    bfb = pytest.importorskip("topofinder.scoring.allgather.bfb", reason="bfb not available")
     from topofinder.families.build import parse
 
     a = bfb.bfb_schedule(parse(expr))
@@ -345,7 +346,7 @@ PRODUCTS = [("UniRing(1,4)", "UniRing(1,8)"), ("UniRing(1,3)", "UniRing(1,5)"),
 
 @pytest.mark.parametrize("factors", PRODUCTS, ids=[" x ".join(p) for p in PRODUCTS])
 def test_product_schedule_matches_thm13(factors):
-    bfb = pytest.importorskip("topofinder.scoring.bfb", reason="topofinder.scoring.bfb not available")
+    bfb = pytest.importorskip("topofinder.scoring.allgather.bfb", reason="bfb not available")
     gs = [_factor(e) for e in factors]
     for g in gs:                                  # Thm 13's conditions, checked independently
         assert g.self_loops == 0 and g.link_matrix.max() == 1
@@ -359,7 +360,7 @@ def test_product_schedule_matches_thm13(factors):
 
 def test_table7_biring_times_uniring_squared():
     # DESIGN §9 reference row N = 128: BiRing(2,8) x UniRing(1,4)^2 (10, 0.992)
-    pytest.importorskip("topofinder.scoring.bfb", reason="topofinder.scoring.bfb not available")
+    pytest.importorskip("topofinder.scoring.allgather.bfb", reason="bfb not available")
     s = product_schedule(*[_factor(e) for e in PRODUCTS[-1]])
     assert (s.topology.n, s.num_steps, s.tau) == (128, 10, Fraction(127, 128))
     assert round(float(s.tau), 3) == 0.992
@@ -369,7 +370,7 @@ def test_table7_biring_times_uniring_squared():
 def test_table7_uniring_product_squared():
     # (UniRing(1,4) x UniRing(1,8))^2: BFB product (Thm 13) then Cartesian square (Thm 12);
     # N = 1024, 2.3 M sends
-    pytest.importorskip("topofinder.scoring.bfb", reason="topofinder.scoring.bfb not available")
+    pytest.importorskip("topofinder.scoring.allgather.bfb", reason="bfb not available")
     base = product_schedule(_factor("UniRing(1,4)"), _factor("UniRing(1,8)"))
     s = es.power_schedule(base, 2)
     validate(s)

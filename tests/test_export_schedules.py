@@ -16,8 +16,8 @@ from topofinder.export.schedule_xml import (
 )
 from topofinder.families import bi_ring, complete, hypercube, uni_ring
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.scoring.trees import Tree, TreeSchedule
-from topofinder.scoring.trees import validate as validate_trees
+from topofinder.model.tree_schedule import Tree, TreeSchedule
+from topofinder.model.tree_schedule import validate as validate_trees
 
 
 def ring_allgather(n):
@@ -195,7 +195,7 @@ def test_xml_program_computes_the_collective(name, coll):
 def test_bfb_schedules_export_to_valid_xml(expr):
     """Optimal BFB schedules (chunk splits, self-loops, unidirectional): XML sends equal the
     JSON's and the interpreted program computes every collective."""
-    from topofinder.scoring.bfb import bfb_schedule
+    from topofinder.scoring.allgather.bfb import bfb_schedule
     from topofinder.families.build import parse
     g = parse(expr)
     everyone = Counter(range(g.n))

@@ -9,7 +9,7 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import line_graph
-from topofinder.scoring.forestcoll import (
+from topofinder.scoring.trees.forestcoll import (
     cyclic_translations, fixed_k_optimum, fixed_k_trees, in_dominating_set, mixed_radix_translations,
     optimal_trees, ratio_by_networkx_bisection, throughput_optimum, tree_parameters,
 )
@@ -18,7 +18,7 @@ from topofinder.families import (
     torus, uni_ring,
 )
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import problems
+from topofinder.model.tree_schedule import problems
 
 
 # ---- independent computations ------------------------------------------------------------
@@ -258,7 +258,7 @@ def test_packing_256_nodes_degree_4():
 def test_cli_exports_a_valid_optimal_tree_schedule(tmp_path):
     from topofinder.cli.main import main
     from topofinder.families.build import load_topology
-    from topofinder.scoring.trees import TreeSchedule
+    from topofinder.model.tree_schedule import TreeSchedule
 
     out = tmp_path / "trees.json"
     assert main(["export", "Pi(4,20)", "--what", "schedule", "--kind", "trees",
@@ -272,7 +272,7 @@ def test_cli_exports_a_valid_optimal_tree_schedule(tmp_path):
 
 
 def test_bfb_side_by_side():
-    bfb = pytest.importorskip("topofinder.scoring.bfb")
+    bfb = pytest.importorskip("topofinder.scoring.allgather.bfb")
     topo = line_graph(circulant(16, [3, 4]), 2)
     assert bfb.bfb_tau(topo) == Fraction(65, 64)
     assert throughput_optimum(topo).tau == Fraction(255, 256)

@@ -2,21 +2,22 @@
 optimal (checked by the independent validator at T_B^FC); when stuck it says so."""
 
 
-from topofinder.scoring.forestcoll import _links, throughput_optimum, tree_parameters
+from topofinder.scoring.links import Links
+from topofinder.scoring.trees.forestcoll import throughput_optimum, tree_parameters
 from topofinder.families import generalized_kautz
 from topofinder.model.operations import line_graph
 from topofinder.families import circulant
-from topofinder.scoring.greedy_trees import greedy_pack
-from topofinder.scoring.trees import Tree, TreeSchedule, problems
+from topofinder.scoring.trees.greedy_trees import greedy_pack
+from topofinder.model.tree_schedule import Tree, TreeSchedule, problems
 from fractions import Fraction
 
 
 def _pack(topo):
     opt = throughput_optimum(topo)
     p = tree_parameters(topo, opt)
-    src, dst, cap = _links(topo)
-    g = cap * p.U.numerator // p.U.denominator
-    return opt, p, greedy_pack(topo.n, src, dst, g, p.k)
+    links = Links.of(topo)
+    g = links.cap * p.U.numerator // p.U.denominator
+    return opt, p, greedy_pack(topo.n, links.tail, links.head, g, p.k)
 
 
 def test_greedy_trees_are_optimal_where_links_have_slack():

@@ -4,7 +4,7 @@ bounds one can write down by hand."""
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.families import circulant, complete
 from topofinder.workload.hierarchy import compose, hierarchical_score
 

@@ -9,9 +9,9 @@ import pytest
 
 from topofinder.model.operations import line_graph
 from topofinder.families import circulant, complete
-from topofinder.scoring.line_trees import line_graph_trees
-from topofinder.scoring.tree_collectives import collective_trees
-from topofinder.scoring.trees import problems
+from topofinder.scoring.trees.line_trees import line_graph_trees
+from topofinder.scoring.trees.tree_collectives import collective_trees
+from topofinder.model.tree_schedule import problems
 
 
 @pytest.mark.parametrize("base, times", [(circulant(16, [3, 4]), 1), (circulant(16, [3, 4]), 2),

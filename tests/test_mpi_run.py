@@ -15,7 +15,7 @@ import sysconfig
 import pytest
 
 from topofinder.families.build import parse
-from topofinder.scoring.forestcoll import optimal_trees, throughput_optimum
+from topofinder.scoring.trees.forestcoll import optimal_trees, throughput_optimum
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 

@@ -48,7 +48,7 @@ def test_export_is_never_dominated_by_bfb_on_the_same_topology(expr):
     """No silent substitution of a worse schedule: what `export` writes is the named
     construction unless BFB on the same arcs is at least as good in both T_L and τ (or the
     construction does not apply, as degree expansion of a base with self-loops)."""
-    from topofinder.scoring.bfb import bfb_score
+    from topofinder.scoring.allgather.bfb import bfb_score
 
     s = tf.schedule(expr)
     validate(s)

@@ -6,11 +6,11 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.forestcoll import optimal_trees, throughput_optimum
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.trees.forestcoll import optimal_trees, throughput_optimum
 from topofinder.families import circulant, generalized_kautz, hamming, hypercube, torus
-from topofinder.scoring.step_trees import trees_from_steps
-from topofinder.scoring.trees import problems
+from topofinder.scoring.trees.step_trees import trees_from_steps
+from topofinder.model.tree_schedule import problems
 
 
 @pytest.mark.parametrize("topo", [torus(3, 4), circulant(10, [1, 3]), hypercube(3),

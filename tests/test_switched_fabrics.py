@@ -12,13 +12,13 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.model.files import read_topology, topology_text
-from topofinder.scoring.forestcoll import (
+from topofinder.scoring.trees.forestcoll import (
     fixed_k_optimum, fixed_k_trees, optimal_trees, throughput_optimum, tree_parameters,
 )
 from topofinder.finder.describe import describe
-from topofinder.scoring.switch_split import split_switches
+from topofinder.scoring.trees.switch_split import split_switches
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import TreeSchedule, Tree, problems, validate
+from topofinder.model.tree_schedule import TreeSchedule, Tree, problems, validate
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

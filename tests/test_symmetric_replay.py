@@ -13,8 +13,8 @@ from topofinder.model.symmetric import (
     OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
     replay_by_symmetry, rotation,
 )
-from topofinder.scoring.baseline_schedules import ring_allgather, ring_orbit
-from topofinder.scoring.bfb import bfb_schedule
+from topofinder.scoring.allgather.ring_and_two_tree import ring_allgather, ring_orbit
+from topofinder.scoring.allgather.bfb import bfb_schedule
 
 
 def _circulant(expr, m):

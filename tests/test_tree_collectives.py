@@ -11,11 +11,13 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from topofinder.model.files import read_topology
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.families import complete, generalized_kautz, uni_ring
 from topofinder.model.topology import Topology
-from topofinder.scoring.tree_collectives import allreduce_lp, allreduce_trees, collective_trees
-from topofinder.scoring.trees import TreeSchedule, problems
+from topofinder.scoring.trees.tree_collectives import (
+    allreduce_lp, allreduce_trees, collective_trees,
+)
+from topofinder.model.tree_schedule import TreeSchedule, problems
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

@@ -7,7 +7,7 @@ import pytest
 from topofinder.errors import TopofinderError
 from topofinder.families import bi_ring, complete, uni_ring
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule, problems, validate
+from topofinder.model.tree_schedule import Tree, TreeSchedule, problems, validate
 
 
 def ring_paths(n: int) -> TreeSchedule:

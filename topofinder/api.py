@@ -37,10 +37,10 @@ from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllS
 from topofinder.model.files import topology_text
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall_steps import alltoall_schedule
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.tree_collectives import collective_trees
-from topofinder.scoring.trees import TreeSchedule
+from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.trees.tree_collectives import collective_trees
+from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload, load_moe
 from topofinder.workload.rank import SEARCH_FORMAT, SEARCH_VERSION, FrontierPoint

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
-from topofinder.scoring.bfb import product_schedule
+from topofinder.scoring.allgather.bfb import product_schedule
 from topofinder.export.patch_panel import diff_plans, plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
@@ -25,13 +25,13 @@ from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
 from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
-from topofinder.scoring.baseline_schedules import ring_orbit, two_tree_cost
-from topofinder.scoring.alltoall import alltoall_summary, concurrent_flow
-from topofinder.scoring.bfb import bfb_schedule
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.forestcoll import optimal_trees
-from topofinder.scoring.forestcoll import ratio_by_networkx_bisection
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_cost
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary, concurrent_flow
+from topofinder.scoring.allgather.bfb import bfb_schedule
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.scoring.trees.forestcoll import optimal_trees
+from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 
 
 @dataclass(frozen=True)

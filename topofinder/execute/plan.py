@@ -28,7 +28,7 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.families.build import load_topology
 from topofinder.model.schedule import ScheduleError, StepSchedule
-from topofinder.scoring.trees import TreeSchedule
+from topofinder.model.tree_schedule import TreeSchedule
 
 
 @dataclass(frozen=True)

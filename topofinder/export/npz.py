@@ -20,7 +20,7 @@ from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:

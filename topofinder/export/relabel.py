@@ -23,7 +23,7 @@ from topofinder.export.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.schedule import StepSchedule, relabel
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 @dataclass(frozen=True)
 class Mapping:

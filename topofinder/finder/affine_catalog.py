@@ -31,7 +31,7 @@ from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.families.basic import affine, generalized_kautz
 from topofinder.families.catalog import AFFINE_FILE, CATALOG_DIR
-from topofinder.scoring.bfb import bfb_tau
+from topofinder.scoring.allgather.bfb import bfb_tau
 
 #: Candidates scored per (N, d) by default (about 40 ms each at N = 2000 on one core).
 DEFAULT_TRIES = 64

@@ -22,12 +22,12 @@ from topofinder.finder.verify import ALLTOALL_MAX_VARIABLES, REPLAY_LIMIT, allga
 from topofinder.model.schedule import validate
 from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.units import exact
-from topofinder.scoring import bfb
-from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.baseline_schedules import (
+from topofinder.scoring.allgather import bfb
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
+from topofinder.scoring.allgather.ring_and_two_tree import (
     double_tree_cut_bound, ring_orbit, two_tree_allgather, two_tree_cost,
 )
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 
 #: the all-to-all bracket of a baseline when the workload has an all-to-all part: gap and
 #: time limit (s); a bracket stopped by the limit keeps its certified [f, upper]. Baselines are

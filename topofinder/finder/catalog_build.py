@@ -23,7 +23,7 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
-from topofinder.scoring.bfb import bfb_tau
+from topofinder.scoring.allgather.bfb import bfb_tau
 from topofinder.errors import TopofinderError
 from topofinder.families import de_bruijn
 from topofinder.model.topology import Topology

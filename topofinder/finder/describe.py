@@ -9,10 +9,10 @@ from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.model.schedule import validate
 from topofinder.finder.verify import build_schedule
-from topofinder.scoring import bfb, bfb_bits
-from topofinder.scoring.bfb import bfb_score
-from topofinder.scoring.forestcoll import throughput_optimum
-from topofinder.scoring.alltoall import alltoall_summary
+from topofinder.scoring.allgather import bfb, bfb_bits
+from topofinder.scoring.allgather.bfb import bfb_score
+from topofinder.scoring.trees.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.model.units import exact
 
 
@@ -26,7 +26,7 @@ def bfb_seconds(topo: Topology) -> float:
     """Rough BFB scoring time on one core, from N, arcs and k distinct in-neighbours
     (calibrated on this project's bench machine; docs/performance.md): a vertex-transitive
     topology costs k + 1 breadth-first searches, others N²/64 words per slot set and level
-    (topofinder.scoring.bfb_bits) or, beyond its k, a dense N×N pass per slot."""
+    (topofinder.scoring.allgather.bfb_bits) or, beyond its k, a dense N×N pass per slot."""
     n, arcs = topo.n, topo.link_matrix.nnz
     k = max(int(topo.link_matrix.getnnz(axis=0).max()) if n else 0, 1)
     if topo.vertex_transitive and k >= bfb.DENSE_SLOTS:

@@ -31,8 +31,8 @@ def _candidate_from_score(s: dict) -> Candidate:
 
 
 #: Sizes up to this many nodes also get routed k-step schedules (k = diameter, diameter + 1;
-#: topofinder.scoring.kstep) of their frontier topologies as candidates; line graphs and the
-#: other expansions then carry them to larger sizes.
+#: topofinder.scoring.allgather.kstep) of their frontier topologies as candidates; line graphs
+#: and the other expansions then carry them to larger sizes.
 KSTEP_MAX_NODES = 256
 
 

@@ -20,7 +20,7 @@ from topofinder.expansions import predict
 from topofinder.finder import recipe as rc
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
-from topofinder.scoring.bfb import MAX_SUBSET_BITS
+from topofinder.scoring.allgather.bfb import MAX_SUBSET_BITS
 from topofinder.finder.recipe import Recipe
 
 MAX_TARGET_NODES = 1_000_000

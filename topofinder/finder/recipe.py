@@ -22,7 +22,7 @@ class Recipe:
     - ``product``: children[0] x children[1] x ... scheduled by BFB (Thm 13);
     - ``bi``: Bi(child) for a reverse-symmetric child (Appendix A.6);
     - ``kstep``: child's topology with a routed k-step schedule (k = ``k``,
-      topofinder.scoring.kstep); its expression is the child's (the same topology).
+      topofinder.scoring.allgather.kstep); its expression is the child's (the same topology).
     """
 
     op: str

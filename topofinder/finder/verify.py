@@ -12,8 +12,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.errors import TopofinderError
-from topofinder.scoring import bfb
-from topofinder.scoring import kstep
+from topofinder.scoring.allgather import bfb
+from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions import schedules as xs
 from topofinder.model.operations import (
@@ -25,8 +25,8 @@ from topofinder.finder.recipe import kstep as kstep_recipe
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
-from topofinder.scoring.alltoall import alltoall_summary
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.model.units import exact
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
@@ -152,7 +152,7 @@ KSTEP_MAX_SOURCES = 16
 
 def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
     """The routed schedule of the recipe's topology with k = diameter + ``extra_steps`` steps
-    (topofinder.scoring.kstep), built and replayed: its exact (T_L, τ); None when the
+    (topofinder.scoring.allgather.kstep), built and replayed: its exact (T_L, τ); None when the
     topology has more than KSTEP_MAX_SOURCES vertex orbits."""
     topo = build_topology(recipe)
     if kstep.symmetry(topo).reps.size > KSTEP_MAX_SOURCES:

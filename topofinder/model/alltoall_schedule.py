@@ -10,7 +10,7 @@ Cost (the step model of docs/model.md, store-and-forward): k steps take
 k·α + Σ_t max_link load_t(u, w)/cap(u, w) · (M/N)/b, with load_t(u, w) the sum of the amounts
 sent on u→w at step t (a k-fold multi-arc has capacity k). The bandwidth term in units of
 (M/N)/b is ``bandwidth_time`` = Σ_t max_link load_t/cap; no schedule beats 1/f (f the
-concurrent flow of LP (3), topofinder.scoring.alltoall).
+concurrent flow of LP (3), topofinder.scoring.alltoall.concurrent_flow).
 
 Amounts are floats, not Fractions: they come from an LP solution (floats with ~1e-9
 precision, whose exact rational values mean nothing), JSON writes them with Python's repr so a

@@ -5,8 +5,8 @@ Row u of a reach table R_t holds one bit per owner v of a block: bit v is set if
 in at most t hops. R_0 = {u}, and R_t(u) = R_{t−1}(u) ∪ ⋃_j R_{t−1}(in_j(u)) over the distinct
 in-neighbours in_j(u) of u, so a block of 64·w owners costs N·w words per array whatever N is,
 and one level is k row gathers. Every consumer (the distance histogram, the diameter, the BFB
-Hall counts of topofinder.scoring.bfb_bits) streams over the blocks and keeps only per-row or
-per-level sums: memory O(N·block), never O(N²).
+Hall counts of topofinder.scoring.allgather.bfb_bits) streams over the blocks and keeps only
+per-row or per-level sums: memory O(N·block), never O(N²).
 """
 
 from __future__ import annotations

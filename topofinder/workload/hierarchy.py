@@ -16,7 +16,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.files import _capacity, _unify_capacities
-from topofinder.scoring.forestcoll import throughput_optimum
+from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.model.topology import Topology
 
 INTRA_KINDS = ("switch", "nvswitch", "mesh")

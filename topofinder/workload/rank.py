@@ -67,7 +67,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            moe: MoEWorkload | None = None, baseline_progress: Callable | None = None) -> dict:
     """The `search --json` document of docs/cli.md for target (n, d). The verified frontier does
     not depend on the workload, so it is cached whole: a repeated search only re-ranks.
-    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.kstep).
+    ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.allgather.kstep).
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
     (topofinder.finder.baselines), priced for the workload, with the recommendation's

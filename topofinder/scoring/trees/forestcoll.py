@@ -11,7 +11,8 @@ homogeneous d-regular fabric). N = |V_c| compute nodes; switch nodes V_s relay o
     T_B^FC = (M/N)·ratio* = (B/N)·ratio*   [M/B].
 
 On a switched fabric the trees are packed on the compute-only graph G* that edge splitting
-(topofinder.scoring.switch_split, paper 002 §5.3) leaves, and mapped back to routes through switches.
+(topofinder.scoring.trees.switch_split, paper 002 §5.3) leaves, and mapped back to routes
+through switches.
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ from fractions import Fraction
 from math import gcd
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
 
-from topofinder.scoring.bfb import bfb_schedule, bfb_score
+from topofinder.scoring.allgather.bfb import bfb_schedule, bfb_score
 from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
-from topofinder.scoring.greedy_trees import greedy_pack
-from topofinder.scoring.step_trees import trees_from_steps
-from topofinder.scoring.switch_split import split_switches
+from topofinder.scoring.trees.greedy_trees import greedy_pack
+from topofinder.scoring.trees.step_trees import trees_from_steps
+from topofinder.scoring.trees.switch_split import split_switches
+from topofinder.scoring.links import Links, connected_links
 from topofinder.scoring.symmetry import topology_group
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 #: From this many sinks on only one per automorphism orbit is probed (bliss: ~1 s at
@@ -44,17 +45,11 @@ PARALLEL_MIN_SINKS = 4000
 
 
 # ---- links and the max-flow oracle --------------------------------------------------------
-def _links(topo: Topology) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merged links (src, dst, capacity in b) with self-loops dropped; strongly connected
-    or TopofinderError (some cut would have no exiting capacity: allgather impossible)."""
-    m = topo.link_matrix
-    ncomp, _ = connected_components(m, directed=True, connection="strong")
-    if ncomp != 1:
-        raise TopofinderError(f"{topo.expr} is not strongly connected "
-                              f"({topo.unreachable_text()}): some nodes can never receive "
-                              "every shard, so no allgather throughput exists")
-    coo = m.tocoo()
-    return (coo.row.astype(np.int32), coo.col.astype(np.int32), coo.data.astype(np.int64))
+def _links(topo: Topology) -> Links:
+    """The merged links (topofinder.scoring.links) of a strongly connected topology, else
+    TopofinderError (some cut would have no exiting capacity)."""
+    return connected_links(topo, "some nodes can never receive every shard, so no allgather "
+                                 "throughput exists")
 
 
 def _cut_capacity(members: np.ndarray, src, dst, cap) -> int:
@@ -220,7 +215,8 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None, jobs: i
     ``time_limit`` (s): stop probing then; the result is the best cut found, a lower bound
     (``settled`` False, ``upper`` = ``achieved``), unless every sink was settled in time.
     """
-    src, dst, cap = _links(topo)
+    links = _links(topo)
+    src, dst, cap = links.tail, links.head, links.cap
     n, compute = topo.n, topo.compute_nodes
     nc = compute.size
     in_cap = np.bincount(dst, cap, minlength=n).astype(np.int64)
@@ -307,7 +303,8 @@ def ratio_by_networkx_bisection(topo: Topology) -> Fraction:
     denominator ≤ X = min_v B⁻(v) nearest the midpoint (App. E.1). Returns ratio*."""
     import networkx as nx
 
-    src, dst, cap = _links(topo)
+    links = _links(topo)
+    src, dst, cap = links.tail, links.head, links.cap
     n = topo.n
     x_max = int(np.bincount(dst, cap, minlength=n).min())
     lo, hi = Fraction(n - 1, x_max), Fraction(n - 1)
@@ -337,7 +334,7 @@ class TreeParameters:
 
 def tree_parameters(topo: Topology, optimum: Optimum | None = None) -> TreeParameters:
     opt = optimum or throughput_optimum(topo)
-    _, _, cap = _links(topo)
+    cap = _links(topo).cap
     p, q = opt.ratio.numerator, opt.ratio.denominator
     g = gcd(q, *map(int, np.unique(cap)))
     return TreeParameters(Fraction(p, g), q // g, Fraction(g, p))
@@ -367,7 +364,8 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     if not isinstance(k, int) or k < 1:
         raise TopofinderError(f"fixed-k needs a positive integer number of trees per root, "
                               f"got {k!r}")
-    src, dst, cap = _links(topo)
+    links = _links(topo)
+    src, dst, cap = links.tail, links.head, links.cap
     n, nc = topo.n, topo.num_compute
     opt = optimum or throughput_optimum(topo)
     x_max = int(cap.max())
@@ -388,7 +386,7 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
 
 
 # ---- spanning out-tree packing (App. E.3, Algorithm 4) ----------------------------------------
-class _Batch:
+class TreeBatch:
     """m identical partial out-trees rooted at ``root``: vertex set ``members`` (R_i), tree
     edges, hop depth of each member (−1 outside)."""
 
@@ -401,14 +399,14 @@ class _Batch:
         self.depth = np.full(n, -1, np.int64)
         self.depth[root] = 0
 
-    def copy(self, m: int) -> "_Batch":
-        c = _Batch.__new__(_Batch)
+    def copy(self, m: int) -> "TreeBatch":
+        c = TreeBatch.__new__(TreeBatch)
         c.root, c.m, c.size, c.edges = self.root, m, self.size, list(self.edges)
         c.members, c.depth = self.members.copy(), self.depth.copy()
         return c
 
 
-class _Packer:
+class BatchedTreePacker:
     """Bérczi–Frank packing with batched trees: grow each batch R_1 by an arc (x, y),
     x ∈ R_1, y ∉ R_1, on μ of its m copies, where (Thm 10 of 002)
 
@@ -418,7 +416,10 @@ class _Packer:
     with an arc x→s_i of capacity m(R_i) and arcs s_i→R_i of infinite capacity. Batches that
     contain y (all completed ones among them) add exactly m(R_i) to F and are left out;
     a singleton R_i = {r} needs no s_i (arc x→r). If μ < m the batch splits (μ copies take
-    the arc). Optional orbit budgets restrict the arc choice for the symmetric mode."""
+    the arc). Optional orbit budgets restrict the arc choice for the symmetric mode.
+
+    ``n`` nodes, links ``src``→``dst`` with ``g`` tree slots each (integers); :meth:`pack`
+    returns the completed batches (:class:`TreeBatch`, each spanning every node) or None."""
 
     def __init__(self, n, src, dst, g, prefer_low: bool, orbit=None, budget=None):
         self.n, self.src, self.dst = n, src, dst
@@ -426,22 +427,22 @@ class _Packer:
         self.prefer_low = prefer_low
         self.orbit, self.budget = orbit, budget
         self.single = np.zeros(n, np.int64)      # Σ m of open singleton batches per root
-        self.multi: list[_Batch] = []            # open batches with > 1 member
+        self.multi: list[TreeBatch] = []            # open batches with > 1 member
         self.maxflows = 0
 
-    def _open(self, b: _Batch) -> None:
+    def _open(self, b: TreeBatch) -> None:
         if b.size == 1:
             self.single[b.root] += b.m
         else:
             self.multi.append(b)
 
-    def _close(self, b: _Batch) -> None:
+    def _close(self, b: TreeBatch) -> None:
         if b.size == 1:
             self.single[b.root] -= b.m
         else:
             self.multi.remove(b)
 
-    def _mu(self, b: _Batch, e: int) -> int:
+    def _mu(self, b: TreeBatch, e: int) -> int:
         n, x, y = self.n, int(self.src[e]), int(self.dst[e])
         live = self.g > 0
         tails, heads, caps = [self.src[live]], [self.dst[live]], [self.g[live]]
@@ -475,7 +476,7 @@ class _Packer:
             mu = min(mu, int(self.budget[self.orbit[e]]))
         return max(mu, 0)
 
-    def _choose(self, b: _Batch, failed: np.ndarray) -> int:
+    def _choose(self, b: TreeBatch, failed: np.ndarray) -> int:
         src, dst, g = self.src, self.dst, self.g
         cand = b.members[src] & ~b.members[dst] & (g > 0) & ~failed
         if self.budget is not None:
@@ -489,9 +490,9 @@ class _Packer:
             keys.append(-self.budget[self.orbit[idx]])
         return int(idx[np.lexsort(keys)[0]])
 
-    def pack(self, roots, k: int) -> list[_Batch] | None:
+    def pack(self, roots, k: int) -> list[TreeBatch] | None:
         """k trees per root (batched); None if the orbit budgets leave no usable arc."""
-        stack = [_Batch(int(r), k, self.n) for r in reversed(list(roots))]
+        stack = [TreeBatch(int(r), k, self.n) for r in reversed(list(roots))]
         for b in stack:
             self._open(b)
         done = []
@@ -551,36 +552,30 @@ def mixed_radix_translations(dims) -> np.ndarray:
     return np.ravel_multi_index(tuple(summed.reshape(-1, dims.size).T), dims).reshape(n, n)
 
 
-def _translation_orbits(n, src, dst, cap, perms) -> np.ndarray | None:
-    """If every perms[c] is an automorphism (capacities kept) with perms[c][0] = c, the orbit
-    of each link under the group: the link 0→t that perms[src] maps onto it. Else None."""
+def _translation_orbits(links: Links, g: np.ndarray, perms) -> np.ndarray | None:
+    """If every perms[c] is an automorphism keeping the slots ``g`` with perms[c][0] = c, the
+    orbit of each link under the group: the link 0→t that perms[src] maps onto it. Else None."""
+    n = links.n
     perms = np.asarray(perms, np.int64)
     if perms.shape != (n, n) or not np.array_equal(perms[:, 0], np.arange(n)):
         return None
-    if not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(np.arange(n), (n, n))):
+    if not all(links.preserved_by(p, g) for p in perms):
         return None
-    key = src.astype(np.int64) * n + dst
-    order = np.argsort(key)
-    ref_key, ref_cap = key[order], cap[order]
-    for c in range(n):
-        mapped = perms[c, src] * n + perms[c, dst]
-        o = np.argsort(mapped)
-        if not (np.array_equal(mapped[o], ref_key) and np.array_equal(cap[o], ref_cap)):
-            return None
     inverse = np.argsort(perms, axis=1)
-    return inverse[src, dst]
+    return inverse[links.tail, links.head]
 
 
-def _symmetric_pack(n, src, dst, g, k, prefer_low, perms):
+def _symmetric_pack(links: Links, g, k, prefer_low, perms):
     """Root-0 trees whose translates by ``perms`` stay within capacity: every link of an
     orbit then carries what root 0's trees put on the whole orbit, so root 0 packs k trees
     with a budget of g(orbit) per orbit (heuristic: None when the budgets get stuck)."""
-    orbit = _translation_orbits(n, src, dst, g, perms)
+    orbit = _translation_orbits(links, g, perms)
     if orbit is None:
         return None
+    n, src, dst = links.n, links.tail, links.head
     budget = np.zeros(n, np.int64)
     budget[orbit] = g
-    batches = _Packer(n, src, dst, g, prefer_low, orbit, budget).pack([0], k)
+    batches = BatchedTreePacker(n, src, dst, g, prefer_low, orbit, budget).pack([0], k)
     if batches is None:
         return None
     perms = np.asarray(perms, np.int64)
@@ -609,7 +604,7 @@ def _switched_schedule(topo: Topology, src, dst, g: np.ndarray, k: int,
     packed = greedy_pack(compute.size, lsrc, ldst, lcap, k) \
         if compute.size >= GREEDY_MIN_NODES else None
     if packed is None:
-        batches = _Packer(compute.size, lsrc, ldst, lcap, prefer_low_trees).pack(
+        batches = BatchedTreePacker(compute.size, lsrc, ldst, lcap, prefer_low_trees).pack(
             range(compute.size), k)
         packed = [(b.root, b.m, b.edges) for b in batches]
     pools = {e: [list(x) for x in logical[e]] for e in keys}
@@ -637,8 +632,8 @@ def _switched_schedule(topo: Topology, src, dst, g: np.ndarray, k: int,
 
 def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
               translations) -> TreeSchedule:
-    src, dst, _ = _links(topo)
-    n = topo.n
+    links = _links(topo)
+    src, dst, n = links.tail, links.head, topo.n
     if topo.has_switches:
         return _switched_schedule(topo, src, dst, g, k, prefer_low_trees)
     if isinstance(translations, str):
@@ -649,12 +644,12 @@ def _schedule(topo: Topology, g: np.ndarray, k: int, prefer_low_trees: bool,
         translations = cyclic_translations(n) if auto else None
     trees, method = None, "berczi-frank"
     if translations is not None:
-        trees = _symmetric_pack(n, src, dst, g, k, prefer_low_trees, translations)
+        trees = _symmetric_pack(links, g, k, prefer_low_trees, translations)
         method = "translated"
     if trees is None and n >= GREEDY_MIN_NODES:
         trees, method = greedy_pack(n, src, dst, g, k), "greedy-bfs"
     if trees is None:
-        batches = _Packer(n, src, dst, g, prefer_low_trees).pack(range(n), k)
+        batches = BatchedTreePacker(n, src, dst, g, prefer_low_trees).pack(range(n), k)
         trees, method = [(b.root, b.m, b.edges) for b in batches], "berczi-frank"
     return TreeSchedule(topo, [Tree(r, Fraction(m, k), edges) for r, m, edges in trees],
                         method=method)
@@ -666,8 +661,8 @@ def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
     U·C(e) tree slots (Thm 3 + Bérczi–Frank, 002 App. E.1/E.3).
 
     With ``translations`` "auto", a topology whose optimal BFB schedule already reaches
-    T_B^FC gets that schedule's first-receipt trees (topofinder.scoring.step_trees: shortest-path
-    trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
+    T_B^FC gets that schedule's first-receipt trees (topofinder.scoring.trees.step_trees:
+    shortest-path trees, found without packing). ``prefer_low_trees``: grow trees from their shallowest
     members first (a heuristic; the minimum-height packing is NP-hard). ``translations``:
     "auto" (cyclic shifts for
     vertex-transitive topologies), None, or an N×N array of automorphisms with
@@ -679,7 +674,7 @@ def optimal_trees(topo: Topology, *, prefer_low_trees: bool = False,
         if lowest is not None:
             return lowest
     params = tree_parameters(topo, opt)
-    _, _, cap = _links(topo)
+    cap = _links(topo).cap
     g = cap * params.U.numerator // params.U.denominator
     return _schedule(topo, g, params.k, prefer_low_trees, translations)
 
@@ -702,5 +697,5 @@ def fixed_k_trees(topo: Topology, k: int, *, prefer_low_trees: bool = False,
     """The best schedule with k trees per root (weights 1/k batched): packing on the link
     capacities ⌊U*·C(e)⌋ of :func:`fixed_k_optimum` (Thm 11–12 of 002)."""
     best = fixed_k_optimum(topo, k)
-    _, _, cap = _links(topo)
+    cap = _links(topo).cap
     return _schedule(topo, _floor_caps(best.U, cap), k, prefer_low_trees, translations)

@@ -26,9 +26,9 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import line_graph
-from topofinder.scoring.forestcoll import _Packer
+from topofinder.scoring.trees.forestcoll import BatchedTreePacker
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 def _arc_index(topo: Topology) -> np.ndarray:
@@ -56,7 +56,7 @@ def base_families(topo: Topology, prefer_low: bool = False) -> np.ndarray:
     for y in range(n):
         g = (dst != y).astype(np.int64)
         try:
-            batches = _Packer(n, src, dst, g, prefer_low).pack([y], d)
+            batches = BatchedTreePacker(n, src, dst, g, prefer_low).pack([y], d)
         except RuntimeError:
             raise TopofinderError(f"{topo.expr} is not {d}-arc-connected: no {d} disjoint "
                                   "arborescences per root") from None

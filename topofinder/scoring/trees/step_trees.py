@@ -21,7 +21,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
-from topofinder.scoring.trees import Tree, TreeSchedule
+from topofinder.model.tree_schedule import Tree, TreeSchedule
 
 
 def trees_from_steps(schedule: StepSchedule) -> TreeSchedule:

@@ -28,19 +28,20 @@ from topofinder.model.units import exact
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import line_graph
 from topofinder.families.build import load_topology
-from topofinder.scoring.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
+from topofinder.scoring.trees.forestcoll import fixed_k_optimum, fixed_k_trees, optimal_trees, \
     throughput_optimum
-from topofinder.scoring.line_trees import line_graph_trees
+from topofinder.scoring.links import Links
+from topofinder.scoring.trees.line_trees import line_graph_trees
 from topofinder.model.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
-from topofinder.scoring.trees import Tree, TreeSchedule, validate
+from topofinder.model.tree_schedule import Tree, TreeSchedule, validate
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 
 
 def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSchedule | None:
-    """Uniform-entry trees (topofinder.scoring.line_trees) when ``topo`` is the expression L^k(G)
-    of a base they exist for and they reach the optimum; else None."""
+    """Uniform-entry trees (topofinder.scoring.trees.line_trees) when ``topo`` is the expression
+    L^k(G) of a base they exist for and they reach the optimum; else None."""
     try:
         node = parse_tree(topo.expr)
     except TopofinderError:
@@ -63,8 +64,8 @@ def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSche
 
 def allgather_trees(topo: Topology, *, prefer_low_trees=False, trees_per_root=None):
     """(schedule, its proven optimum τ in M/B): optimal or fixed-k out-trees, validated.
-    A line-graph expression gets the uniform-entry trees of topofinder.scoring.line_trees when they
-    reach the optimum; otherwise (and with --trees-per-root) ForestColl's trees."""
+    A line-graph expression gets the uniform-entry trees of topofinder.scoring.trees.line_trees
+    when they reach the optimum; otherwise (and with --trees-per-root) ForestColl's trees."""
     if trees_per_root is None:
         opt = throughput_optimum(topo)
         sched, tau = _line_graph_trees(topo, opt, prefer_low_trees), opt.tau
@@ -188,8 +189,8 @@ def allreduce_lp(topo: Topology) -> AllreduceLP:
     aggregate in-network (paper 002 §5.6). That relaxes the paper's exact variant (compute-pair
     capacities routed by multi-commodity flows), so ``tau`` is then a lower bound — the
     allreduce optimum with in-network aggregation — (``exact`` False)."""
-    m = topo.link_matrix.tocoo()
-    tail, head, cap = m.row.astype(np.int64), m.col.astype(np.int64), m.data.astype(float)
+    links = Links.of(topo)
+    tail, head, cap = links.tail, links.head, links.cap.astype(float)
     n, ne = topo.n, tail.size
     nvar = n + 2 * ne                         # x | c^BC | c^RE
     compute = topo.compute_nodes

@@ -33,12 +33,11 @@ import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from topofinder.errors import TopofinderError
-from topofinder.model.schedule import StepSchedule, reduce_scatter as _reduce_scatter
+from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter
 from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
 from topofinder.model.reach import distances_to as reach_distances_to, in_slots
-from topofinder.scoring import bfb_bits
-from topofinder.model.schedule import allreduce
+from topofinder.scoring.allgather import bfb_bits
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
 DENSE_SLOTS = 64            # from this many in-neighbours, distances to a few nodes by bit rows
@@ -478,8 +477,8 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     Thm 2 when a reverse isomorphism is known, else Thm 1 on G^T) or "allreduce"."""
     if collective == "reduce-scatter":
         if topo.bidirectional or topo.reverse_isomorphism is not None:
-            return _reduce_scatter(bfb_schedule(topo, shard_chunks=shard_chunks))
-        return _reduce_scatter(bfb_schedule(topo.transpose(), shard_chunks=shard_chunks),
+            return reduce_scatter(bfb_schedule(topo, shard_chunks=shard_chunks))
+        return reduce_scatter(bfb_schedule(topo.transpose(), shard_chunks=shard_chunks),
                                topology=topo)
     if collective == "allreduce":
         return allreduce(bfb_schedule(topo, shard_chunks=shard_chunks,

@@ -9,11 +9,11 @@ node at rate f·b, so a per-node volume M (M/N to each peer) takes (M/N)/(f·b).
 Methods
 - :func:`concurrent_flow_exact`: LP (3) with commodities aggregated by source (one flow per
   source s with demand f at every other node; |V|·|E| variables), solved by HiGHS.
-- :func:`concurrent_flow_symmetric`: LP (3) reduced by a group of automorphisms found by
-  individualisation–refinement (exact; proof in its docstring). Vertex-transitive G: one
+- :func:`concurrent_flow_symmetric`: LP (3) reduced by the automorphism group (bliss,
+  topofinder.scoring.symmetry; exact, proof in its docstring). Vertex-transitive G: one
   source's flow.
 - :func:`concurrent_flow_bracket`: column generation on the reduced LP
-  (topofinder.scoring.flowbracket) to a requested certified gap.
+  (topofinder.scoring.alltoall.flowbracket) to a requested certified gap.
 - :func:`concurrent_flow`: picks one of the above.
 - :func:`moore_bound`: f ≤ N·d / Σ_{s≠t} dist_Moore(s, t); :func:`alltoall_time`.
 
@@ -32,9 +32,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from topofinder.errors import TopofinderError
-from topofinder.scoring.flowbracket import concurrent_flow_bracket as _bracket
-from topofinder.scoring.symmetry import automorphism_group, orbits, topology_group
+from topofinder.scoring.alltoall.flowbracket import column_generation_bracket
 from topofinder.model.topology import Topology
+from topofinder.scoring.links import Links, connected_links
+from topofinder.scoring.symmetry import LinkOrbits, topology_group
 
 #: A symmetry-reduced LP (3) with at most this many variables is solved exactly (HiGHS) by
 #: :func:`concurrent_flow` and by `score`'s bracket (faster than iterating); larger ones by
@@ -80,49 +81,22 @@ class AllToAllResult:
         return max(0.0, (self.upper_bound - self.f) / self.upper_bound)
 
 
-# ---- arcs and the dual bound -------------------------------------------------------------
+# ---- links, the orbit reduction and the dual bound ----------------------------------------
 
-@dataclass(frozen=True)
-class _Arcs:
-    """Collapsed arcs of a topology: arc e = (tail[e], head[e]) with capacity cap[e] (multi-arcs
-    summed, self-loops dropped), in CSR order of ``topo.link_matrix``."""
-
-    n: int
-    tail: np.ndarray
-    head: np.ndarray
-    cap: np.ndarray
-    indptr: np.ndarray
-
-    @classmethod
-    def of(cls, topo: Topology) -> "_Arcs":
-        m = topo.link_matrix.copy()
-        m.sort_indices()
-        tail = np.repeat(np.arange(topo.n), np.diff(m.indptr))
-        return cls(topo.n, tail, m.indices.astype(np.int64), m.data.astype(np.float64),
-                   m.indptr.astype(np.int64))
-
-    @property
-    def num(self) -> int:
-        return int(self.tail.size)
-
-    def matrix(self, lengths: np.ndarray) -> sp.csr_matrix:
-        """N×N CSR matrix with arc e carrying ``lengths[e]`` (> 0) for csgraph."""
-        return sp.csr_matrix((lengths, self.head, self.indptr), shape=(self.n, self.n))
-
-    def index(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Arc index of each (u, v) pair (all must be arcs)."""
-        keys = self.tail * self.n + self.head          # sorted: CSR with sorted indices
-        return np.searchsorted(keys, u.astype(np.int64) * self.n + v)
+def connected(topo: Topology) -> Links:
+    """The merged links of ``topo`` (topofinder.scoring.links); TopofinderError unless it is
+    strongly connected (some pair would have no path and f* = 0)."""
+    return connected_links(topo, "some node pair has no path, so the all-to-all throughput "
+                                 "is 0; give a strongly connected topology")
 
 
-def _check(topo: Topology) -> _Arcs:
-    arcs = _Arcs.of(topo)
-    if not topo.strongly_connected:
-        raise TopofinderError(f"{topo.expr} is not strongly connected "
-                              f"({topo.unreachable_text()}): some node pair has no path, "
-                              "so the all-to-all throughput is 0; give a strongly connected "
-                              "topology")
-    return arcs
+def flow_reduction(links: Links, generators) -> LinkOrbits:
+    """LP (3) restricted to H-invariant flows for the group H the ``generators`` generate: one
+    flow per vertex-orbit representative and one capacity row per link orbit (H trivial gives
+    LP (3) itself). At most GENERATOR_CELLS/L generators are used: a subgroup is still exact
+    (Theorem in :func:`concurrent_flow_symmetric`)."""
+    gens = list(generators)[:max(1, GENERATOR_CELLS // max(links.num, 1))]
+    return LinkOrbits.of(links, gens)
 
 
 def dual_bound(topo: Topology, lengths) -> float:
@@ -132,29 +106,29 @@ def dual_bound(topo: Topology, lengths) -> float:
     Proof: a feasible routing sends f along paths from s to t of l-length ≥ dist_l(s, t), so
     f·Σ dist_l ≤ Σ_e l_e·load_e ≤ Σ_e l_e·c_e (the dual of LP (3)).
     """
-    return _dual_bound(_check(topo), np.asarray(lengths, dtype=np.float64))
+    return links_dual_bound(connected(topo), np.asarray(lengths, dtype=np.float64))
 
 
-def _dual_bound(arcs: _Arcs, lengths: np.ndarray, red: "_Reduction | None" = None) -> float:
-    """Σ_e c_e·l_e / Σ_{s≠t} dist_l(s, t). With a reduction whose arc orbits carry one length
-    each (lengths invariant under its group) the sum runs over orbit representatives weighted
-    by orbit size (dist_l(h·s, h·t) = dist_l(s, t)); otherwise over every source, in blocks of
-    sources (memory O(block·N), never N×N)."""
-    if lengths.shape != (arcs.num,) or not np.all(lengths > 0):
+def links_dual_bound(links: Links, lengths: np.ndarray, red: LinkOrbits | None = None) -> float:
+    """:func:`dual_bound` on merged links: Σ_e c_e·l_e / Σ_{s≠t} dist_l(s, t). With a reduction
+    whose link orbits carry one length each (lengths invariant under its group) the sum runs
+    over orbit representatives weighted by orbit size (dist_l(h·s, h·t) = dist_l(s, t));
+    otherwise over every source, in blocks of sources (memory O(block·N), never N×N)."""
+    if lengths.shape != (links.num,) or not np.all(lengths > 0):
         raise TopofinderError("dual lengths must be positive, one per arc")
-    graph = arcs.matrix(lengths)
-    if red is not None and _invariant(lengths, red):
+    graph = links.matrix(lengths)
+    if red is not None and is_orbit_invariant(lengths, red):
         total = float(red.weight @ dijkstra(graph, directed=True, indices=red.reps).sum(axis=1))
     else:
-        block = max(1, DIST_BLOCK_CELLS // max(arcs.n, 1))
+        block = max(1, DIST_BLOCK_CELLS // max(links.n, 1))
         total = sum(float(dijkstra(graph, directed=True,
-                                   indices=np.arange(lo, min(arcs.n, lo + block))).sum())
-                    for lo in range(0, arcs.n, block))
-    return float(arcs.cap @ lengths / total)
+                                   indices=np.arange(lo, min(links.n, lo + block))).sum())
+                    for lo in range(0, links.n, block))
+    return float(links.cap @ lengths / total)
 
 
-def _invariant(lengths: np.ndarray, red: "_Reduction") -> bool:
-    """Every arc orbit of ``red`` carries a single length."""
+def is_orbit_invariant(lengths: np.ndarray, red: LinkOrbits) -> bool:
+    """Every link orbit of ``red`` carries a single length."""
     lo = np.full(red.orbit_size.size, np.inf)
     hi = np.full(red.orbit_size.size, -np.inf)
     np.minimum.at(lo, red.arc_orbit, lengths)
@@ -169,157 +143,16 @@ def _positive(lengths: np.ndarray) -> np.ndarray:
     return np.maximum(lengths, floor)
 
 
-# ---- automorphisms (symmetry reduction) --------------------------------------------------
-
-
-def _refine(colour: np.ndarray, tail: np.ndarray, head: np.ndarray, cap: np.ndarray,
-            rng_table: np.ndarray) -> np.ndarray:
-    """Colour refinement (1-WL) on a digraph with arc capacities until stable: a vertex's new
-    colour encodes its colour and the multisets of (capacity, colour) over its out- and
-    in-arcs (hashed with random 64-bit keys). Automorphisms preserve the final colouring."""
-    _, colour = np.unique(colour, return_inverse=True)
-    count = colour.max() + 1
-    n = colour.size
-    with np.errstate(over="ignore"):
-        capkey = cap.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
-        while True:
-            out = np.zeros(n, np.uint64)
-            inn = np.zeros(n, np.uint64)
-            np.add.at(out, tail, rng_table[0][colour[head]] * capkey)
-            np.add.at(inn, head, rng_table[1][colour[tail]] * capkey)
-            sig = np.stack([colour.astype(np.uint64), out, inn], axis=1)
-            _, new = np.unique(sig, axis=0, return_inverse=True)
-            new = new.reshape(-1)
-            if new.max() + 1 == count:
-                return colour
-            colour, count = new, new.max() + 1
-
-
-def _automorphism(arcs: _Arcs, src: int, dst: int, rng_table, budget: list[int]):
-    """An automorphism of the topology mapping ``src`` to ``dst`` (individualisation-refinement
-    on two copies of the graph with backtracking), or None if none is found within budget."""
-    n = arcs.n
-    tail = np.concatenate([arcs.tail, arcs.tail + n])
-    head = np.concatenate([arcs.head, arcs.head + n])
-    cap = np.concatenate([arcs.cap, arcs.cap]).astype(np.int64)
-    keys = np.sort(arcs.tail * n + arcs.head)
-    capsorted = arcs.cap[np.argsort(arcs.tail * n + arcs.head)]
-
-    def search(colour):
-        budget[0] -= 1
-        if budget[0] < 0:
-            return None
-        colour = _refine(colour, tail, head, cap, rng_table)
-        a, b = colour[:n], colour[n:]
-        ca = np.bincount(a, minlength=colour.max() + 1)
-        cb = np.bincount(b, minlength=colour.max() + 1)
-        if not np.array_equal(ca, cb):
-            return None
-        if ca.max() == 1:
-            perm = np.empty(n, np.int64)
-            perm[np.argsort(a)] = np.argsort(b)
-            k = perm[arcs.tail] * n + perm[arcs.head]
-            order = np.argsort(k)
-            ok = np.array_equal(k[order], keys) and np.array_equal(arcs.cap[order], capsorted)
-            return perm if ok else None
-        cell = int(np.flatnonzero(ca > 1)[np.argmin(ca[ca > 1])])
-        v = int(np.flatnonzero(a == cell)[0])
-        for w in np.flatnonzero(b == cell):
-            c = colour.copy()
-            c[v] = c[n + w] = colour.max() + 1
-            found = search(c)
-            if found is not None:
-                return found
-        return None
-
-    colour = np.zeros(2 * n, np.int64)
-    colour[src] = colour[n + dst] = 1
-    return search(colour)
-
-
-def find_automorphisms(topo: Topology, budget: int | None = None) -> list[np.ndarray]:
-    """Generators of the automorphism group of ``topo`` (node permutations p with (u, w) an
-    arc of capacity c iff (p[u], p[w]) is), exact from bliss (topofinder.scoring.symmetry). With a
-    ``budget`` instead: the package's own individualisation–refinement search limited to that
-    many search nodes (a subgroup; every generator verified)."""
-    return _find_automorphisms(_Arcs.of(topo), budget)
-
-
-def _find_automorphisms(arcs: _Arcs, budget: int | None = None) -> list[np.ndarray]:
-    if budget is None:
-        return list(automorphism_group(arcs.n, arcs.tail, arcs.head, arcs.cap).generators)
-    return _budgeted_automorphisms(arcs, budget)
-
-
-def _budgeted_automorphisms(arcs: _Arcs, budget: int) -> list[np.ndarray]:
-    n = arcs.n
-    rng = np.random.default_rng(12345)
-    table = rng.integers(1, 2**63, size=(2, 2 * n + 2), dtype=np.uint64) | np.uint64(1)
-    cls = _refine(np.zeros(n, np.int64), arcs.tail, arcs.head, arcs.cap.astype(np.int64),
-                  table)
-    gens: list[np.ndarray] = []
-    orbit = np.arange(n)
-    left = [budget]
-    for c in np.unique(cls):
-        members = np.flatnonzero(cls == c)
-        refused: set[tuple[int, int]] = set()
-        while left[0] > 0:
-            labels = np.unique(orbit[members])
-            if labels.size == 1:
-                break
-            rep = members[orbit[members] == labels[0]][0]
-            pending = [v for v in members if orbit[v] != orbit[rep]
-                       and (int(orbit[rep]), int(orbit[v])) not in refused]
-            if not pending:
-                break
-            v = pending[0]
-            g = _automorphism(arcs, int(rep), int(v), table, left)
-            if g is None:
-                refused.add((int(orbit[rep]), int(orbit[v])))
-                continue
-            gens.append(g)
-            orbit = orbits(n, gens)
-    return gens
-
-
 # ---- LP (3), optionally reduced by a group of automorphisms -------------------------------
 
-@dataclass(frozen=True)
-class _Reduction:
-    """LP (3) restricted to H-invariant flows for a group H of automorphisms: one flow per
-    vertex-orbit representative ``reps[i]`` (orbit size ``weight[i]``) and one capacity row per
-    arc orbit (label ``arc_orbit[e]``, size ``orbit_size``). H trivial gives LP (3) itself."""
-
-    reps: np.ndarray
-    weight: np.ndarray
-    arc_orbit: np.ndarray
-    orbit_size: np.ndarray
-    orbit_cap: np.ndarray
-
-    @classmethod
-    def of(cls, arcs: _Arcs, gens: list[np.ndarray]) -> "_Reduction":
-        n, m = arcs.n, arcs.num
-        gens = gens[:max(1, GENERATOR_CELLS // max(m, 1))]     # a subgroup: still exact
-        vorb = orbits(n, gens)
-        _, reps, weight = np.unique(vorb, return_index=True, return_counts=True)
-        arc_gens = [arcs.index(g[arcs.tail], g[arcs.head]) for g in gens]
-        aorb = orbits(m, arc_gens)
-        size = np.bincount(aorb)
-        return cls(reps, weight, aorb, size, np.bincount(aorb, weights=arcs.cap) / size)
-
-    @property
-    def num_variables(self) -> int:
-        return int(self.reps.size * self.arc_orbit.size)
-
-
-def _lp(arcs: _Arcs, red: _Reduction):
+def _lp(links: Links, red: LinkOrbits):
     """LP (3) in ≤/= form over y[i, e] and
     per-representative copies f_i of f tied by f_i = f_{i+1} (a single f column would make the
     interior-point normal equations dense). Rows: f_i + out_i(u) − in_i(u) ≤ 0 for u ≠ reps[i];
     for each arc orbit O, Σ_i weight_i/|O| · Σ_{e∈O} y[i, e] ≤ c_O (the load of every arc of O
     under H-averaging). Returns (c, A_ub, b_ub, A_eq, conservation row count, scatter) where
     ``scatter(x)`` gives the R×|E| flow matrix of a solution x."""
-    n, m, r = arcs.n, arcs.num, red.reps.size
+    n, m, r = links.n, links.num, red.reps.size
     i, e = np.divmod(np.arange(r * m), m)
     ny = i.size
     nv = ny + r
@@ -327,7 +160,7 @@ def _lp(arcs: _Arcs, red: _Reduction):
     own = red.reps[i]
     rows, cols, vals = [], [], []
     ncons = r * (n - 1)
-    for u, sign in ((arcs.tail[e], 1.0), (arcs.head[e], -1.0)):
+    for u, sign in ((links.tail[e], 1.0), (links.head[e], -1.0)):
         ok = u != own                   # row of (i, u), u ≠ reps[i], the source skipped
         rows.append((i * (n - 1) + u - (u > own))[ok]); cols.append(var[ok])
         vals.append(np.full(ok.sum(), sign))
@@ -354,14 +187,14 @@ def _lp(arcs: _Arcs, red: _Reduction):
     return c, a_ub, b_ub, a_eq, ncons, scatter
 
 
-def _certify(arcs: _Arcs, red: _Reduction, y: np.ndarray, cap_duals: np.ndarray):
+def certified_flow(links: Links, red: LinkOrbits, y: np.ndarray, cap_duals: np.ndarray):
     """(f, upper bound) from any solver output: f is what the flows y (R×|E|, ≥ 0) deliver
     (least net inflow at a non-source node, scaled down by the worst arc-orbit utilisation);
     the bound is :func:`dual_bound` at arc lengths λ_O/|O| from the orbit capacity duals."""
-    n, r = arcs.n, red.reps.size
+    n, r = links.n, red.reps.size
     net = np.zeros((r, n))
-    np.add.at(net.T, arcs.head, y.T)
-    np.subtract.at(net.T, arcs.tail, y.T)
+    np.add.at(net.T, links.head, y.T)
+    np.subtract.at(net.T, links.tail, y.T)
     net[np.arange(r), red.reps] = np.inf
     per_orbit = np.zeros((r, red.orbit_size.size))
     np.add.at(per_orbit.T, red.arc_orbit, y.T)
@@ -369,16 +202,16 @@ def _certify(arcs: _Arcs, red: _Reduction, y: np.ndarray, cap_duals: np.ndarray)
     util = float((load / red.orbit_cap).max())
     f = float(net.min()) / max(util, 1.0)
     lengths = _positive(np.maximum(cap_duals, 0.0)[red.arc_orbit] / red.orbit_size[red.arc_orbit])
-    return f, max(_dual_bound(arcs, lengths, red), f)
+    return f, max(links_dual_bound(links, lengths, red), f)
 
 
-def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str):
+def _solve_highs(links: Links, red: LinkOrbits, expr: str):
     """Interior point (HiGHS). Crossover to a vertex (exact duals) only up to CROSSOVER_MAX
     variables: beyond, it dominates the run time and is not needed since f is re-verified and
-    bounded by :func:`_certify` (gaps ~1e-7 instead of ~1e-12)."""
+    bounded by :func:`certified_flow` (gaps ~1e-7 instead of ~1e-12)."""
     from scipy.optimize import OptimizeWarning, linprog   # heavy; only the LP path needs it
 
-    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(arcs, red)
+    c, a_ub, b_ub, a_eq, ncons, scatter = _lp(links, red)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.zeros(a_eq.shape[0]),
@@ -386,7 +219,7 @@ def _solve_highs(arcs: _Arcs, red: _Reduction, expr: str):
                       options={"run_crossover": "on" if c.size <= CROSSOVER_MAX else "off"})
     if res.x is None:
         raise TopofinderError(f"{expr}: the all-to-all LP failed ({res.message})")
-    return _certify(arcs, red, scatter(res.x), -res.ineqlin.marginals[ncons:])
+    return certified_flow(links, red, scatter(res.x), -res.ineqlin.marginals[ncons:])
 
 
 # ---- public entry points -------------------------------------------------------------------
@@ -399,13 +232,12 @@ def concurrent_flow_exact(topo: Topology) -> AllToAllResult:
     ``f`` is re-verified from the solver's flows and ``upper_bound`` is :func:`dual_bound` at
     the capacity duals; ``exact`` when they agree to EXACT_RTOL.
     """
-    arcs = _check(topo)
-    f, ub = _solve_highs(arcs, _Reduction.of(arcs, []), topo.expr)
-    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "exact-lp", sources=arcs.n)
+    links = connected(topo)
+    f, ub = _solve_highs(links, flow_reduction(links, []), topo.expr)
+    return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "exact-lp", sources=links.n)
 
 
-def concurrent_flow_symmetric(topo: Topology, generators=None,
-                              budget: int | None = None) -> AllToAllResult:
+def concurrent_flow_symmetric(topo: Topology, generators=None) -> AllToAllResult:
     """LP (3) reduced by a group H of automorphisms (exact for any H ≤ Aut(G)).
 
     Theorem: f* equals the optimum of LP (3) restricted to H-invariant flows, and such flows are
@@ -419,34 +251,33 @@ def concurrent_flow_symmetric(topo: Topology, generators=None,
     (≥) Given y_r, set y_{s,e} = (1/|H_r|) Σ_{h: h r = s} y_{r, h⁻¹e}: a flow from s delivering f
     to every other node, with the same arc loads. □
     For vertex-transitive G with H transitive this is one source's flow: |E| variables.
-    ``generators``: automorphisms generating H (default: the whole group,
-    :func:`find_automorphisms`).
+    ``generators``: automorphisms generating H (default: the whole group, from bliss).
     """
-    arcs = _check(topo)
-    gens = _find_automorphisms(arcs, budget) if generators is None else list(generators)
-    red = _Reduction.of(arcs, gens)
+    links = connected(topo)
+    gens = list(topology_group(topo).generators) if generators is None else list(generators)
+    red = flow_reduction(links, gens)
     if red.orbit_size.size == 1 and red.reps.size == 1:
-        return _arc_transitive(topo, arcs, red)
-    f, ub = _solve_highs(arcs, red, topo.expr)
+        return _arc_transitive(topo, links, red)
+    f, ub = _solve_highs(links, red, topo.expr)
     return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "symmetric-lp",
                           sources=int(red.reps.size))
 
 
-def _arc_transitive(topo: Topology, arcs: _Arcs, red: _Reduction) -> AllToAllResult:
+def _arc_transitive(topo: Topology, links: Links, red: LinkOrbits) -> AllToAllResult:
     """f* = Σ_e c_e / Σ_{s≠t} dist(s, t) exactly when the group is transitive on nodes and on
     arcs (one vertex orbit, one arc orbit; every arc then has the same capacity c).
     Proof. (≤) the hop-count bound, dual_bound at unit lengths. (≥) the reduced LP has one
     capacity row, (N/|E|)·Σ_e y_e ≤ c, and a shortest-path tree from the representative
     delivering 1 to every node uses Σ_e y_e = Σ_t dist(r, t) = Σ_{s≠t} dist / N; scaled by f it
     meets the row with equality at f = c·|E| / Σ_{s≠t} dist. □ No LP is solved."""
-    exact_value = Fraction(int(round(arcs.cap.sum())), topo.distance_sum)
+    exact_value = Fraction(int(round(links.cap.sum())), topo.distance_sum)
     f = float(exact_value)
     return AllToAllResult(f, f, True, "arc-transitive closed form", exact_value=exact_value,
                           sources=int(red.reps.size))
 
 
-def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0,
-                    budget: int | None = None) -> AllToAllResult:
+def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
+                    ) -> AllToAllResult:
     """Concurrent all-to-all flow to a certified relative gap ≤ ``tol``, by the cheapest method.
 
     Finds the automorphism group (bliss, milliseconds at N = 1024; a larger group means a
@@ -454,9 +285,9 @@ def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
     SMALL_LP_VARIABLES variables it is solved exactly (HiGHS), else bracketed by column
     generation (:func:`concurrent_flow_bracket`, at most ``time_limit`` s).
     """
-    arcs = _check(topo)
-    gens = _find_automorphisms(arcs, budget)
-    red = _Reduction.of(arcs, gens)
+    links = connected(topo)
+    gens = list(topology_group(topo).generators)
+    red = flow_reduction(links, gens)
     if red.num_variables <= SMALL_LP_VARIABLES:
         return concurrent_flow_symmetric(topo, generators=gens)
     return concurrent_flow_bracket(topo, gap=tol, time_limit=time_limit, generators=gens)
@@ -467,15 +298,16 @@ def concurrent_flow_bracket(topo: Topology, gap: float = 0.01, time_limit: float
     """Certified bracket f ≤ f* ≤ upper_bound with relative gap ≤ ``gap`` (or the best within
     ``time_limit`` s) by column generation on the orbit-reduced LP (3): shortest-path pricing
     per orbit representative, a small master LP, and the dual bound of :func:`dual_bound` at
-    every iterate (topofinder.scoring.flowbracket). ``f`` is re-verified from the returned flows."""
-    arcs = _check(topo)
-    gens = _find_automorphisms(arcs) if generators is None else list(generators)
-    red = _Reduction.of(arcs, gens)
-    b = _bracket(arcs, red, gap=gap, time_limit=time_limit, progress=progress)
-    f, _ = _certify(arcs, red, b.flows, np.ones(red.orbit_size.size))
+    every iterate (topofinder.scoring.alltoall.flowbracket). ``f`` is re-verified from the
+    returned flows."""
+    links = connected(topo)
+    gens = list(topology_group(topo).generators) if generators is None else list(generators)
+    red = flow_reduction(links, gens)
+    b = column_generation_bracket(links, red, gap=gap, time_limit=time_limit, progress=progress)
+    f, _ = certified_flow(links, red, b.flows, np.ones(red.orbit_size.size))
     # re-proved from the lengths: over orbit representatives when they are invariant under the
     # group (checked), else over all N sources
-    ub = _dual_bound(arcs, b.lengths, red)
+    ub = links_dual_bound(links, b.lengths, red)
     return AllToAllResult(min(f, ub), ub, (ub - f) <= EXACT_RTOL * ub, "column-generation",
                           sources=int(red.reps.size))
 
@@ -508,21 +340,21 @@ def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str
         raise TopofinderError(f"all-to-all mode {mode!r}: use one of {', '.join(ALLTOALL_MODES)}")
     if not 0 < gap < 1:
         raise TopofinderError(f"all-to-all gap must lie in (0, 1), got {gap}")
-    arcs = _check(topo)
+    links = connected(topo)
     n, d = topo.n, topo.degree
     gens = list(topology_group(topo).generators)
-    red = _Reduction.of(arcs, gens)
+    red = flow_reduction(links, gens)
     f = None
-    upper = float(arcs.cap.sum()) / float(topo.distance_sum)
+    upper = float(links.cap.sum()) / float(topo.distance_sum)
     method = "hop-count bound"
     exact = False
     small = red.num_variables <= (SMALL_LP_VARIABLES if max_variables is None else max_variables)
-    cells = red.reps.size * arcs.num
+    cells = red.reps.size * links.num
     if mode == "bracket" and not small and cells > BRACKET_MAX_CELLS:
-        method = (f"hop-count bound (no bracket: {red.reps.size} vertex orbits x {arcs.num} "
+        method = (f"hop-count bound (no bracket: {red.reps.size} vertex orbits x {links.num} "
                   f"arcs = {cells:.1e} cells per iteration exceeds {BRACKET_MAX_CELLS:.0e})")
     elif red.reps.size == 1 and red.orbit_size.size == 1 and mode != "bound":
-        res = _arc_transitive(topo, arcs, red)
+        res = _arc_transitive(topo, links, red)
         f, upper, method, exact = res.f, res.upper_bound, res.method, True
     elif mode == "exact" or (mode == "bracket" and small):
         res = concurrent_flow_symmetric(topo, generators=gens)

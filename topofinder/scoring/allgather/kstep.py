@@ -22,15 +22,14 @@ graph* has nodes (v, t), t = 0..k, hold arcs (v, t−1)→(v, t) of unbounded ca
   steps), so the routed τ is an upper bound, not the optimum. The mix is rounded to integer
   chunks (shard split into P chunks) and copied to every source by the group.
 
-Group: generators of Aut(G) from BLISS (python-igraph, optional extra ``symmetry``), else from
-the colour-refinement search of topofinder.scoring.alltoall; each verified on the arcs with their
-capacities (any verified subset gives an exact reduction; a smaller group only costs time).
+Group: generators of Aut(G) from bliss (topofinder.scoring.symmetry); each verified on the arcs
+with their capacities (any verified subset gives an exact reduction; a smaller group only costs time).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
 
@@ -40,7 +39,8 @@ import scipy.sparse as sp
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
-from topofinder.scoring.symmetry import orbits, topology_group
+from topofinder.scoring.links import connected_links
+from topofinder.scoring.symmetry import LinkOrbits, topology_group
 
 #: Largest group enumerated element by element (|Γ|·N integers); beyond it a source's
 #: arborescences are copied by one coset representative each (loads then need not be the
@@ -51,132 +51,18 @@ MAX_CHUNKS = 1024
 
 
 # ---- symmetry -------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Symmetry:
-    """A group Γ of automorphisms of a topology's links, with its orbits.
-
-    ``lu, lw, lcap``: the merged links (self-loops dropped), L of them. ``generators``: verified
-    automorphisms (permutations of 0..N−1). ``vertex_orbit[v]``/``arc_orbit[e]``: orbit ids;
-    ``reps``: one vertex per orbit; ``elements``: all of Γ as a (|Γ|, N) array when small
-    enough, else None.
-    """
-
-    n: int
-    lu: np.ndarray
-    lw: np.ndarray
-    lcap: np.ndarray
-    generators: tuple
-    vertex_orbit: np.ndarray
-    reps: np.ndarray
-    arc_orbit: np.ndarray
-    elements: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def num_arc_orbits(self) -> int:
-        return int(self.arc_orbit.max()) + 1 if self.arc_orbit.size else 0
-
-    def orbit_size(self, r: int) -> int:
-        return int(np.count_nonzero(self.vertex_orbit == self.vertex_orbit[r]))
-
-    def arc_orbit_sizes(self) -> np.ndarray:
-        return np.bincount(self.arc_orbit, minlength=self.num_arc_orbits)
-
-    def load_weights(self) -> np.ndarray:
-        """(R, orbits): |V_r| / |O| — the load on a link of orbit O per unit of rep r's use
-        summed over O, after averaging over Γ."""
-        sizes = self.arc_orbit_sizes()
-        return np.array([[self.orbit_size(r) / s for s in sizes] for r in self.reps])
-
-    def mappers(self, r: int) -> list[np.ndarray]:
-        """Group elements carrying rep r to each vertex of its orbit: with Γ enumerated, all of
-        them (|Γ_r| per vertex, so averaging is exact); else one per vertex (Schreier tree)."""
-        if self.elements is not None:
-            return list(self.elements)
-        n = self.n
-        reach = {r: np.arange(n)}
-        frontier = [r]
-        while frontier:
-            nxt = []
-            for v in frontier:
-                for g in self.generators:
-                    w = int(g[v])
-                    if w not in reach:
-                        reach[w] = g[reach[v]]
-                        nxt.append(w)
-            frontier = nxt
-        return list(reach.values())
+def symmetry(topo: Topology, use_group: bool = True) -> LinkOrbits:
+    """The automorphism group's orbits on nodes and links (topofinder.scoring.symmetry), its
+    elements listed when at most MAX_GROUP_CELLS/N (``use_group``=False: the trivial group)."""
+    links = connected_links(topo, "no allgather exists")
+    gens = topology_group(topo).generators if use_group else ()
+    return LinkOrbits.of(links, gens, max_elements=max(1, MAX_GROUP_CELLS // topo.n))
 
 
-def _link_keys(sym_n: int, u, w) -> np.ndarray:
-    return np.asarray(u, np.int64) * sym_n + np.asarray(w, np.int64)
-
-
-def _links(topo: Topology):
-    coo = topo.link_matrix.tocoo()
-    order = np.lexsort((coo.col, coo.row))
-    return (coo.row[order].astype(np.int64), coo.col[order].astype(np.int64),
-            coo.data[order].astype(np.int64))
-
-
-def symmetry(topo: Topology, use_group: bool = True) -> Symmetry:
-    """The automorphism group's orbits (``use_group``=False: the trivial group)."""
-    if not topo.strongly_connected:
-        raise TopofinderError(f"{topo.expr} is not strongly connected: no allgather exists")
-    n = topo.n
-    lu, lw, lcap = _links(topo)
-    keys = _link_keys(n, lu, lw)              # sorted (lexsort by row, col)
-    gens = []
-    if use_group:
-        for p in topology_group(topo).generators:
-            if p.shape != (n,) or not np.array_equal(np.sort(p), np.arange(n)):
-                continue
-            img = _link_keys(n, p[lu], p[lw])
-            idx = np.searchsorted(keys, img)
-            idx = np.minimum(idx, keys.size - 1)
-            if np.array_equal(keys[idx], img) and np.array_equal(lcap[idx], lcap):
-                gens.append(p)
-    vertex_orbit = _orbits(n, [g for g in gens])
-    arc_perms = []
-    for p in gens:
-        arc_perms.append(np.searchsorted(keys, _link_keys(n, p[lu], p[lw])))
-    arc_orbit = _orbits(keys.size, arc_perms)
-    reps = np.array([int(np.flatnonzero(vertex_orbit == o)[0])
-                     for o in range(int(vertex_orbit.max()) + 1)], np.int64)
-    return Symmetry(n, lu, lw, lcap, tuple(gens), vertex_orbit, reps, arc_orbit,
-                    _enumerate(n, gens))
-
-
-def _orbits(size: int, perms) -> np.ndarray:
-    """Orbit labels numbered by first occurrence, so orbit 0 holds point 0."""
-    if not perms:
-        return np.arange(size, dtype=np.int64)
-    labels = orbits(size, list(perms))
-    # relabel by first occurrence so orbit 0 holds vertex 0
-    _, first = np.unique(labels, return_index=True)
-    order = np.argsort(first)
-    remap = np.empty_like(order)
-    remap[order] = np.arange(order.size)
-    return remap[labels].astype(np.int64)
-
-
-def _enumerate(n: int, gens) -> np.ndarray | None:
-    """All elements of ⟨gens⟩ by closure, or None beyond MAX_GROUP_CELLS."""
-    ident = np.arange(n, dtype=np.int64)
-    seen = {ident.tobytes(): ident}
-    frontier = [ident]
-    while frontier:
-        nxt = []
-        for h in frontier:
-            for g in gens:
-                e = g[h]
-                key = e.tobytes()
-                if key not in seen:
-                    seen[key] = e
-                    nxt.append(e)
-                    if len(seen) * n > MAX_GROUP_CELLS:
-                        return None
-        frontier = nxt
-    return np.array(list(seen.values()), np.int64)
+def _load_weights(sym: LinkOrbits) -> np.ndarray:
+    """(R, link orbits): |V_r| / |O| — the load on a link of orbit O per unit of rep r's use
+    summed over O, after averaging over the group."""
+    return sym.weight[:, None] / sym.orbit_size[None, :]
 
 
 # ---- the time-expanded lower bound -------------------------------------------------------------
@@ -207,20 +93,19 @@ def _check_k(topo: Topology, k: int) -> None:
 
 
 def lower_bound(topo: Topology, k: int, use_group: bool = True,
-                sym: Symmetry | None = None) -> KStepBound:
+                sym: LinkOrbits | None = None) -> KStepBound:
     """Least τ over k-step allgather schedules, network-coding relaxation (module doc): a
     lower bound on the replayed τ of every k-step schedule, explicit per-destination flows,
     solved with HiGHS."""
     _check_k(topo, k)
     start = time.perf_counter()
     sym = sym if sym is not None else symmetry(topo, use_group)
-    n, L = topo.n, sym.lu.size
-    lu, lw = sym.lu, sym.lw
+    n, L = topo.n, sym.links.num
+    lu, lw = sym.links.tail, sym.links.head
     R = sym.reps.size
     n_orb = sym.num_arc_orbits
-    weights = sym.load_weights()                       # (R, orbits)
-    cap_orb = np.zeros(n_orb)
-    cap_orb[sym.arc_orbit] = sym.lcap
+    weights = _load_weights(sym)                       # (R, orbits)
+    cap_orb = sym.orbit_cap
     # variable layout: y (k) | x[r, t, a] (R·k·L) | per (r, v): f[t, a] (k·L), h[t, w] (k·N)
     nx_ = R * k * L
     per = k * L + k * n
@@ -301,12 +186,12 @@ class KStepRouted:
     seconds: float
 
 
-def _sp_tree(sym: Symmetry, r: int, k: int, cost: np.ndarray) -> np.ndarray:
+def _sp_tree(sym: LinkOrbits, r: int, k: int, cost: np.ndarray) -> np.ndarray:
     """Cheapest-path tree from (r, 0) to every (v, k) in the time-expanded graph (hold arcs
     free; ``cost[t, a]`` for link a at step t+1): the union of the back-pointer paths, as
     (step index 0..k−1, link) rows. Nodes may receive twice when their own cheapest paths
     disagree; the union is still a valid broadcast."""
-    n, lu, lw = sym.n, sym.lu, sym.lw
+    n, lu, lw = sym.n, sym.links.tail, sym.links.head
     dist = np.full(n, np.inf)
     dist[r] = 0.0
     bps = []
@@ -348,10 +233,10 @@ def _sp_tree(sym: Symmetry, r: int, k: int, cost: np.ndarray) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros((0, 2), np.int64)
 
 
-def _tree_terms(sym: Symmetry, r: int, cost: np.ndarray, arrive: np.ndarray):
+def _tree_terms(sym: LinkOrbits, r: int, cost: np.ndarray, arrive: np.ndarray):
     """For arrival steps ``arrive``: per node the cheapest valid parent link (a(u) < a(v)),
     its cost and the second cheapest cost (inf where none)."""
-    n, lu, lw = sym.n, sym.lu, sym.lw
+    n, lu, lw = sym.n, sym.links.tail, sym.links.head
     k = cost.shape[0]
     lc = np.where(arrive[lu] < arrive[lw],
                   cost[np.clip(arrive[lw] - 1, 0, k - 1), np.arange(lu.size)], np.inf)
@@ -366,14 +251,14 @@ def _tree_terms(sym: Symmetry, r: int, cost: np.ndarray, arrive: np.ndarray):
     return lc, best_link, best, second
 
 
-def _arrival_search(sym: Symmetry, r: int, k: int, cost: np.ndarray, arrive: np.ndarray,
+def _arrival_search(sym: LinkOrbits, r: int, k: int, cost: np.ndarray, arrive: np.ndarray,
                     rounds: int = 40) -> np.ndarray | None:
     """Local search over arrival steps: node v receives once, at step a(v), from its cheapest
     in-neighbour u with a(u) < a(v). Every node's best single move is evaluated at once
     (numpy); the improving moves of a conflict-free set (no two movers adjacent or sharing an
     out-neighbour) are applied; repeated until none improves. Returns the tree as (step index,
     link) rows, None if ``arrive`` is infeasible."""
-    n, lu, lw = sym.n, sym.lu, sym.lw
+    n, lu, lw = sym.n, sym.links.tail, sym.links.head
     arrive = arrive.astype(np.int64).copy()
     arrive[r] = 0
     links = np.arange(lu.size)
@@ -424,18 +309,18 @@ def _arrival_search(sym: Symmetry, r: int, k: int, cost: np.ndarray, arrive: np.
     return np.stack([arrive[keep] - 1, best_link[keep]], axis=1)
 
 
-def _arrivals(sym: Symmetry, r: int, tree: np.ndarray) -> np.ndarray | None:
+def _arrivals(sym: LinkOrbits, r: int, tree: np.ndarray) -> np.ndarray | None:
     """Arrival steps of a tree in which every node receives once; None otherwise."""
     arrive = np.full(sym.n, -1, np.int64)
     arrive[r] = 0
-    w = sym.lw[tree[:, 1]]
+    w = sym.links.head[tree[:, 1]]
     if np.unique(w).size != w.size:
         return None
     arrive[w] = tree[:, 0] + 1
     return arrive
 
 
-def _column(sym: Symmetry, tree: np.ndarray, n_orb: int) -> np.ndarray:
+def _column(sym: LinkOrbits, tree: np.ndarray, n_orb: int) -> np.ndarray:
     return np.bincount(tree[:, 0] * n_orb + sym.arc_orbit[tree[:, 1]],
                        minlength=0).astype(float)
 
@@ -477,7 +362,7 @@ def _round(lams: np.ndarray, m: int) -> np.ndarray:
 
 
 def routed_schedule(topo: Topology, k: int, use_group: bool = True,
-                    sym: Symmetry | None = None, max_rounds: int = 60,
+                    sym: LinkOrbits | None = None, max_rounds: int = 60,
                     local_search: bool = True,
                     max_chunks: int = MAX_CHUNKS, progress=None) -> KStepRouted:
     """A replay-valid k-step allgather built from timed arborescences (module doc): exact
@@ -485,11 +370,10 @@ def routed_schedule(topo: Topology, k: int, use_group: bool = True,
     _check_k(topo, k)
     start = time.perf_counter()
     sym = sym if sym is not None else symmetry(topo, use_group)
-    n, L = topo.n, sym.lu.size
+    n, L = topo.n, sym.links.num
     R, n_orb = sym.reps.size, sym.num_arc_orbits
-    weights = sym.load_weights()
-    cap_orb = np.zeros(n_orb)
-    cap_orb[sym.arc_orbit] = sym.lcap
+    weights = _load_weights(sym)
+    cap_orb = sym.orbit_cap
     trees, cols, owners = [], [], []
     keys = set()
 
@@ -556,9 +440,8 @@ def _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks) -
     """The m ≤ max_chunks/mult whose rounded mix has the least Γ-averaged Σ_t max load
     (exact when Γ is enumerated; the choice only, the replay decides τ)."""
     n_orb = sym.num_arc_orbits
-    sizes = sym.arc_orbit_sizes()
-    cap_orb = np.zeros(n_orb)
-    cap_orb[sym.arc_orbit] = sym.lcap
+    sizes = sym.orbit_size
+    cap_orb = sym.orbit_cap
     counts = np.array([np.bincount(t[:, 0] * n_orb + sym.arc_orbit[t[:, 1]],
                                    minlength=k * n_orb) for t in trees], float)
     best, best_m = np.inf, 1
@@ -570,7 +453,7 @@ def _best_multiplier(sym, k, trees, owners, lam, per_source, mult, max_chunks) -
             mine = mines[ri]
             w = _round(np.array([lam[j] for j in mine]), m)
             # every chunk of every source: |V_r| sources spread over the orbit's |O| links
-            load += (w @ counts[mine]) * sym.orbit_size(int(r)) / np.tile(sizes, k)
+            load += (w @ counts[mine]) * sym.vertex_orbit_size(int(r)) / np.tile(sizes, k)
         val = (load.reshape(k, n_orb) / cap_orb).max(axis=1).sum() / m
         if val < best - 1e-12:
             best, best_m = val, m
@@ -584,10 +467,9 @@ def _exact_mix(cols, owners, R, k, n_orb, sym, res) -> list[Fraction] | None:
     m = len(cols)
     x = res.x
     support = [j for j in range(m) if x[j] > 1e-9]
-    sizes = sym.arc_orbit_sizes()
-    cap_orb = np.zeros(n_orb, np.int64)
-    cap_orb[sym.arc_orbit] = sym.lcap
-    wts = [[Fraction(sym.orbit_size(int(r)), int(sizes[o])) for o in range(n_orb)]
+    sizes = sym.orbit_size
+    cap_orb = sym.orbit_cap.astype(np.int64)                  # equal integers per orbit
+    wts = [[Fraction(sym.vertex_orbit_size(int(r)), int(sizes[o])) for o in range(n_orb)]
            for r in sym.reps]
     nv = len(support) + k
     if nv > 400:
@@ -659,13 +541,12 @@ def _averaged_value(sym, k, counts, owners, w, m) -> float:
     """Σ_t max_O load/cap per chunk-unit of the integer mix w (m units per source),
     averaged over Γ — exact when Γ is enumerated."""
     n_orb = sym.num_arc_orbits
-    sizes = np.tile(sym.arc_orbit_sizes(), k)
-    cap_orb = np.zeros(n_orb)
-    cap_orb[sym.arc_orbit] = sym.lcap
+    sizes = np.tile(sym.orbit_size, k)
+    cap_orb = sym.orbit_cap
     load = np.zeros(k * n_orb)
     for ri, r in enumerate(sym.reps):
         mine = [j for j, o in enumerate(owners) if o == ri]
-        load += (w[mine] @ counts[mine]) * sym.orbit_size(int(r)) / sizes
+        load += (w[mine] @ counts[mine]) * sym.vertex_orbit_size(int(r)) / sizes
     return float((load.reshape(k, n_orb) / cap_orb).max(axis=1).sum()) / m
 
 
@@ -678,9 +559,8 @@ def _integer_mix(sym, k, trees, owners, m, node_limit=5000):
     nt = len(trees)
     counts = np.array([np.bincount(t[:, 0] * n_orb + sym.arc_orbit[t[:, 1]],
                                    minlength=k * n_orb) for t in trees], float)
-    weights = sym.load_weights()
-    cap_orb = np.zeros(n_orb)
-    cap_orb[sym.arc_orbit] = sym.lcap
+    weights = _load_weights(sym)
+    cap_orb = sym.orbit_cap
     own = np.asarray(owners)
     a = np.zeros((k * n_orb + R, nt + k))
     a[:k * n_orb, :nt] = (counts * weights[own][:, np.tile(np.arange(n_orb), k)]).T
@@ -704,7 +584,7 @@ def _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam=None) -> Step
     mapper_sets = [sym.mappers(int(r)) for r in sym.reps]
     per_source = []            # mappers per source vertex of each rep's orbit
     for ri, r in enumerate(sym.reps):
-        per_source.append(len(mapper_sets[ri]) // sym.orbit_size(int(r)))
+        per_source.append(len(mapper_sets[ri]) // sym.vertex_orbit_size(int(r)))
     mult = lcm(*per_source)
     den = lcm(*[f.denominator for f in exact_lam]) if exact_lam else None
     if den is not None and den * mult <= max_chunks:
@@ -745,7 +625,7 @@ def _build(topo, sym, k, trees, owners, lam, max_chunks, exact_lam=None) -> Step
             tree = trees[j]
             size = int(wt) * unit
             tt = tree[:, 0] + 1
-            u, v = sym.lu[tree[:, 1]], sym.lw[tree[:, 1]]
+            u, v = sym.links.tail[tree[:, 1]], sym.links.head[tree[:, 1]]
             for g, s in zip(maps, src_of):
                 lo = lo_at.get(s, 0)
                 lo_at[s] = lo + size

@@ -14,7 +14,8 @@ eligible slots lie in W are L ∖ ⋃_{j∉W} A_j with L = ⋃_j A_j, so
 Union sizes of all 2^k slot sets are popcounts of bit rows, summed over owner blocks, so the
 memory is O(N·2^k·T_L) counters plus one block of reach rows, and U_t is exact (integer
 counts, maxima checked by cross-multiplication). Practical for k ≤ MAX_SLOTS distinct
-in-neighbours; topofinder.scoring.bfb uses it for topologies without a single-node shortcut.
+in-neighbours; topofinder.scoring.allgather.bfb uses it for topologies without a single-node
+shortcut.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def step_loads(n: int, slots: np.ndarray, caps: np.ndarray,
     """(T_L, (U_1, …, U_{T_L}), U_pipe, hist) exactly, streaming over owner blocks; ``slots`` and
     ``caps`` as topofinder.model.reach.in_slots gives them. U_pipe = max_u U_u^pipe, the Hall
     ratio of all of u's shards at once (counts summed over t): the least max load per unit
-    capacity of a BFB routing whose steps overlap (see topofinder.scoring.bfb); hist[t] = ordered
-    pairs at distance t (Σ_u |⋃_j A_j(u)|, as Topology.distance_histogram). TopofinderError
+    capacity of a BFB routing whose steps overlap (see topofinder.scoring.allgather.bfb);
+    hist[t] = ordered pairs at distance t (Σ_u |⋃_j A_j(u)|, as Topology.distance_histogram). TopofinderError
     if some owner never reaches some node. ``progress(done, total)`` hears of every block."""
     k = slots.shape[1]
     if k > MAX_SLOTS:

@@ -2,8 +2,8 @@
 generation on the orbit-reduced LP, with a proved upper bound at every iteration.
 
 Dantzig–Wolfe form of LP (3) restricted to H-invariant flows (H a group of automorphisms;
-topofinder.scoring.alltoall proves the restriction exact). A column is one single-source flow of
-representative r that delivers 1 unit to every other node; the master LP mixes columns:
+topofinder.scoring.alltoall.concurrent_flow proves the restriction exact). A column is one
+single-source flow of representative r that delivers 1 unit to every other node; the master LP mixes columns:
 
     max f   s.t.  Σ_j λ_{r,j} ≥ f                                      (every representative r)
                   Σ_{r,j} λ_{r,j}·(w_r/|O|)·Σ_{e∈O} y_{r,j}(e) ≤ c_O     (every arc orbit O)
@@ -33,6 +33,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 from scipy.sparse.linalg import spsolve_triangular
+
+from topofinder.scoring.links import Links
+from topofinder.scoring.symmetry import LinkOrbits
 
 
 @dataclass
@@ -90,32 +93,32 @@ def _by_distance(dist: np.ndarray, descending: bool) -> np.ndarray:
     return (np.argsort(key, axis=1, kind="stable") + (np.arange(r) * n)[:, None]).ravel()
 
 
-def _split_flows(arcs, reps: np.ndarray, lengths: np.ndarray):
+def split_flows(links: Links, reps: np.ndarray, lengths: np.ndarray):
     """Shortest-path distances from each representative (R×N) and, per representative, the
     single-source flow (R×|E|) that sends 1 unit to every other node along shortest paths,
     each node passing its inflow on in equal parts over its tight in-arcs."""
-    n, r = arcs.n, reps.size
-    dist = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
-    d_head = dist[:, arcs.head]
-    slack = dist[:, arcs.tail] + lengths - d_head                        # ≥ 0 up to rounding
-    tight = (slack <= 1e-9 * np.maximum(d_head, lengths)) & (arcs.head != reps[:, None])
+    n, r = links.n, reps.size
+    dist = dijkstra(links.matrix(lengths), directed=True, indices=reps)
+    d_head = dist[:, links.head]
+    slack = dist[:, links.tail] + lengths - d_head                        # ≥ 0 up to rounding
+    tight = (slack <= 1e-9 * np.maximum(d_head, lengths)) & (links.head != reps[:, None])
     ri, e = np.nonzero(tight)
-    cols = ri * n + arcs.head[e]
+    cols = ri * n + links.head[e]
     indeg = np.bincount(cols, minlength=r * n).astype(float)
     # x = b + P x with P[(r, tail), (r, head)] = 1/indeg[r, head]: x[r, v] = inflow of v; a
     # tight arc's head lies strictly farther from r than its tail (lengths > 0)
-    rows = ri * n + arcs.tail[e]
+    rows = ri * n + links.tail[e]
     share = 1.0 / indeg[cols]
     b = np.ones(r * n)
     b[np.arange(r) * n + reps] = 0.0
     x = _solve_along(_by_distance(dist, descending=True), rows, cols, share, b)
-    flow = np.zeros((r, arcs.num))
+    flow = np.zeros((r, links.num))
     flow[ri, e] = x[cols] * share
     return dist, flow
 
 
-def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: float):
-    """The entropy-smoothed counterpart of :func:`_split_flows`: (dist R×N, soft R×N, flows R×|E|).
+def softmin_flows(links: Links, reps: np.ndarray, lengths: np.ndarray, temperature: float):
+    """The entropy-smoothed counterpart of :func:`split_flows`: (dist R×N, soft R×N, flows R×|E|).
 
     Over the paths P_r(t) of r's distance DAG (arcs whose head lies strictly farther from r
     than their tail; it holds every shortest path), soft[r, t] = −T·log Σ_{p∈P_r(t)}
@@ -125,12 +128,12 @@ def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: flo
     to the shortest path, exp(−slack/T), so nothing underflows however small T is; a path sum
     beyond float64 (some 10³⁰⁸ near-shortest paths) raises FloatingPointError.
     """
-    n, r = arcs.n, reps.size
-    dist = dijkstra(arcs.matrix(lengths), directed=True, indices=reps)
-    d_tail, d_head = dist[:, arcs.tail], dist[:, arcs.head]
+    n, r = links.n, reps.size
+    dist = dijkstra(links.matrix(lengths), directed=True, indices=reps)
+    d_tail, d_head = dist[:, links.tail], dist[:, links.head]
     ri, e = np.nonzero(d_tail < d_head)
     weight = np.exp(-(d_tail[ri, e] + lengths[e] - d_head[ri, e]) / temperature)
-    head, tail = ri * n + arcs.head[e], ri * n + arcs.tail[e]
+    head, tail = ri * n + links.head[e], ri * n + links.tail[e]
     start = np.zeros(r * n)
     start[np.arange(r) * n + reps] = 1.0
     # z[v] = Σ_p exp(−(len p − dist v)/T) ≥ 1 over paths from r: forward, nearest first
@@ -142,7 +145,7 @@ def _softmin_flows(arcs, reps: np.ndarray, lengths: np.ndarray, temperature: flo
     # its own unit plus what it passes on: backward, farthest first
     share = z[tail] * weight / z[head]
     x = _solve_along(_by_distance(dist, descending=True), tail, head, share, 1.0 - start)
-    flow = np.zeros((r, arcs.num))
+    flow = np.zeros((r, links.num))
     flow[ri, e] = x[head] * share
     return dist, soft, flow
 
@@ -152,7 +155,7 @@ class _Master:
     ``prune`` of the largest) in the last solution is dropped once it is ``keep`` batches
     old, which keeps the LP small without losing the current solution."""
 
-    def __init__(self, red, keep: int = 3, prune: float = 1e-6):
+    def __init__(self, red: LinkOrbits, keep: int = 3, prune: float = 1e-6):
         self.red = red
         self.k = red.orbit_size.size
         self.r = red.reps.size
@@ -218,7 +221,7 @@ class _Stalled(Exception):
 
 @dataclass
 class _Smoothed:
-    """What a phase of :func:`_smoothed_ascent` found: the lowest true dual bound ``upper`` at
+    """What a phase of :func:`smoothed_ascent` found: the lowest true dual bound ``upper`` at
     ``lengths`` (|E|) with that point's Boltzmann flows ``columns`` (R×|E|), and the best
     routing among the Boltzmann flows it evaluated, ``flows`` (R×|E|, scaled to deliver
     ``lower`` to every other node within the capacities)."""
@@ -230,13 +233,13 @@ class _Smoothed:
     flows: np.ndarray | None = None
 
 
-def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float],
+def smoothed_ascent(links: Links, red: LinkOrbits, lengths: np.ndarray, bounds: tuple[float, float],
                      temperature: float, gap: float, evaluations: int, deadline: float,
                      window: int = 5, stall: float = 1e-5, report=None) -> _Smoothed:
     """One phase of L-BFGS-B on the entropy-smoothed dual, from ``lengths``, keeping the best
     bounds it meets below/above ``bounds`` = (lower, upper).
 
-    Maximises Σ_r w_r Σ_t soft_T(r, t) (:func:`_softmin_flows`) over H-invariant lengths
+    Maximises Σ_r w_r Σ_t soft_T(r, t) (:func:`softmin_flows`) over H-invariant lengths
     l = ℓ/(c·ℓ), one ℓ ≥ 10⁻³ per arc orbit; T = ``temperature``/Σ_e c_e (a fraction of the
     mean length). The smoothed function is concave with the Boltzmann loads as gradient, so
     quasi-Newton steps move all lengths at once where supergradient steps on the
@@ -252,14 +255,14 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
     from scipy.optimize import minimize      # heavy; loaded on first use
     k = red.orbit_size.size
     orbit_cap = red.orbit_cap * red.orbit_size             # Σ_{e∈O} c_e
-    cold = temperature / float(arcs.cap.sum())
+    cold = temperature / float(links.cap.sum())
     best = _Smoothed(bounds[1], lower=bounds[0])
     history = []
 
     def objective(ell):
         scale = float(orbit_cap @ ell)
         l = ell[red.arc_orbit] / scale
-        dist, soft, flows = _softmin_flows(arcs, red.reps, l, cold)
+        dist, soft, flows = softmin_flows(links, red.reps, l, cold)
         upper = 1.0 / float(red.weight @ dist.sum(axis=1))            # c·l = 1
         load = red.weight @ flows
         per_arc = np.bincount(red.arc_orbit, weights=load, minlength=k)
@@ -289,16 +292,98 @@ def _smoothed_ascent(arcs, red, lengths: np.ndarray, bounds: tuple[float, float]
     return best
 
 
-def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 500,
-                            time_limit: float = 600.0, temperature: float = 0.05,
-                            cooling: float = 0.5, phase: int = 100, progress=None) -> Bracket:
+class _BracketSearch:
+    """The state of :func:`column_generation_bracket`: the master LP over the columns so far, the
+    best lengths ``best_l`` with their dual bound ``upper`` and shortest-path flows, and the
+    best routing ``solution`` with the value ``lower`` it certifiably delivers."""
+
+    def __init__(self, links: Links, red: LinkOrbits):
+        self.links, self.red = links, red
+        self.master = _Master(red)
+        self.size_of_arc = red.orbit_size[red.arc_orbit].astype(float)
+        self.best_l = self.normalise(np.ones(links.num))
+        self.upper, self.best_flows = self.evaluate(self.best_l)
+        self.lower, self.solution = 0.0, None
+
+    def normalise(self, lengths: np.ndarray) -> np.ndarray:
+        """Lengths scaled to c·l = 1."""
+        return lengths / float(self.links.cap @ lengths)
+
+    def evaluate(self, lengths: np.ndarray):
+        """(the dual bound c·l / Σ_r w_r Σ_t dist_l(r, t), the shortest-path split flows)."""
+        dist, flows = split_flows(self.links, self.red.reps, lengths)
+        return float(self.links.cap @ lengths) / float(self.red.weight @ dist.sum(axis=1)), flows
+
+    def closed(self, gap: float) -> bool:
+        return self.upper - self.lower <= gap * self.upper
+
+    def smoothed_phase(self, temperature: float, gap: float, evaluations: int,
+                       deadline: float, report) -> bool:
+        """Step (1): a phase of :func:`smoothed_ascent` from the best lengths; its best routing
+        and bound are kept and its Boltzmann flows become columns. Whether the bound moved."""
+        found = smoothed_ascent(self.links, self.red, self.best_l, (self.lower, self.upper),
+                                temperature, gap, evaluations, deadline, report=report)
+        if found.flows is not None:
+            self.lower, self.solution = found.lower, found.flows
+        if found.lengths is None:
+            return False
+        self.upper, self.best_l = found.upper, found.lengths
+        _, self.best_flows = split_flows(self.links, self.red.reps, self.best_l)
+        self.master.add(found.columns)
+        return True
+
+    def certify(self, total: np.ndarray) -> float:
+        """What the flows ``total`` (R×|E|) deliver: the least net inflow at a non-source node,
+        scaled down by the worst link-orbit utilisation (w_r/|O| Σ_{e∈O} y_r(e) summed over r)."""
+        red = self.red
+        net = np.zeros((red.reps.size, self.links.n))
+        np.add.at(net.T, self.links.head, total.T)
+        np.subtract.at(net.T, self.links.tail, total.T)
+        net[np.arange(red.reps.size), red.reps] = np.inf
+        load = red.weight @ (total @ self.master.to_orbits)
+        return float(net.min()) / max(float((load / red.orbit_cap).max()), 1.0)
+
+    def solve_master(self) -> np.ndarray:
+        """Step (2): re-solve the master LP (the lower bound); its capacity duals μ."""
+        total, mu = self.master.solve()
+        f = self.certify(total)
+        if f > self.lower:
+            self.lower, self.solution = f, total
+        return mu
+
+    def price(self, mu: np.ndarray) -> None:
+        """Step (3): new columns at the master's duals and at the best point of the line from
+        them to the best lengths, whose bound replaces the best if lower."""
+        dual_l = mu[self.red.arc_orbit] / self.size_of_arc
+        if float(self.links.cap @ dual_l) <= 0:
+            return
+        dual_l = self.normalise(np.maximum(dual_l, 1e-12 * dual_l.max()))
+        line = None
+        for a in (0.0, 0.3, 0.5, 0.7, 0.85, 0.95):
+            point = dual_l if a == 0.0 else self.normalise(a * self.best_l + (1 - a) * dual_l)
+            ub, flows = self.evaluate(point)
+            if a == 0.0:
+                self.master.add(flows)
+            if line is None or ub < line[0]:
+                line = (ub, point, flows)
+        if line[1] is not dual_l:
+            self.master.add(line[2])
+        if line[0] < self.upper:
+            self.upper, self.best_l, self.best_flows = line
+
+
+def column_generation_bracket(links: Links, red: LinkOrbits, gap: float = 0.01,
+                              max_iterations: int = 500, time_limit: float = 600.0,
+                              temperature: float = 0.05, cooling: float = 0.5, phase: int = 100,
+                              progress=None) -> Bracket:
     """Certified lower and upper bounds on f* with (upper − lower)/upper ≤ ``gap`` (or the best
-    reached within ``max_iterations`` / ``time_limit`` seconds). ``arcs``/``red``: the collapsed
-    arcs and the orbit reduction of topofinder.scoring.alltoall. ``progress(iteration, lower, upper)``
-    is called after every iteration and every smoothed-dual evaluation.
+    reached within ``max_iterations`` / ``time_limit`` seconds). ``links``/``red``: the merged
+    links and their orbit reduction (topofinder.scoring.links, topofinder.scoring.symmetry).
+    ``progress(iteration, lower, upper)`` is called after every iteration and every
+    smoothed-dual evaluation.
 
     Each iteration after the first (1) runs a phase of at most ``phase`` evaluations of
-    :func:`_smoothed_ascent` from the best lengths, at a temperature starting at
+    :func:`smoothed_ascent` from the best lengths, at a temperature starting at
     ``temperature`` and multiplied by ``cooling`` after each phase (a smaller T biases the
     smoothed optimum less, a larger one is easier to climb); its Boltzmann routing may already
     close the gap (L^2(Diamond^2): no master beyond the first); (2) adds the shortest-path and
@@ -308,79 +393,29 @@ def concurrent_flow_bracket(arcs, red, gap: float = 0.01, max_iterations: int = 
     steps took 11 (37 s -> 13 s).
     """
     start = time.perf_counter()
-    cap = arcs.cap
-    size_of_arc = red.orbit_size[red.arc_orbit].astype(float)
-    master = _Master(red)
-
-    def normalise(l):
-        return l / float(cap @ l)
-
-    def certify(total):
-        # what the flows deliver: least net inflow at a non-source node, scaled down by the
-        # worst arc-orbit utilisation (w_r/|O| Σ_{e∈O} y_r(e) summed over r)
-        net = np.zeros((red.reps.size, arcs.n))
-        np.add.at(net.T, arcs.head, total.T)
-        np.subtract.at(net.T, arcs.tail, total.T)
-        net[np.arange(red.reps.size), red.reps] = np.inf
-        load = red.weight @ (total @ master.to_orbits)
-        return float(net.min()) / max(float((load / red.orbit_cap).max()), 1.0)
-
-    def evaluate(lengths):
-        dist, flows = _split_flows(arcs, red.reps, lengths)
-        return float(cap @ lengths) / float(red.weight @ dist.sum(axis=1)), flows
-
-    best_l = normalise(np.ones(arcs.num))
-    upper, best_flows = evaluate(best_l)
-    solution, lower, it = None, 0.0, 0
+    search = _BracketSearch(links, red)
+    it = 0
     while True:
         it += 1
         improved = False
         if it > 1:
             report = None if progress is None else partial(progress, it)
-            found = _smoothed_ascent(arcs, red, best_l, (lower, upper), temperature, gap,
-                                     phase, start + time_limit, report=report)
+            improved = search.smoothed_phase(temperature, gap, phase, start + time_limit, report)
             temperature *= cooling
-            if found.flows is not None:
-                lower, solution = found.lower, found.flows
-            if found.lengths is not None:
-                upper, best_l = found.upper, found.lengths
-                _, best_flows = _split_flows(arcs, red.reps, best_l)
-                master.add(found.columns)
-                improved = True
-            if upper - lower <= gap * upper:           # the Boltzmann routing sufficed
+            if search.closed(gap):                      # the Boltzmann routing sufficed
                 if progress is not None:
-                    progress(it, lower, upper)
+                    progress(it, search.lower, search.upper)
                 break
         if it == 1 or improved:
-            master.add(best_flows)
+            search.master.add(search.best_flows)
         # the master every iteration: once the lower bound settles, its duals are still where
         # the upper bound improves most
-        total, mu = master.solve()
-        f = certify(total)
-        if f > lower:
-            lower, solution = f, total
+        mu = search.solve_master()
         if progress is not None:
-            progress(it, lower, upper)
-        if upper - lower <= gap * upper or it >= max_iterations \
+            progress(it, search.lower, search.upper)
+        if search.closed(gap) or it >= max_iterations \
                 or time.perf_counter() - start > time_limit:
             break
-        dual_l = mu[red.arc_orbit] / size_of_arc
-        if float(cap @ dual_l) <= 0:
-            continue
-        dual_l = normalise(np.maximum(dual_l, 1e-12 * dual_l.max()))
-        # line search for the bound between the best lengths and the master's duals; new
-        # columns come from the duals themselves (pricing) and from the best point of the line
-        line = None
-        for a in (0.0, 0.3, 0.5, 0.7, 0.85, 0.95):
-            point = dual_l if a == 0.0 else normalise(a * best_l + (1 - a) * dual_l)
-            ub, flows = evaluate(point)
-            if a == 0.0:
-                master.add(flows)
-            if line is None or ub < line[0]:
-                line = (ub, point, flows)
-        if line[1] is not dual_l:
-            master.add(line[2])
-        if line[0] < upper:
-            upper, best_l, best_flows = line
-    return Bracket(lower, max(upper, lower), it, master.columns,
-                   time.perf_counter() - start, solution, best_l)
+        search.price(mu)
+    return Bracket(search.lower, max(search.upper, search.lower), it, search.master.columns,
+                   time.perf_counter() - start, search.solution, search.best_l)
