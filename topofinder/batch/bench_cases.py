@@ -313,28 +313,35 @@ case("search --n 1024 --d 4 --size 64MB --alltoall-share 0.3, cold cache (subpro
     _search_cli(_fresh_cache_dir, "--size", "64MB", "--alltoall-share", "0.3"))
 
 
+def _in_fresh_process(code: str, label: str, max_gb: float) -> list[str]:
+    """Run ``code`` (with ``tf`` = topofinder; it sets ``bad``, a list of strings) in a fresh
+    process with a fresh cache; AssertionError when the process (or a worker it started)
+    peaked above ``max_gb`` GiB resident. Returns ``bad``."""
+    import subprocess
+    import sys
+
+    # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
+    # keeps the parent's high-water mark (the bench process itself, GBs after the
+    # all-to-all cases); workers it starts from RUSAGE_CHILDREN
+    script = ("import re, resource, topofinder as tf\n" + code +
+              "status = open('/proc/self/status').read()\n"
+              "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+              "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+              "print(peak * 1024, *bad)\n")
+    env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    peak = int(out[0]) / 2**30
+    if peak > max_gb:
+        raise AssertionError(f"{label}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+    return out[1:]
+
+
 def _score_at_scale(expr: str, max_gb: float):
     """`score EXPR` in a fresh process with the default settings, failing the case when the
     process (or a worker it started) peaked above ``max_gb`` GB resident."""
     def run(_):
-        import subprocess
-        import sys
-
-        # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
-        # keeps the parent's high-water mark (the bench process itself, GBs after the
-        # all-to-all cases); workers it starts from RUSAGE_CHILDREN
-        script = ("import re, resource, topofinder as tf\n"
-                  f"tf.score({expr!r})\n"
-                  "status = open('/proc/self/status').read()\n"
-                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
-                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-                  "print(peak * 1024)\n")
-        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
-        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        peak = int(out.split()[-1]) / 2**30
-        if peak > max_gb:
-            raise AssertionError(f"score {expr}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+        _in_fresh_process(f"tf.score({expr!r})\nbad = []\n", f"score {expr}", max_gb)
     return run
 
 
@@ -348,31 +355,18 @@ case("score Pi(4,100000) (not vertex-transitive; <= 4 GiB)", 300.0, group="scale
      repeat=1)(_score_at_scale("Pi(4,100000)", 4.0))
 
 
-def _search_at_scale(n: int, d: int, max_gb: float, baselines: bool = True):
-    """`search --n N --d D` (baselines as by default) in a fresh process with a fresh cache,
-    failing the case when it peaked above ``max_gb`` GiB resident (own or a worker's) or left
-    a frontier point or a baseline unverified (issue 31's acceptance)."""
+def _search_at_scale(n: int, d: int, max_gb: float):
+    """`search --n N --d D` (baselines included, as by default) in a fresh process with a
+    fresh cache, failing the case when it peaked above ``max_gb`` GiB resident or left a
+    frontier point or a baseline unverified (issue 31's acceptance)."""
     def run(_):
-        import subprocess
-        import sys
-
-        script = ("import re, resource, topofinder as tf\n"
-                  f"r = tf.search({n}, {d}, baselines={baselines})\n"
-                  "bad = [p.expr for p in r.frontier if not p.verified]\n"
-                  "bad += [b['expr'] for b in r.baselines or () if b['expr'] and "
-                  "not b['verified']]\n"
-                  "status = open('/proc/self/status').read()\n"
-                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
-                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-                  "print(peak * 1024, *bad)\n")
-        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
-        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                             capture_output=True, text=True).stdout.split()
-        peak = int(out[0]) / 2**30
-        if peak > max_gb:
-            raise AssertionError(f"search {n} {d}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
-        if out[1:]:
-            raise AssertionError(f"search {n} {d}: not verified: {', '.join(out[1:])}")
+        bad = _in_fresh_process(
+            f"r = tf.search({n}, {d}, baselines=True)\n"
+            "bad = [p.expr for p in r.frontier if not p.verified]\n"
+            "bad += [b['expr'] for b in r.baselines if b['expr'] and not b['verified']]\n",
+            f"search {n} {d}", max_gb)
+        if bad:
+            raise AssertionError(f"search {n} {d}: not verified: {', '.join(bad)}")
     return run
 
 
