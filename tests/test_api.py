@@ -4,7 +4,9 @@ records for pandas, and the JSON Schemas shipped in the package checked against 
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
+import pkgutil
 import re
 from fractions import Fraction
 from importlib.resources import files
@@ -27,9 +29,15 @@ def _schema(name: str) -> dict:
 
 
 def test_api_doctests():
+    attempted = 0
+    for info in pkgutil.iter_modules(topofinder.api.__path__, "topofinder.api."):
+        result = doctest.testmod(importlib.import_module(info.name),
+                                 optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, info.name
+        attempted += result.attempted
     for module in (topofinder, topofinder.api):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.failed == 0 and result.attempted >= (0 if module is topofinder else 8)
+        assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
+    assert attempted >= 12
 
 
 def _python_blocks(text: str) -> list[str]:

@@ -20,6 +20,11 @@ PACKAGE = ROOT / "topofinder"
 #: Bottom to top. A module may import from its own layer and the layers below it.
 LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
           "workload", "export", "execute", "batch", "api", "cli"]
+#: All a command-line module may import from the project outside topofinder.cli: the API is
+#: the one front door (docs/model.md "Layers"); no other public module is needed.
+CLI_IMPORTS = {"topofinder.api", "topofinder.errors"}
+#: Longest command-line module, in lines.
+CLI_MAX_LINES = 300
 
 
 def _modules() -> dict[str, Path]:
@@ -100,6 +105,37 @@ def test_no_project_import_inside_a_function():
     assert not nested, "function-level project imports:\n" + "\n".join(nested)
 
 
+def _around_the_api(graph: nx.DiGraph) -> list[str]:
+    """Imports by topofinder.cli modules (and ``python -m topofinder``) of project modules
+    other than their own package and :data:`CLI_IMPORTS`."""
+    cli = [m for m in graph if m.startswith("topofinder.cli") or m == "topofinder.__main__"]
+    return [f"{a} -> {b} (line {graph.edges[a, b]['line']})" for a in cli for b in graph[a]
+            if not b.startswith("topofinder.cli") and b not in CLI_IMPORTS]
+
+
+def test_the_command_line_goes_through_the_api_only():
+    graph, _ = _graph()
+    assert graph.has_edge("topofinder.cli.main", "topofinder.api")
+    assert not _around_the_api(graph), "cli imports around the API:\n" + "\n".join(
+        _around_the_api(graph))
+
+
+def test_the_api_check_sees_a_planted_import():
+    graph = nx.DiGraph()
+    graph.add_edge("topofinder.cli.score", "topofinder.api", line=3)
+    graph.add_edge("topofinder.cli.score", "topofinder.cli.common", line=4)
+    assert not _around_the_api(graph)
+    graph.add_edge("topofinder.cli.score", "topofinder.finder.describe", line=5)
+    assert _around_the_api(graph) == ["topofinder.cli.score -> topofinder.finder.describe "
+                                      "(line 5)"]
+
+
+def test_command_line_modules_are_short():
+    long = {p.name: n for p in (PACKAGE / "cli").glob("*.py")
+            if (n := len(p.read_text().splitlines())) > CLI_MAX_LINES}
+    assert not long, long
+
+
 def test_the_checker_sees_a_planted_cycle(tmp_path):
     """The graph builder is not vacuous: a function-level import that closes a cycle is seen."""
     pkg = tmp_path / "topofinder"
@@ -134,7 +170,8 @@ def test_packaging_lists_every_package_and_ships_the_data():
 
 
 @pytest.mark.parametrize("command", ["", "search", "score", "export", "bench", "catalog",
-                                     "sweep", "catalog list", "catalog build", "check"])
+                                     "sweep", "catalog list", "catalog build",
+                                     "catalog affine", "check", "run"])
 def test_help_is_self_contained(command, capsys):
     """No help text sends the reader to a section of a document that is not there."""
     with pytest.raises(SystemExit) as done:

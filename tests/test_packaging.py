@@ -1,11 +1,16 @@
 """A non-editable install works from anywhere: `pip install .` into a fresh virtual environment
 (its dependencies taken from this interpreter's site-packages), then from another directory the
-catalog is there and `score` and `search` give what the source tree gives."""
+catalog is there and `score` and `search` give what the source tree gives.
+
+The fresh environment sees this interpreter's site directories through a ``.pth`` file rather
+than ``venv --system-site-packages``: run from inside a virtual environment, that option gives
+the *base* interpreter's packages, not the environment's (where the dependencies are)."""
 
 from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("wheel")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
+    _see_our_packages(py)
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
                    check=True, capture_output=True)
     work = base / "elsewhere"
@@ -41,6 +46,22 @@ def installed(tmp_path_factory):
                            cwd=work, env=env, capture_output=True, text=True, check=True)
     assert str(venv) in where.stdout, f"not the installed copy: {where.stdout}"
     return run
+
+
+def _site_dirs() -> list[str]:
+    """The site directories this interpreter imports its dependencies from."""
+    dirs = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE
+                                     else [])
+    return [d for d in dirs if os.path.isdir(d)]
+
+
+def _see_our_packages(py: Path) -> None:
+    """Append this interpreter's site directories to the venv's path (after its own
+    site-packages, so the copy installed there wins; their .pth files, such as an editable
+    install's, are not run)."""
+    own = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    Path(own, "outer-site.pth").write_text("".join(f"{d}\n" for d in _site_dirs()))
 
 
 def _local(capsys, *args: str) -> str:

@@ -19,17 +19,24 @@ from topofinder.model.topology import Topology
 
 __version__ = "0.2.0"
 
-_API = ("load", "score", "schedule", "load_schedule", "relabel", "search", "export_topology",
-        "export_schedule",
-        "export_patch_panel", "records", "SearchResult", "Workload", "StepSchedule",
-        "TreeSchedule", "AllToAllSchedule")
+#: Everything :mod:`topofinder.api` exports besides the two names above (its ``__all__``).
+API_NAMES = ("Source", "load", "score", "schedule", "load_schedule", "relabel", "mapping", "search",
+             "export_topology", "export_ranks", "export_schedule", "export_schedule_of",
+             "export_patch_panel", "diff_patch_panel", "cross_connects", "export_cross_connects",
+             "check_schedule", "catalog_list", "catalog_build", "catalog_affine", "sweep", "bench",
+             "run_schedule", "add_run_arguments", "plot", "records", "network_workload",
+             "stop_workers", "is_quiet_rank", "SearchResult", "Hierarchy", "CrossConnects",
+             "SweepResult", "Workload", "MoEWorkload", "load_moe", "StepSchedule", "TreeSchedule",
+             "AllToAllSchedule", "FC_TIME_LIMIT", "DEFAULT_INTRA", "SCHEDULE_FORMATS",
+             "CATALOG_PRESETS", "AFFINE_TRIES", "AFFINE_SEED", "MAX_BENCH_REPEAT",
+             "RUN_DESCRIPTION")
 
-__all__ = ["Topology", "TopofinderError", "__version__", *_API]
+__all__ = ["Topology", "TopofinderError", "__version__", *API_NAMES]
 
 
 def __getattr__(name: str):
     """PEP 562: the API functions come from topofinder.api on first access."""
-    if name in _API:
+    if name in API_NAMES:
         value = getattr(import_module("topofinder.api"), name)
         globals()[name] = value
         return value
@@ -37,4 +44,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+    return sorted(set(globals()) | set(API_NAMES))

@@ -1,0 +1,108 @@
+"""Cabling: the patch-panel plan of a topology, the fibres to move from an old plan (with
+the node relabelling that keeps the most fibres), the cross-connects of a fixed layout, and
+the check that a schedule only sends on cabled fibres (docs/cli.md, export and check)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from topofinder.api.topology import Source, load
+from topofinder.errors import TopofinderError
+from topofinder.export.check import CheckReport, apply_diff, check, read_sends
+from topofinder.export.patch_panel import (
+    PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan,
+)
+from topofinder.export.physical import (
+    Configuration, Layout, configure, connect_changes, make_layout, write_changes,
+)
+
+Plan = str | os.PathLike | PatchPlan
+
+
+def _plan(plan: Plan) -> PatchPlan:
+    return plan if isinstance(plan, PatchPlan) else read_plan(plan)
+
+
+def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 1008, *,
+                       undirected: bool | None = None) -> PatchPlan:
+    """The patch-panel cabling plan of a topology (write it with ``.write_csv(path)``):
+    ``cabling`` simplex fibres, duplex cables, or auto (duplex when bidirectional);
+    ``panel_size`` ports per panel, two per connection."""
+    return plan_patch_panel(load(source, undirected), cabling, panel_size)
+
+
+def diff_patch_panel(old: Plan, source: Source, cabling: str = "auto", panel_size: int = 1008,
+                     *, method: str = "exact", undirected: bool | None = None) -> PlanDiff:
+    """The fibres to move from the plan ``old`` (CSV path or PatchPlan) to a topology, its
+    nodes relabelled to keep fibres (``method`` exact: an isomorphism when there is one,
+    else a QAP search; heuristic: iterated linear assignment only). ``.write_csv`` writes the
+    remove/add rows, ``.write_mapping`` the relabelling :func:`relabel` reads; ``.moves``,
+    ``.isomorphic`` (None: undecided, install pynauty) and ``.method`` summarise it."""
+    return diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+
+
+@dataclass(frozen=True)
+class CrossConnects:
+    """A fixed layout (which node port end and trunk end sits on which panel port) and the
+    cross-connects on it: of the plan (``configuration``), or after a diff the cords to
+    unplug (``removed``) and plug (``added``) to go from the old plan to the new one."""
+
+    layout: Layout
+    configuration: Configuration
+    removed: list | None = None
+    added: list | None = None
+
+    def write_csv(self, out) -> None:
+        """The configuration CSV, or after a diff ``action,`` + the cross-connect columns."""
+        if self.removed is None:
+            self.configuration.write_csv(out)
+        else:
+            write_changes(self.removed, self.added, out)
+
+
+def cross_connects(plan: PatchPlan | PlanDiff, panel_size: int = 1008,
+                   trunks: int | None = None, degree: int = 0) -> CrossConnects:
+    """The cross-connects of ``plan`` (or of a diff's old and new plans, fibres kept on their
+    trunks) on the smallest fixed layout for both: ``trunks`` fibres per ordered panel pair
+    (default: the fewest the plans need); the layout gives every node max(``degree``, the
+    highest port the plans use + 1) ports."""
+    if trunks is not None and trunks < 0:
+        raise TopofinderError("cross-connects: --trunks must be >= 0")
+    plans = [plan.old, plan.new] if isinstance(plan, PlanDiff) else [plan]
+    if isinstance(plan, PlanDiff) and plan.topology is not None:
+        degree = max(degree, plan.topology.degree)
+    d = max([degree] + [int(p.rows[:, [3, 5]].max()) + 1 for p in plans if p.num_rows])
+    layout = make_layout(plans[0].n, d, panel_size, plans, trunks)
+    first = configure(layout, plans[0])
+    if len(plans) == 1:
+        return CrossConnects(layout, first)
+    removed, added = connect_changes(first, configure(layout, plans[1], previous=first))
+    return CrossConnects(layout, first, removed, added)
+
+
+def export_cross_connects(source: Source, panel_size: int = 1008, trunks: int | None = None,
+                          *, cabling: str = "auto", old: Plan | None = None,
+                          method: str = "exact", undirected: bool | None = None
+                          ) -> tuple[CrossConnects, PlanDiff | None]:
+    """`export --what cross-connects`: the topology's plan (or, with ``old``, its diff from
+    the old plan, as :func:`diff_patch_panel`) on a fixed layout (:func:`cross_connects`,
+    nodes of at least the topology's degree ports). Returns the cross-connects and the diff."""
+    topo = load(source, undirected)
+    if old is None:
+        return cross_connects(plan_patch_panel(topo, cabling, panel_size), panel_size, trunks,
+                              topo.degree), None
+    diff = diff_plans(_plan(old), topo, cabling, panel_size, method=method)
+    return cross_connects(diff, panel_size, trunks, topo.degree), diff
+
+
+def check_schedule(plan: Plan, schedule: str | os.PathLike,
+                   diff: str | os.PathLike | None = None) -> CheckReport:
+    """Check that every send u → w of a schedule file (step or tree JSON, MSCCL XML, .npz)
+    rides a fibre the plan cables from u to w, k fibres for a k-fold multi-arc; ``diff``: a
+    diff CSV applied to the plan first. Raises TopofinderError at the first offending send;
+    the report counts ``sends``, node ``pairs`` and ``fibres`` directions (and a ``note``)."""
+    patch = _plan(plan)
+    if diff is not None:
+        patch = apply_diff(patch, diff)
+    return check(patch, read_sends(schedule))

@@ -1,0 +1,78 @@
+"""What every command shares: the one-line-error parser, the topology-file options, strict
+JSON, aligned tables and the stderr progress lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from topofinder import api
+from topofinder.errors import TopofinderError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of usage dumps."""
+
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        raise TopofinderError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def add_undirected(p) -> None:
+    p.add_argument("--undirected", action="store_const", const=True, default=None,
+                   help="topology file: every line/edge is one undirected cable (two arcs), "
+                        "as networkx.write_edgelist writes")
+    p.add_argument("--directed", dest="undirected", action="store_const", const=False,
+                   help="topology file: read every line/edge as one arc even when the file "
+                        "looks like one line per cable")
+
+
+def source(args):
+    """EXPR as given, or the topology read from a file with --undirected/--directed."""
+    if args.undirected is None:
+        return args.expr
+    return api.load(args.expr, undirected=args.undirected)
+
+
+def json_text(doc) -> str:
+    """Strict JSON (no NaN or Infinity, which JSON parsers other than Python's refuse)."""
+    try:
+        return json.dumps(doc, indent=2, allow_nan=False)
+    except ValueError:
+        raise TopofinderError("the result holds a number that is not finite; check the "
+                              "sizes, latency and bandwidth given") from None
+
+
+def table(rows) -> list[str]:
+    """Rows of strings as left-aligned columns two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr is not None and sys.stderr.isatty()
+
+
+def bracket_progress():
+    """A stderr line following the all-to-all bracket: iteration, [lower, upper], gap, time."""
+    start = time.perf_counter()
+
+    def show(iteration, lower, upper):
+        print(f"\rall-to-all bracket: iteration {iteration}, [{lower:.4e}, {upper:.4e}], gap "
+              f"{(upper - lower) / upper:.2%}, {time.perf_counter() - start:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
+def stage_progress():
+    """A stderr line for a long scoring stage: items done, elapsed time and an ETA."""
+    start: dict[str, float] = {}
+
+    def show(stage, done, total):
+        began = start.setdefault(stage, time.perf_counter())
+        spent = time.perf_counter() - began
+        eta = spent / done * (total - done) if done else float("nan")
+        print(f"\r\033[Kscore: {stage} {done}/{total}, {spent:.0f} s, ETA {eta:.0f} s",
+              end="", file=sys.stderr, flush=True)
+    return show

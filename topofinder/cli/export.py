@@ -1,0 +1,78 @@
+"""`topofinder export EXPR --what ...`: a topology file, a rank file, a schedule
+(:mod:`topofinder.cli.export_schedule`) or a patch-panel plan, diff or cross-connects
+(:mod:`topofinder.cli.export_cabling`)."""
+
+from __future__ import annotations
+
+import json
+
+from topofinder import api
+from topofinder.cli import export_cabling, export_schedule
+from topofinder.cli.common import add_undirected
+from topofinder.errors import TopofinderError
+
+
+def add(sub) -> None:
+    p = sub.add_parser("export", help="write a topology, schedule or patch-panel plan",
+                       description="Export a topology (edge list, JSON, GraphML), a schedule "
+                                   "or a patch-panel cabling plan.")
+    p.add_argument("expr", metavar="EXPR",
+                   help="topology expression or file path (with --pick: a search --json file)")
+    p.add_argument("--pick", type=int, default=None, metavar="I",
+                   help="EXPR is a 'search --json' result: export its frontier point I")
+    p.add_argument("--what", choices=["topology", "schedule", "patch-panel", "ranks",
+                                      "cross-connects"],
+                   default="topology",
+                   help="what to export (default: topology); ranks: which host runs which "
+                        "rank (node names from the topology file); cross-connects: the "
+                        "panel-port cross-connects of a fixed node-port-to-panel layout")
+    p.add_argument("--format", default=None,
+                   help="topology: edgelist (default), json (node-link), graphml; "
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
+    export_schedule.add_options(p)
+    export_cabling.add_options(p)
+    p.add_argument("--relabel", default=None, metavar="MAP.csv",
+                   help="topology, schedule, ranks: rename nodes by a diff's mapping, so the "
+                        "export uses the numbering of the cables after the diff")
+    add_undirected(p)
+    p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
+    p.set_defaults(run=run)
+
+
+def picked_expression(path: str, pick: int) -> str:
+    """The expression of frontier point ``pick`` of a `search --json` result file."""
+    not_a_result = f"export --pick: {path} is not a 'topofinder search --json' result"
+    try:
+        with open(path, encoding="utf-8") as f:
+            frontier = json.load(f)["frontier"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise TopofinderError(not_a_result) from None
+    if not isinstance(frontier, list) or not frontier:
+        raise TopofinderError(f"{not_a_result} (no frontier list)")
+    if not 0 <= pick < len(frontier):
+        raise TopofinderError(f"export --pick {pick}: {path} has frontier points "
+                              f"0..{len(frontier) - 1}")
+    point = frontier[pick]
+    if not isinstance(point, dict) or not isinstance(point.get("expr"), str):
+        raise TopofinderError(f"{not_a_result} (frontier point {pick} has no 'expr' string)")
+    return point["expr"]
+
+
+def run(args) -> int:
+    if args.pick is not None:
+        args.expr = picked_expression(args.expr, args.pick)
+    if args.relabel and args.what == "patch-panel":
+        raise TopofinderError("export: --relabel applies to topology, schedule and ranks; a "
+                              "diff's patch plan is already in the old plan's numbering")
+    if (args.mapping or args.diff_method != "exact") and not args.diff:
+        raise TopofinderError("export: --mapping and --diff-method need --diff OLD.csv")
+    renaming = api.mapping(args.relabel) if args.relabel else None
+    if args.what in ("patch-panel", "cross-connects"):
+        return export_cabling.run(args)
+    if args.what == "schedule":
+        return export_schedule.run(args, renaming)
+    write = api.export_ranks if args.what == "ranks" else api.export_topology
+    write(args.expr, args.format or ("csv" if args.what == "ranks" else "edgelist"),
+          args.output or "-", undirected=args.undirected, relabel=renaming)
+    return 0

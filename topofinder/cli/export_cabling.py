@@ -1,0 +1,87 @@
+"""`topofinder export EXPR --what patch-panel | cross-connects`: the cabling plan, or with
+--diff the fibres to move from an old plan and the relabelling that keeps the most."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from topofinder import api
+
+
+def add_options(p) -> None:
+    p.add_argument("--cabling", choices=["auto", "simplex", "duplex"], default="auto",
+                   help="patch-panel: simplex fibres, duplex cables, or auto (duplex when "
+                        "the topology is bidirectional)")
+    p.add_argument("--panel-size", type=int, default=1008, metavar="PORTS",
+                   help="patch-panel: ports per panel; each connection uses two (default 1008)")
+    p.add_argument("--trunks", type=int, default=None, metavar="T",
+                   help="cross-connects: trunk fibres per ordered pair of panels (default: "
+                        "the fewest the configurations need)")
+    p.add_argument("--layout", default=None, metavar="LAYOUT.csv",
+                   help="cross-connects: also write the fixed layout (which node port end "
+                        "and trunk end sits on which panel port)")
+    p.add_argument("--diff", default=None, metavar="OLD.csv",
+                   help="patch-panel: list the fibres to move from the plan OLD.csv to this "
+                        "topology (nodes relabelled to keep fibres: an exact isomorphism "
+                        "when there is one, else a QAP search), as action,... CSV rows")
+    p.add_argument("--mapping", default=None, metavar="MAP.csv",
+                   help="with --diff: write the relabelling (node,node_label,physical_node,"
+                        "physical_label) here (default with -o OUT.csv: OUT-mapping.csv)")
+    p.add_argument("--diff-method", choices=["exact", "heuristic"], default="exact",
+                   help="with --diff: exact (isomorphism test, then QAP search; default) or "
+                        "heuristic (iterated linear assignment only)")
+
+
+def run(args) -> int:
+    """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr); with
+    --what cross-connects the configuration (or its changes) on a fixed layout."""
+    target = args.output or sys.stdout
+    if args.what == "cross-connects":
+        cc, diff = api.export_cross_connects(
+            args.expr, args.panel_size, args.trunks, cabling=args.cabling, old=args.diff,
+            method=args.diff_method, undirected=args.undirected)
+        if diff is not None:
+            _report_diff(args, diff)
+        if args.layout:
+            cc.layout.write_csv(args.layout)
+        lay = cc.layout
+        summary = (f"layout: {lay.panels} panel(s) of {lay.panel_size} ports, "
+                   f"{lay.per_panel} nodes each, {sum(t for _, _, t in lay.trunks)} trunk "
+                   f"fibres, at most {lay.ports_used} ports used per panel")
+        if cc.removed is None:
+            print(f"cross-connects: {len(cc.configuration.connects)}; {summary}",
+                  file=sys.stderr)
+        else:
+            print(f"cross-connects: {len(cc.removed)} to remove, {len(cc.added)} to add; "
+                  f"{summary}", file=sys.stderr)
+        cc.write_csv(target)
+        return 0
+    if args.diff:
+        out = api.diff_patch_panel(args.diff, args.expr, args.cabling, args.panel_size,
+                                   method=args.diff_method, undirected=args.undirected)
+        _report_diff(args, out)
+    else:
+        out = api.export_patch_panel(args.expr, args.cabling, args.panel_size,
+                                     undirected=args.undirected)
+    out.write_csv(target)
+    return 0
+
+
+def _report_diff(args, diff) -> None:
+    """The diff's counts on stderr, and its relabelling written (to --mapping, or beside -o)."""
+    kept = diff.new.num_rows - diff.added.shape[0]
+    iso = {True: "isomorphic to the old cabling", False: "not isomorphic",
+           None: "isomorphism not decided (install pynauty)"}[diff.isomorphic]
+    print(f"patch-panel diff: {diff.moves} fibres to move ({diff.removed.shape[0]} "
+          f"unplugged, {diff.added.shape[0]} plugged, {kept} kept); {iso}; relabelling "
+          f"by {diff.method}", file=sys.stderr)
+    mapping = args.mapping
+    if mapping is None and args.output:
+        stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
+        mapping = stem + "-mapping.csv"
+    if mapping:
+        diff.write_mapping(mapping)
+        print(f"relabelling written to {mapping}; export the schedule as cabled after "
+              f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
+              f"--relabel {shlex.quote(mapping)}", file=sys.stderr)

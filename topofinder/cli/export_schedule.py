@@ -1,0 +1,72 @@
+"""`topofinder export EXPR --what schedule`: the replay-validated step, tree or all-to-all
+schedule as json, MSCCL XML or npz (:func:`topofinder.api.export_schedule_of`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from topofinder import api
+from topofinder.cli.common import source
+
+
+def add_options(p) -> None:
+    p.add_argument("--kind", choices=["steps", "trees"], default="steps",
+                   help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
+                        "schedule reaching T_B^FC, JSON)")
+    p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce",
+                                            "alltoall"],
+                   default="allgather",
+                   help="schedule: which collective (default allgather). Steps: reduce-scatter "
+                        "is an allgather run backwards, allreduce is reduce-scatter then "
+                        "allgather, alltoall is a k-step schedule of piece fractions from a "
+                        "time-expanded LP (json only; its bandwidth time, steps and the LP "
+                        "bound 1/f on stderr). Trees: out-trees, in-trees, or in-trees then "
+                        "out-trees, reported next to the allreduce tree optimum")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help="alltoall: exactly K steps (>= the diameter; fewer steps cost less "
+                        "latency, maybe more bandwidth time); default: the least bandwidth "
+                        "time over diameter..diameter+2 steps")
+    p.add_argument("--trees-per-root", type=int, default=None, metavar="K",
+                   help="trees: best schedule with exactly K trees per root (fixed-k)")
+    p.add_argument("--low-trees", action="store_true",
+                   help="trees: prefer low trees (heuristic)")
+    p.add_argument("--channels", type=int, default=1,
+                   help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
+    p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
+                   help="schedule xml: MSCCL protocol (default Simple)")
+    p.add_argument("--runtime", choices=["msccl-executor", "msccl"], default="msccl-executor",
+                   help="schedule xml: the MSCCL runtime that loads it (coll spelling, maxBytes "
+                        "rule, limits; default msccl-executor)")
+    p.add_argument("--max-steps", type=int, default=None, metavar="K",
+                   help="schedule xml: instructions per threadblock the runtime allows "
+                        "(MSCCL_MAX_NUM_STEPS; default 64 for msccl-executor, 256 for msccl)")
+    place = p.add_mutually_exclusive_group()
+    place.add_argument("--in-place", dest="inplace", action="store_true", default=False,
+                       help="schedule xml: the in-place variant (NCCL's in-place buffers)")
+    place.add_argument("--out-of-place", dest="inplace", action="store_false",
+                       help="schedule xml: the out-of-place variant (default)")
+    p.add_argument("--min-bytes", type=int, default=0, metavar="BYTES",
+                   help="schedule xml: smallest message size the runtime may pick it for")
+    p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
+                   help="schedule xml: largest message size it may be picked for "
+                        "(default unbounded)")
+
+
+def run(args, renaming=None) -> int:
+    """Build, rename and write the schedule; for all-to-all one stderr line compares its
+    bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
+    start = time.perf_counter()
+    xml = dict(channels=args.channels, protocol=args.protocol, runtime=args.runtime,
+               inplace=args.inplace, max_steps=args.max_steps, min_bytes=args.min_bytes,
+               max_bytes=args.max_bytes)
+    schedule, _ = api.export_schedule_of(
+        source(args), args.format or "json", args.output or "-", collective=args.collective,
+        kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
+        steps=args.steps, relabel=renaming, **xml)
+    if args.collective == "alltoall":
+        print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
+              f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
+              f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
+              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return 0

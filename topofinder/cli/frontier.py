@@ -1,0 +1,110 @@
+"""The `search` document as text: the frontier table with the recommendation marked, the
+MoE iteration split and the baselines' speedups."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from topofinder.cli.common import table
+
+
+def format_frontier(result: dict) -> str:
+    """The frontier as an aligned table with the recommendation marked."""
+    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", "allreduce",
+             "all-to-all", "schedule")]
+    for i, p in enumerate(result["frontier"]):
+        flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
+            "D" if p["bidirectional"] else "-")
+        fc = "" if p["tau_fc"] is None else f"{p['tau_fc']:.4f}"
+        rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
+                     f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
+                     _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+    if "hierarchy" in result:
+        rows[0] += ("GPU algbw",)
+        for i, p in enumerate(result["frontier"]):
+            mark = " <" if i == result["hierarchy"]["recommended"] else ""
+            rows[i + 1] += (f"{p['hier_algbw_GBps']:.2f} GB/s{mark}",)
+    lines = [f"N = {result['N']}, d = {result['d']}: {len(result['frontier'])} Pareto-efficient "
+             f"topologies (T_L in steps, tau and tau_fc in M/B)"]
+    if "hierarchy" in result:
+        h = result["hierarchy"]
+        lines.append(f"servers of {h['gpus_per_node']} GPUs, intra {h['intra']}: GPU algbw = "
+                     "ForestColl's allgather optimum M/T over all GPUs (< marks the best)")
+    lines += table(rows)
+    best = result["frontier"][result["recommended"]]
+    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    if not all(p["verified"] for p in result["frontier"]):
+        lines.append("note: schedules too large to replay in memory were not built; their T_L "
+                     "and tau are the exact BFB scores / theorem values (verified: false)")
+    lines.append(f"recommended (*): {best['expr']} — allreduce "
+                 f"{_us(best['allreduce_time_s'])} for the workload")
+    if "moe" in result:
+        lines += _format_iterations(result)
+    if result.get("baselines"):
+        lines += _format_baselines(result)
+    return "\n".join(lines)
+
+
+def _ms(x) -> str:
+    return "" if x is None else f"{x * 1e3:.2f} ms"
+
+
+def _us(x) -> str:
+    return "" if x is None else f"{x * 1e6:.1f} us"
+
+
+def _speed(x) -> str:
+    return "" if x is None else f"{x:.2f}x"
+
+
+def _split(it: dict) -> tuple[str, ...]:
+    return (_ms(it["compute_s"]), _ms(it["allreduce_unoverlapped_s"]), _ms(it["alltoall_s"]),
+            _ms(it["iteration_s"]))
+
+
+def _format_iterations(result: dict) -> list[str]:
+    """The MoE iteration split of every frontier point (paper 001 Fig. 9)."""
+    m = result["moe"]
+    rows = [("", "expression", "compute", "allreduce (unoverlapped)", "all-to-all",
+             "iteration")]
+    for i, p in enumerate(result["frontier"]):
+        rows.append(("*" if i == result["recommended"] else "", p["expr"])
+                    + _split(p["iteration"]))
+    for b in result.get("baselines", []):
+        if b.get("iteration"):
+            rows.append(("b", f"{b['name']}: {b['expr']}") + _split(b["iteration"]))
+    head = (f"MoE iteration ({m['file']}): {len(m['buckets_bytes'])} allreduce bucket(s)"
+            f"{' overlapping backward' if m['overlap'] else ''}, {m['alltoall_count']} "
+            f"all-to-all(s) of {m['alltoall_bytes'] / 2 ** 20:g} MB per node; "
+            "* recommended, b baseline")
+    it = result["frontier"][result["recommended"]]["iteration"]
+    tail = (f"recommended (*) for the MoE iteration: "
+            f"{result['frontier'][result['recommended']]['expr']} — {_ms(it['iteration_s'])} "
+            f"= compute {_ms(it['compute_s'])} + unoverlapped allreduce "
+            f"{_ms(it['allreduce_unoverlapped_s'])} + all-to-all {_ms(it['alltoall_s'])}")
+    return ["", head] + table(rows) + [tail]
+
+
+def _format_baselines(result: dict) -> list[str]:
+    """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
+    moe = "moe" in result
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", "allreduce", "all-to-all",
+             "speedup allreduce", "speedup all-to-all")
+            + (("speedup iteration",) if moe else ())]
+    notes = []
+    for b in result["baselines"]:
+        if b["expr"] is None:
+            notes.append(f"{b['name']}: {b['note']}")
+            continue
+        sp = b["speedup"]
+        rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
+                     b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
+                     _speed(sp["allreduce"]), _speed(sp["alltoall"]))
+                    + ((_speed(sp["objective"]),) if moe else ()))
+        if b["note"]:
+            notes.append(f"{b['name']}: {b['note']}")
+    lines = ["", "baselines at the same N and d (speedup = baseline time / recommended time; "
+                 "all-to-all at the baseline's upper f, so a lower bound)"]
+    if len(rows) > 1:
+        lines += table(rows)
+    return lines + notes

@@ -1,0 +1,54 @@
+"""`topofinder score EXPR`: every score of one topology (:func:`topofinder.api.score`)."""
+
+from __future__ import annotations
+
+import sys
+
+from topofinder import api
+from topofinder.cli.common import (
+    add_undirected, bracket_progress, json_text, source, stage_progress, stderr_is_tty,
+)
+
+
+def add(sub) -> None:
+    p = sub.add_parser("score", help="score one topology: N, d, diameter, T_L, tau, tau_fc, ...",
+                       description="""\
+        Score one topology given as an expression (e.g. 'L^3(C(16,{3,4}))', 'Pi(4,1024)',
+        'Torus(8,8)') or a topology file (edge list, node-link JSON, GraphML): N, degree d,
+        diameter; the optimal breadth-first-broadcast (BFB) allgather schedule's steps T_L and
+        bandwidth time tau in units of M/B (exact fractions in *_exact); the bounds (Moore
+        bound on steps, (N-1)/N on tau); tau_fc, the best tau any tree schedule reaches
+        (ForestColl); the all-to-all concurrent flow f per unit link capacity with its
+        certified upper bound; and, when the expression names a construction other than BFB
+        (line graph, catalog schedule, ...), that schedule's own T_L and tau.""")
+    p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
+    add_undirected(p)
+    p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",
+                   help="all-to-all concurrent flow: a certified bracket [alltoall_f, "
+                        "alltoall_f_upper] of relative gap <= --alltoall-gap (default), the "
+                        "exact LP optimum, or only the hop-count and Moore bounds")
+    p.add_argument("--alltoall-gap", type=float, default=0.01, metavar="G",
+                   help="largest relative gap of the all-to-all bracket (default 0.01)")
+    p.add_argument("--fc-time-limit", type=float, default=api.FC_TIME_LIMIT, metavar="S",
+                   help="seconds of ForestColl max-flows before tau_fc is reported as a "
+                        "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
+                        f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    tty = stderr_is_tty()
+    info = api.score(source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
+                     progress=bracket_progress() if tty else None,
+                     stages=stage_progress() if tty else None,
+                     fc_time_limit=args.fc_time_limit)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(json_text(info))
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
