@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from topofinder.families.build import parse
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import build_schedule, symmetric_allgather
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
     OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
@@ -135,3 +137,24 @@ def test_group_checks():
         check_group(topo, [np.array([1, 2, 3, 0]), np.array([1, 0, 2, 3])])
     with pytest.raises(ScheduleError, match="differ in size"):
         check_group(topo, [swap01])
+
+
+@pytest.mark.parametrize("expr", ["C(16,{1,6})", "L(C(16,{1,6}))", "L^3(C(16,{1,6}))",
+                                  "L^2(C(64,{1,14}))", "L(DC(32,{1,5}))"])
+def test_frontier_line_graphs_by_symmetry_equal_their_full_replay(expr):
+    """finder.verify.symmetric_allgather (used past REPLAY_LIMIT): its extension is a valid
+    schedule with the same T_L and τ as the named construction built in full."""
+    recipe = from_expression(expr)
+    orbit = symmetric_allgather(recipe)
+    replay_by_symmetry(orbit)
+    full = build_schedule(recipe)
+    validate(full)
+    extended = expand(orbit)
+    validate(extended)
+    assert (orbit.num_steps, orbit.tau) == (full.num_steps, full.tau) == \
+        (extended.num_steps, extended.tau)
+
+
+def test_recipes_without_a_known_group_are_not_symmetric():
+    assert symmetric_allgather(from_expression("Pi(4,64)")) is None
+    assert symmetric_allgather(from_expression("L(C(4,{1,2}))")) is None   # parallel arcs

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import kstep
@@ -22,7 +24,12 @@ from topofinder.model.operations import (
 from topofinder.families.build import parse
 from topofinder.finder.recipe import Recipe
 from topofinder.finder.recipe import kstep as kstep_recipe
-from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
+from topofinder.model.schedule import (
+    ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
+)
+from topofinder.model.symmetric import (
+    OrbitSchedule, check_group, line_graph_action, replay_by_symmetry, rotation,
+)
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
@@ -165,14 +172,64 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
             "loop_free": topo.self_loops == 0}
 
 
+def _orbit_bfb(topo: Topology) -> OrbitSchedule | None:
+    """The BFB allgather of a Cayley graph of Z_N (rotation x ↦ x+1 an automorphism) made
+    equivariant: receiver 0's optimal in-link plan translated to every receiver, as node 0's
+    sends (a row (t, v, lo, hi, u, 0) becomes (t, 0, lo, hi, u−v, −v)). Each receiver's
+    loads are receiver 0's, so τ is BFB's optimum (vertex-transitive: U_t = U_{0,t}).
+    None when the rotation is not a free automorphism (checked) or the base is too large to
+    schedule (N²·d > REPLAY_LIMIT)."""
+    n = topo.n
+    if n * n * topo.degree > REPLAY_LIMIT:
+        return None
+    try:
+        check_group(topo, [rotation(n)])
+    except ScheduleError:
+        return None
+    full = bfb.bfb_schedule(topo)
+    s = full.sends[full.sends[:, 5] == 0]
+    rows = np.stack([s[:, 0], np.zeros_like(s[:, 0]), s[:, 2], s[:, 3], (s[:, 4] - s[:, 1]) % n,
+                     (-s[:, 1]) % n], axis=1)
+    return OrbitSchedule(topo, full.shard_chunks, rows, (rotation(n),), method="bfb")
+
+
+def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
+    """The recipe's allgather as one source per orbit (topofinder.model.symmetric), for line
+    graphs L^k of a BFB-scheduled Cayley graph of Z_N (the rotation acts freely on every
+    line graph's nodes, G's arcs: line_graph_action); None for other recipes. Line graph of
+    an orbit schedule: Def 1 applied to the representatives' sends gives exactly the sends of
+    the shards of L(G)'s nodes v'v with v a representative — one per orbit of L(G)."""
+    if recipe.op == "base":
+        return _orbit_bfb(parse(recipe.base_expr)) if recipe.source == "bfb" else None
+    if recipe.op != "line":
+        return None
+    child = symmetric_allgather(recipe.children[0])
+    if child is None:
+        return None
+    g = child.topology
+    try:
+        gens = line_graph_action(g, child.generators)
+    except ScheduleError:
+        return None
+    lg = xs.line_graph_schedule(StepSchedule(g, child.shard_chunks, child.sends))
+    keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
+    return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
+                         method="line-graph")
+
+
 def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     """Build, replay and score one candidate: the verified numbers of a frontier point (above
     REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
     bound only) unless ``full_alltoall``."""
     if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
-        topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
-                                    candidate.tau, False)
+        orbit = symmetric_allgather(candidate.recipe)
+        if orbit is None:
+            topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
+                                           candidate.tau, None)
+        else:
+            replay_by_symmetry(orbit)
+            topo, t_l, tau, verified_by = orbit.topology, orbit.num_steps, orbit.tau, "symmetry"
         method = candidate.recipe.method
         rs_t_l, rs_tau = t_l, tau
         if not _reversible(topo):
@@ -181,7 +238,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
-        topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
+        topo, t_l, tau, verified_by = schedule.topology, schedule.num_steps, schedule.tau, "full"
         method = schedule.method
         if candidate.recipe.method.removesuffix("+kstep") == method:
             method = candidate.recipe.method    # the named construction: say if k-step is inside
@@ -195,8 +252,8 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
-    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau), "verified": verified,
-            "verified_by": "full" if verified else None,
+    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau),
+            "verified": verified_by is not None, "verified_by": verified_by,
             "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
             "schedule": method, "diameter": topo.diameter,
             "bidirectional": bool(topo.bidirectional),

@@ -147,6 +147,18 @@ class OrbitSchedule(StepRows):
         return check_group(self.topology, self.generators)
 
     @cached_property
+    def sources(self) -> np.ndarray:
+        """The representative sources: the shards the sends carry, exactly one per orbit
+        (ScheduleError otherwise)."""
+        v = np.unique(self.sends[:, 1])
+        orbit = self.action.node_orbit
+        if v.size != self.action.reps.size or np.unique(orbit[v]).size != v.size:
+            raise ScheduleError(f"an orbit schedule carries one shard per orbit of its group "
+                                f"({self.action.reps.size}); these sends carry {v.size} "
+                                f"shards in {np.unique(orbit[v]).size} orbits")
+        return v
+
+    @cached_property
     def _scaled_loads(self) -> tuple[np.ndarray, int]:
         """(m_t, q): max over links of load_t / cap = m_t / q, t = 1..num_steps, in chunks
         per unit of link capacity, of the extended schedule (the load of an arc is its
@@ -181,10 +193,9 @@ class OrbitSchedule(StepRows):
 def replay_by_symmetry(schedule: OrbitSchedule) -> None:
     """Verify the extended allgather by replaying one source per orbit (module docstring):
     ScheduleError naming the first violation, or the generators' failure."""
-    act = schedule.action
     reps_only = StepSchedule(schedule.topology, schedule.shard_chunks, schedule.sends,
                              method=schedule.method)
-    validate_sources(reps_only, act.reps)
+    validate_sources(reps_only, schedule.sources)
 
 
 def _elements(n: int, gens: list[np.ndarray], start: int):
@@ -207,10 +218,10 @@ def _elements(n: int, gens: list[np.ndarray], start: int):
 def expand(schedule: OrbitSchedule) -> StepSchedule:
     """The extended schedule itself, every source's sends (N²·d rows: small N, tests and
     exports)."""
-    act, s, n = schedule.action, schedule.sends, schedule.topology.n
+    s, n = schedule.sends, schedule.topology.n
     gens = [np.asarray(g, np.int64) for g in schedule.generators]
     parts = []
-    for _, p in _elements(n, gens, int(act.reps[0])):
+    for _, p in _elements(n, gens, int(schedule.sources[0])):
         parts.append(np.stack([s[:, 0], p[s[:, 1]], s[:, 2], s[:, 3], p[s[:, 4]], p[s[:, 5]]],
                               axis=1))
     return StepSchedule(schedule.topology, schedule.shard_chunks, np.concatenate(parts),
