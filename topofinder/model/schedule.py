@@ -248,7 +248,7 @@ def validate_sources(schedule: StepSchedule, sources) -> None:
     """Replay only the shards of ``sources`` (node ids) of an allgather or reduce-scatter whose
     rows all carry one of those shards: the same checks as :func:`validate`, each shard's
     spreading being independent of the others'. Used by replay by symmetry (one source per
-    orbit, topofinder.model.symmetric) and by streamed replay (blocks of sources)."""
+    orbit, topofinder.model.symmetric)."""
     s, topo, p = schedule.sends, schedule.topology, schedule.shard_chunks
     sources = np.unique(np.asarray(sources, np.int64))
     _check_rows(s, topo, p)
