@@ -15,6 +15,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
+from topofinder.scoring.allgather import bfb_bits
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions import schedules as xs
@@ -62,9 +63,16 @@ def _reverse_symmetric(topo: Topology) -> bool:
     return topo.n <= 32 and topo.is_reverse_symmetric()
 
 
+#: Largest N at which a base that is neither vertex-transitive nor within the streamed BFB
+#: scorer's in-neighbour limit (bfb_bits.MAX_SLOTS) is scored: the scorer then holds an N×N
+#: distance matrix, 40 GB at N = 10^5 (Pi(8,100000) took the machine's 24 GiB and was killed)
+DENSE_SCORE_MAX_NODES = 16_384
+
+
 def score_base(expr: str, source: str) -> dict | None:
     """Exact (T_L, τ) and expansion flags of one base; None when it is not usable (not
-    strongly connected, not regular)."""
+    strongly connected, not regular, or beyond DENSE_SCORE_MAX_NODES without a streamed
+    scorer)."""
     if source == "catalog":
         entry = catalog.load_entry(expr)
         topo = catalog.catalog_topology(expr)
@@ -72,6 +80,10 @@ def score_base(expr: str, source: str) -> dict | None:
     else:
         topo = parse(expr)
         if not topo.is_regular or not topo.strongly_connected:
+            return None
+        dense = not topo.vertex_transitive and \
+            topo.link_matrix.getnnz(axis=0).max() > bfb_bits.MAX_SLOTS
+        if dense and topo.n > DENSE_SCORE_MAX_NODES:
             return None
         score = bfb.bfb_score(topo)
         t_l, tau = score.T_L, score.tau

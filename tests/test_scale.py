@@ -1,5 +1,6 @@
-"""Baselines past the replay limit: their closed forms equal the full replay on small N, and a
-search never fails on a baseline (issue 31)."""
+"""Planning at scale (issue 31): baselines past the replay limit take closed forms equal to
+their full replay on small N, a search never fails on a baseline, and bases that would need an
+N×N matrix are left out instead of exhausting memory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.finder import baselines
+from topofinder.finder import baselines, verify
 from topofinder.model.schedule import validate
 from topofinder.scoring.allgather.ring_and_two_tree import (
     ring_allgather, two_tree_allgather, two_tree_cost,
@@ -49,3 +50,11 @@ def test_a_baseline_past_the_limit_is_scored_not_refused(monkeypatch):
     assert v["alltoall_f_upper"] is None and "not computed" in v["alltoall_method"]
     t = baselines.score_baseline("Torus(4,8)", "bfb", False)     # vertex-transitive: all facts
     assert t["verified"] is False and t["diameter"] == 6 and t["alltoall_f"] is not None
+
+
+def test_dense_bases_beyond_the_limit_are_left_out(monkeypatch):
+    assert verify.score_base("Pi(8,64)", "bfb") is not None       # 8 in-neighbours > 6 slots
+    monkeypatch.setattr(verify, "DENSE_SCORE_MAX_NODES", 63)
+    assert verify.score_base("Pi(8,64)", "bfb") is None
+    assert verify.score_base("Pi(4,64)", "bfb") is not None       # streamed scorer: any N
+    assert verify.score_base("C(64,{1,7,21,30})", "bfb") is not None   # vertex-transitive
