@@ -13,6 +13,7 @@ from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.families import affine, generalized_kautz
 from topofinder.families.build import parse
+from topofinder.families.catalog import affine_bases
 from topofinder.finder import affine_catalog
 from topofinder.finder.bases import base_expressions
 from topofinder.api import schedule as tf_schedule
@@ -98,7 +99,7 @@ def test_shipped_catalog_entries_are_what_they_claim(d):
 def test_affine_bfb_schedule_replays_and_beats_pi_at_1mb():
     """N = 1500: Pi's BFB pays 1.3289 at 6 steps; the catalog's affine digraph takes 7 steps at
     τ near 1, and its BFB schedule replays to the stored τ."""
-    expr = affine_catalog.catalog()[(1500, 4)][0]
+    expr = affine_bases()[(1500, 4)][0]
     t = parse(expr)
     score = bfb_score(t)
     schedule = bfb_schedule(t)

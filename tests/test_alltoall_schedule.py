@@ -16,7 +16,7 @@ import topofinder as tf
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.execute.plan import program_from_document
-from topofinder.export.relabel import Mapping
+from topofinder.cabling.relabel import Mapping
 from topofinder.model.topology import Topology
 from topofinder.model.alltoall_schedule import AllToAllSchedule, ScheduleError, replay
 from topofinder.scoring.alltoall.concurrent_flow import concurrent_flow_exact

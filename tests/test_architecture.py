@@ -19,7 +19,7 @@ PACKAGE = ROOT / "topofinder"
 
 #: Bottom to top. A module may import from its own layer and the layers below it.
 LAYERS = ["errors", "compute", "model", "families", "expansions", "scoring", "finder",
-          "workload", "export", "execute", "batch", "api", "cli"]
+          "workload", "export", "cabling", "resilience", "execute", "batch", "api", "cli"]
 #: All a command-line module may import from the project outside topofinder.cli: the API is
 #: the one front door (docs/model.md "Layers"); no other public module is needed.
 CLI_IMPORTS = {"topofinder.api", "topofinder.errors"}
@@ -180,3 +180,14 @@ def test_help_is_self_contained(command, capsys):
     out = capsys.readouterr().out
     assert "usage: topofinder" in out
     assert not re.search(r"DESIGN|§|Appendix|paper \d{3}", out), out
+
+
+@pytest.mark.parametrize("layer", ["export", "cabling"])
+def test_no_function_over_80_lines(layer):
+    """HELPERS/issue 26: the writers and the cabling stay in functions one can read whole."""
+    long = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})"
+            for p in (PACKAGE / layer).rglob("*.py")
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > 80]
+    assert not long, long

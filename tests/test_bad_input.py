@@ -67,7 +67,7 @@ def files(tmp_path):
      "--chunks", "2", "--no-write"],
     ["bench", "--repeat", "1000000000"],
     ["export", "C(8,{1,2})", "--what", "schedule", "--kind", "trees",
-     "--collective", "allreduce", "--format", "xml"],
+     "--collective", "allreduce", "--format", "npz"],
 ])
 def test_bad_input_is_one_line_exit_2(args, files, capsys):
     code, out, err = _run([a.replace("{d}", str(files)) for a in args], capsys)

@@ -13,9 +13,9 @@ import pytest
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
-from topofinder.families.baselines import binary_tree_parents, double_tree_parents, ring_shifts
+from topofinder.families.shifted_ring_dbt import binary_tree_parents, double_tree_parents, ring_shifts
 from topofinder.families.build import parse
-from topofinder.finder.baselines import baseline_specs, closest_torus, score_baseline
+from topofinder.finder.baseline_scores import baseline_specs, closest_torus, score_baseline
 from topofinder.model.schedule import validate
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.allgather.ring_and_two_tree import (
@@ -197,7 +197,7 @@ def test_search_document_with_moe_and_baselines_validates(tmp_path):
     f = tmp_path / "moe.toml"
     f.write_text(MOE)
     moe = load_moe(f)
-    doc = search(16, 4, Workload(), jobs=1, use_cache=False, baselines=True, moe=moe)
+    doc = search(16, 4, Workload(), jobs=1, use_cache=False, baselines=True, moe=moe).to_dict()
     jsonschema.validate(json.loads(json.dumps(doc)), json.loads(SCHEMA.read_text()))
     best = doc["frontier"][doc["recommended"]]
     assert best["objective_s"] == best["iteration"]["iteration_s"]
@@ -222,7 +222,7 @@ def test_search_cli_prints_speedups_and_can_skip_them(capsys):
 
 def test_plot_draws_the_baselines_panel(tmp_path):
 
-    doc = search(16, 4, Workload(), jobs=1, use_cache=False, baselines=True)
+    doc = search(16, 4, Workload(), jobs=1, use_cache=False, baselines=True).to_dict()
     out = tmp_path / "f.svg"
     plot_frontier(doc, str(out))
     text = out.read_text()
@@ -252,8 +252,8 @@ def test_baselines_repeat_from_the_cache_without_a_worker_pool(tmp_path, monkeyp
         assert not items, "a warm search scored a baseline again"
         return []
 
-    monkeypatch.setattr("topofinder.workload.baselines.run_parallel", no_pool)
+    monkeypatch.setattr("topofinder.workload.baseline_speedups.run_parallel", no_pool)
     told.clear()
     again = search(16, 4, Workload(), jobs=2, baselines=True,
                    baseline_progress=lambda done, count, exprs: told.append((done, count)))
-    assert told == [] and again["baselines"] == first["baselines"]
+    assert told == [] and again.baselines == first.baselines

@@ -13,16 +13,16 @@ import pytest
 import topofinder as tf
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
-from topofinder.export.check import apply_diff, check, read_sends
-from topofinder.export.patch_panel import (
+from topofinder.cabling.check import apply_diff, check, read_sends
+from topofinder.cabling.patch_panel import (
     DUPLEX, diff_plans, parse_plan, plan_patch_panel, read_plan,
 )
-from topofinder.export.physical import (
+from topofinder.cabling.physical import (
     CONFIG_HEADER, LAYOUT_HEADER, configure, connect_changes, fibres, make_layout,
 )
-from topofinder.export.ranks import ranks_text
-from topofinder.export.relabel import parse_mapping, read_mapping
-from topofinder.export.node_matching import best_relabelling, find_isomorphism, kept_arcs, _counts
+from topofinder.cabling.ranks import ranks_text
+from topofinder.cabling.relabel import parse_mapping, read_mapping
+from topofinder.cabling.node_matching import best_relabelling, find_isomorphism, kept_arcs, _counts
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import load_topology
 from topofinder.model.files import read_topology, topology_text
@@ -248,7 +248,7 @@ def test_check_counts_multi_arcs():
 
 
 def read_sends_of(sched):
-    from topofinder.export.check import _from_object
+    from topofinder.cabling.check import _from_object
     return _from_object(sched)
 
 

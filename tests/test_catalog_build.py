@@ -12,7 +12,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from topofinder.finder import catalog_build as cb
+from topofinder.finder import catalog_build
 from topofinder.scoring.allgather.bfb import bfb_tau
 from topofinder.families.catalog import catalog_schedule, catalog_topology, find_reverse_isomorphism
 from topofinder.cli.main import main
@@ -89,7 +89,7 @@ def _automorphisms(topo) -> int:
 def test_regular_digraphs_complete_and_distinct(n, d):
     """Orbit counting: Σ over classes N!/|Aut| equals the brute-force labelled count, so every
     class appears exactly once."""
-    reps = cb.regular_digraphs(n, d)
+    reps = catalog_build.regular_digraphs(n, d)
     assert sum(math.factorial(n) // _automorphisms(g) for g in reps) == _labelled_count(n, d)
     for g in reps:
         assert g.is_regular and g.degree == d and g.self_loops == 0
@@ -98,17 +98,17 @@ def test_regular_digraphs_complete_and_distinct(n, d):
 
 def test_regular_digraphs_known_small_counts():
     # d = n−2: complement of a derangement, one class per cycle type of derangements of n.
-    assert len(cb.regular_digraphs(4, 2)) == 2      # (4), (2,2)
-    assert len(cb.regular_digraphs(5, 3)) == 2      # (5), (2,3)
-    assert len(cb.regular_digraphs(6, 4)) == 4      # (6), (2,4), (3,3), (2,2,2)
+    assert len(catalog_build.regular_digraphs(4, 2)) == 2      # (4), (2,2)
+    assert len(catalog_build.regular_digraphs(5, 3)) == 2      # (5), (2,3)
+    assert len(catalog_build.regular_digraphs(6, 4)) == 4      # (6), (2,4), (3,3), (2,2,2)
 
 
 def test_regular_digraphs_diameter_filter_and_two_cycles():
-    full = cb.regular_digraphs(7, 2)
-    small = cb.regular_digraphs(7, 2, 3)
+    full = catalog_build.regular_digraphs(7, 2)
+    small = catalog_build.regular_digraphs(7, 2, 3)
     assert len(small) == sum(g.diameter <= 3 for g in full)
     assert all(g.diameter <= 3 for g in small)
-    no2 = cb.regular_digraphs(7, 2, two_cycles=False)
+    no2 = catalog_build.regular_digraphs(7, 2, two_cycles=False)
     expect = sum(not (set(zip(g.src.tolist(), g.dst.tolist()))
                       & set(zip(g.dst.tolist(), g.src.tolist()))) for g in full)
     assert len(no2) == expect
@@ -116,7 +116,7 @@ def test_regular_digraphs_diameter_filter_and_two_cycles():
 
 def test_moore_bound_excludes_small_diameter():
     # N = 8, d = 2: 1 + 2 + 4 = 7 < 8 nodes within 2 hops, so no diameter-2 graph exists.
-    assert cb.regular_digraphs(8, 2, 2) == []
+    assert catalog_build.regular_digraphs(8, 2, 2) == []
 
 
 # ---- DBJ rewirings ---------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_dbj_rewirings_structure(d, k):
     arcs = set(zip(base.src.tolist(), base.dst.tolist()))
     bad = {(u, w) for u, w in arcs if u == w or (w, u) in arcs}
     freed = {u for u, _ in bad}
-    reps = cb.dbj_rewirings(d, k)
+    reps = catalog_build.dbj_rewirings(d, k)
     assert reps
     for g in reps:
         got = set(zip(g.src.tolist(), g.dst.tolist()))
@@ -148,7 +148,7 @@ def test_dbj_42_rewirings_commute_with_digit_shift():
     """Beyond 10^5 cycles only those commuting with x_i → x_i + 1 (mod d) are enumerated."""
     d, k = 4, 2
     shift = [((x // d + 1) % d) * d + (x % d + 1) % d for x in range(d ** k)]
-    for g in cb.dbj_rewirings(d, k):
+    for g in catalog_build.dbj_rewirings(d, k):
         arcs = set(zip(g.src.tolist(), g.dst.tolist()))
         assert {(shift[u], shift[w]) for u, w in arcs} == arcs
 
@@ -164,7 +164,7 @@ def test_dbj_42_rewirings_commute_with_digit_shift():
     (hypercube(3), 3, 3, Fraction(7, 8)),         # (N−1)/N needs Σ L_t = 7 → P = 3
 ])
 def test_search_schedule_optimal(topo, steps, chunks, tau):
-    res = cb.search_schedule(topo, steps, chunks, time_limit=30)
+    res = catalog_build.search_schedule(topo, steps, chunks, time_limit=30)
     assert res.status == "optimal"
     assert res.schedule.tau == tau == res.lower_bound
     assert res.schedule.num_steps <= steps
@@ -174,48 +174,48 @@ def test_search_schedule_optimal(topo, steps, chunks, tau):
 
 def test_search_schedule_infeasible():
     # fewer steps than the diameter: no schedule at all
-    assert cb.search_schedule(uni_ring(1, 4), 2, 1).status == "infeasible"
-    assert cb.search_schedule(complete_bipartite(2), 1, 4).status == "infeasible"
+    assert catalog_build.search_schedule(uni_ring(1, 4), 2, 1).status == "infeasible"
+    assert catalog_build.search_schedule(complete_bipartite(2), 1, 4).status == "infeasible"
     # with P = 1 the per-step bounds are integers, so τ = 3/4 (Σ L_t = 3/2) is impossible
-    res = cb.search_schedule(bi_ring(2, 4), 2, 1, target=Fraction(3, 4))
+    res = catalog_build.search_schedule(bi_ring(2, 4), 2, 1, target=Fraction(3, 4))
     assert res.status == "infeasible" and res.schedule is None
 
 
 def test_search_schedule_target_stops_at_goal():
-    res = cb.search_schedule(hypercube(3), 3, 3, target=Fraction(7, 8))
+    res = catalog_build.search_schedule(hypercube(3), 3, 3, target=Fraction(7, 8))
     assert res.schedule is not None and res.schedule.tau <= Fraction(7, 8)
     validate(res.schedule)
 
 
 def test_bad_input_is_a_topofinder_error():
     with pytest.raises(TopofinderError):
-        cb.search_schedule(complete(3), 0, 1)
+        catalog_build.search_schedule(complete(3), 0, 1)
     with pytest.raises(TopofinderError):
-        cb.candidate_space("all", 12, 2, 4)
+        catalog_build.candidate_space("all", 12, 2, 4)
     with pytest.raises(TopofinderError):
-        cb.candidate_space("dbj", 10, 3, 3)
+        catalog_build.candidate_space("dbj", 10, 3, 3)
     with pytest.raises(TopofinderError):
-        cb.resolve("NoSuchBase")
+        catalog_build.resolve("NoSuchBase")
     with pytest.raises(TopofinderError, match="time budget"):
-        cb.regular_digraphs(8, 2, 3, deadline=0.0)
+        catalog_build.regular_digraphs(8, 2, 3, deadline=0.0)
 
 
 # ---- build -----------------------------------------------------------------------------------
 def test_build_skips_bfb_optimal_bases():
     # N = 4, d = 2 has two classes, K(2,2) and DC(4,{1,2}); BFB is BW-optimal on both
     # (Table 9), so no non-BFB base is searched for.
-    res = cb.build(space="all", n=4, d=2, steps=2, chunks=2)
+    res = catalog_build.build(space="all", n=4, d=2, steps=2, chunks=2)
     assert res.candidates == 2 and res.skipped_bfb_optimal == 2
     assert res.schedule is None and res.searches == []
 
 
 def test_build_finds_non_bfb_base_and_writes_entry(tmp_path):
     """A small build end to end: N = 6, d = 2, 3 steps; the written entry validates."""
-    res = cb.build(space="all", n=6, d=2, steps=3, chunks=6, name="Test6",
+    res = catalog_build.build(space="all", n=6, d=2, steps=3, chunks=6, name="Test6",
                    target=Fraction(1))
     assert res.schedule is not None
     assert bfb_tau(res.topology) > res.schedule.tau
-    path = cb.write_result(res, "topofinder catalog build ...", "test", "all", tmp_path)
+    path = catalog_build.write_result(res, "topofinder catalog build ...", "test", "all", tmp_path)
     entry = json.loads(open(path).read())
     assert entry["expr"] == "Test6" and entry["T_L"] <= 3
     assert Fraction(entry["tau"]) == res.schedule.tau <= 1
@@ -230,7 +230,7 @@ def test_cli_catalog_build(capsys):
     assert doc["builds"][0]["candidates"] == 2 and not doc["builds"][0]["found"]
     assert main(["catalog", "build", "--n", "4"]) == 2
     assert main(["catalog", "build", "Diamond", "--target", "x/y"]) == 2
-    assert "--space all" in cb.command_line(cb.resolve("Diamond"))
+    assert "--space all" in catalog_build.command_line(catalog_build.resolve("Diamond"))
 
 
 # ---- the search-found catalog entries ---------------------------------------------------------
@@ -265,7 +265,7 @@ def cb_entries():
 def test_rediscovery(expr, tmp_path):
     """The full preset searches (each well under the 10-minute acceptance limit)."""
     n, d, t_l, tau = SEARCHED[expr]
-    report = cb.run(expr, directory=tmp_path)
+    report = catalog_build.run(expr, directory=tmp_path)
     assert report["found"] and report["bw_optimal"]
     assert (report["N"], report["d"], report["T_L"], Fraction(report["tau"])) == (n, d, t_l, tau)
     assert report["seconds"] < 600

@@ -16,7 +16,7 @@ from topofinder.model.operations import (
 )
 from topofinder.model.files import read_topology, write_topology
 from topofinder.families.build import load_topology, parse, predicted_size
-from topofinder.model.syntax import canonical
+from topofinder.families.syntax import canonical
 from topofinder.families import (
     circulant, complete, complete_bipartite, de_bruijn, generalized_kautz, torus, uni_ring,
 )

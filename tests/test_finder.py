@@ -5,10 +5,10 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.finder import growth as finder
+from topofinder.finder import growth
 from topofinder.errors import TopofinderError
 from topofinder.finder.growth import Candidate, pareto
-from topofinder.finder.recipe import base, degree, line, power, product
+from topofinder.finder.recipe import apply, base
 
 
 def _forward_sizes(n, k, op, arg=None):
@@ -22,8 +22,8 @@ def _forward_sizes(n, k, op, arg=None):
 
 @pytest.mark.parametrize("target", [(1024, 4), (256, 4), (64, 4), (512, 4), (96, 6), (81, 4)])
 def test_every_predecessor_grows_back_to_its_state(target):
-    for state in finder.reachable_states(*target):
-        for op in finder.predecessors(*state):
+    for state in growth.reachable_states(*target):
+        for op in growth.predecessors(*state):
             if op[0] == "product":
                 (a, b) = op[1]
                 assert (a[0] * b[0], a[1] + b[1]) == state
@@ -32,7 +32,7 @@ def test_every_predecessor_grows_back_to_its_state(target):
 
 
 def test_reachable_sizes_for_1024_4():
-    states = set(finder.reachable_states(1024, 4))
+    states = set(growth.reachable_states(1024, 4))
     # bases of paper 001 Table 7 at N = 1024: C(16,{3,4}) (L^3), Diamond (L^2 of its square),
     # DBJMod(2,4) (L of its square), UniRing(1,4) and UniRing(1,8) (product, squared)
     assert {(16, 4), (8, 2), (16, 2), (4, 1), (8, 1), (32, 2), (64, 4), (256, 4)} <= states
@@ -67,11 +67,13 @@ def test_flags_protect_candidates_needed_later():
 
 def test_recipe_expressions():
     d = base("Diamond", "catalog")
-    assert line(line(power(d, 2))).expr == "L^2(Diamond^2)"
-    assert power(product(base("UniRing(1,4)"), base("UniRing(1,8)")), 2).expr == \
-        "(UniRing(1,4) x UniRing(1,8))^2"
-    assert degree(power(d, 2), 2).expr == "Diamond^2*2"
-    assert line(power(d, 2)).method == "line-graph" and d.method == "catalog"
+    square = apply("power", (d,), 2)
+    assert apply("line", (apply("line", (square,)),)).expr == "L^2(Diamond^2)"
+    rings = apply("product", (base("UniRing(1,4)"), base("UniRing(1,8)")))
+    assert apply("power", (rings,), 2).expr == "(UniRing(1,4) x UniRing(1,8))^2"
+    assert apply("product", (rings, base("K(3)"))).children == (*rings.children, base("K(3)"))
+    assert apply("degree", (square,), 2).expr == "Diamond^2*2"
+    assert apply("line", (square,)).method == "line-graph" and d.method == "catalog"
 
 
 @pytest.mark.parametrize("n,d,bi", [("1", "1", False), ("8", "0", False), ("8", "8", False),
@@ -79,7 +81,7 @@ def test_recipe_expressions():
                                     ("8", "1", True), ("2000000", "4", False)])
 def test_bad_targets(n, d, bi):
     with pytest.raises(TopofinderError):
-        finder.validate_target(n, d, bi)
+        growth.validate_target(n, d, bi)
 
 
 def _unpruned_frontier(n, d):
@@ -89,10 +91,10 @@ def _unpruned_frontier(n, d):
     from topofinder.finder.verify import score_base
 
     frontiers = {}
-    for state in finder.reachable_states(n, d):
+    for state in growth.reachable_states(n, d):
         scores = [score_base(e, s) for e, s in base_expressions(*state, at_target=state == (n, d))]
         own = [_candidate_from_score(s) for s in scores if s is not None]
-        frontiers[state] = pareto(own + finder.grow(frontiers, *state))
+        frontiers[state] = pareto(own + growth.grow(frontiers, *state))
     return pareto(frontiers[(n, d)], with_flags=False)
 
 

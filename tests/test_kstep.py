@@ -173,7 +173,7 @@ def test_orbit_reduction_equals_unreduced_lp_without_transitivity(expr, k):
 def test_search_with_kstep_dominates_table7_at_64():
     """`search --n 64 --d 4 --kstep`: a replayed k-step point beats paper 001 Table 7's
     (T_L, τ) = (4, 1.000) at the same T_L (L(C(16,{3,4})) at k = D = 4; BFB gives τ = 1)."""
-    result = search(64, 4, jobs=1, use_cache=False, kstep=True)
+    result = search(64, 4, jobs=1, use_cache=False, kstep=True).to_dict()
     points = [p for p in result["frontier"] if p["schedule"].endswith("kstep")]
     assert points and all(p["verified"] for p in points)
     best = min((p for p in points if p["T_L"] == 4), key=lambda p: p["tau"])
@@ -184,6 +184,6 @@ def test_search_with_kstep_dominates_table7_at_64():
 @pytest.mark.slow
 def test_search_with_kstep_dominates_table7_at_1024():
     """N = 1024: the line graph of a k-step schedule beats Table 7's (6, 1.020) point."""
-    result = search(1024, 4, jobs=1, use_cache=False, kstep=True)
+    result = search(1024, 4, jobs=1, use_cache=False, kstep=True).to_dict()
     assert any(p["verified"] and p["T_L"] <= 6 and p["tau"] < 1.0195
                and p["schedule"].endswith("kstep") for p in result["frontier"])

@@ -14,6 +14,7 @@ import sysconfig
 
 import pytest
 
+from topofinder import api
 from topofinder.families.build import parse
 from topofinder.scoring.trees.forestcoll import optimal_trees, throughput_optimum
 from topofinder.finder.recipe import from_expression
@@ -122,3 +123,30 @@ def test_bad_input_is_one_line_from_rank_zero(schedules, tmp_path, case):
     assert "Traceback" not in out.stderr
     if case == "ranks":
         assert "mpiexec -n 16" in out.stderr
+
+
+def test_degraded_allreduce_runs_among_the_15_survivors(tmp_path):
+    """Node 5 of a 16-node fabric dead: the repaired allreduce (BFB on the survivors, names
+    kept) runs under `mpiexec -n 15` and matches MPI_Allreduce."""
+    path = tmp_path / "degraded.json"
+    path.write_text(api.schedule("Fail(C(16,{1,6}); 5)", "allreduce").to_json())
+    out = launch(15, path, *RUN)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verified"] is True and doc["wrong_elements"] == 0 and doc["ranks"] == 15
+    assert doc["topology"] == "Fail(C(16,{1,6}); 5)"
+    assert doc["checked_against"] == "MPI_Allreduce"
+
+
+@pytest.mark.parametrize("collective,mpi_name", [("broadcast", "MPI_Bcast"),
+                                                 ("reduce", "MPI_Reduce")])
+def test_oneroot_periodic_schedule_runs_under_mpi(tmp_path, collective, mpi_name):
+    """Paper 003's periodic one-port schedule of Torus(4,4) from root 5, 4 periods' worth."""
+    path = tmp_path / f"{collective}.json"
+    api.schedule_oneroot("Torus(4,4)", collective, root=5, port_model="one", path=path)
+    out = launch(16, path, "--size", "256KB", "--iters", "2", "--warmup", "1", "--pipeline", "4",
+                 "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verified"] is True and doc["checked_against"] == mpi_name
+    assert doc["ranks"] == 16 and doc["measured"]["time_s"] > 0 and doc["mpi"]["time_s"] > 0

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from topofinder import api
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import (
@@ -21,9 +22,11 @@ from topofinder.export.schedule_xml import (
     instruction_counts,
     parse_msccl_xml,
     to_msccl_xml,
+    trees_as_steps,
 )
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
+from topofinder.model.schedule import validate
 
 COLLS = ("allgather", "reduce-scatter", "allreduce")
 _CACHE = {}
@@ -138,19 +141,43 @@ def test_runtime_spelling_and_max_bytes():
 
 
 def test_step_limit_refused_with_the_figure():
+    """Torus(8,8) allreduce under a 1-step limit: one step of one link alone needs more, so no
+    spreading over lanes helps; refused with the figure."""
     s = schedule("Torus(8,8)", "allreduce")
-    with pytest.raises(TopofinderError, match=r"instructions, the limit is 20 "
+    with pytest.raises(TopofinderError, match=r"has \d+ instructions, the limit is 1 "
                                               r"\(MSCCL_MAX_NUM_STEPS\)"):
-        to_msccl_xml(s, max_steps=20)
+        to_msccl_xml(s, max_steps=1)
 
 
+@pytest.mark.parametrize("channels", [1, 2])
+@pytest.mark.parametrize("coll", COLLS)
+def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
+    """Under half the step limit the direct program needs, each link's later steps move to
+    threadblocks on further channels (lanes): every threadblock fits, the program completes at
+    capacity 1 and 2 and moves exactly the schedule's chunks at its steps."""
+    s = schedule("Torus(4,4)", coll)
+    need = check(to_msccl_xml(s, channels=channels), "msccl-executor",
+                 capacities=())["max_steps_per_tb"]
+    limit = need // 2
+    xml = to_msccl_xml(s, channels=channels, max_steps=limit)
+    stats = check(xml, "msccl-executor", capacities=(1, 2), max_steps=limit)
+    assert stats["max_steps_per_tb"] <= limit
+    assert int(ET.fromstring(xml).get("nchannels")) > channels
+    doc = parse_msccl_xml(xml)
+    assert doc["channels"] == channels
+    assert chunk_moves(doc["sends"]) == chunk_moves(s.sends)
+
+
+@pytest.mark.slow
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
-    """L^3(C(16,{1,6})) allreduce (N = 1024): refused with the limit named, nothing written."""
+    """L^3(C(16,{1,6})) allreduce (N = 1024): its links fit on lanes, but a rank's program
+    passes the parser's 4095 elements (found by the lowering, stopped at that step: minutes,
+    GBs); refused with the limit named, nothing written."""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
                  "allreduce", "--format", "xml", "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "MSCCL_MAX_NUM_STEPS" in err and "json or npz" in err and len(err.splitlines()) == 1
+    assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
     assert not out.exists()
 
 
@@ -329,3 +356,32 @@ def test_torus16x16_allgather_fits_executor_by_staging():
     xml = to_msccl_xml(s)
     stats = check(xml, "msccl-executor", capacities=(1,))
     assert stats["max_steps_per_tb"] <= 64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll", COLLS)
+@pytest.mark.parametrize("expr", ["L^2(C(16,{3,4}))", "L^2(C(16,{1,6}))", "Pi(4,256)",
+                                  "L^2(K(4,4))"])
+def test_n256_frontier_points_fit_the_default_executor(expr, coll):
+    """N = 256 (issue 28): within msccl-executor's default limits (64 steps per threadblock,
+    spread over lanes), loads on every rank, completes at capacity 1 and 2, moves the
+    schedule's chunks (minutes per case)."""
+    exported_runs(expr, coll, 1)
+
+
+@pytest.mark.parametrize("coll", COLLS)
+def test_tree_collectives_as_xml_complete(coll, tmp_path):
+    """ForestColl trees of every collective as MSCCL XML (reduce-scatter in-trees leaves
+    first, allreduce = those then the allgather out-trees): within the executor's limits,
+    complete at capacity 1 and 2; the XML moves exactly the step rows the trees give."""
+    out = tmp_path / "trees.xml"
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--kind", "trees",
+                 "--collective", coll, "--format", "xml", "-o", str(out)]) == 0
+    xml = out.read_text()
+    stats = check(xml, "msccl-executor", capacities=(1, 2))
+    assert 0 < stats["max_steps_per_tb"] <= 64
+    doc = parse_msccl_xml(xml)
+    steps = trees_as_steps(api.schedule("Torus(4,4)", coll, "trees"))
+    validate(steps)
+    assert doc["collective"] == coll
+    assert chunk_moves(doc["sends"]) == chunk_moves(steps.sends)

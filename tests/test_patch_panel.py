@@ -7,7 +7,7 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.model.operations import bidirectional, degree_expansion, line_graph
-from topofinder.export.patch_panel import (
+from topofinder.cabling.patch_panel import (
     DUPLEX, HEADER, LOOPBACK, SIMPLEX, diff_plans, parse_plan, plan_patch_panel, read_plan,
 )
 from topofinder.families import (

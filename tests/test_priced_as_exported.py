@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 
 import topofinder as tf
+from topofinder.export.schedule_xml import schedule_from_xml, to_msccl_xml
 from topofinder.model.schedule import validate
 
 
@@ -66,3 +67,16 @@ def test_a_construction_that_does_not_apply_is_reported_not_refused():
     assert tf.schedule("DBJ(3,2)*2").method == "bfb"
     assert tf.score("Bi(UniRing(1,5))")["schedule_T_L"] == 4
     assert tf.schedule("Bi(UniRing(1,5))").num_steps == 2
+
+
+@pytest.mark.parametrize("n,d", [(20, 3), (30, 4)])
+def test_the_exported_xml_replays_to_the_searched_price(n, d):
+    """Issue 28: the MSCCL XML of every frontier point's allreduce, read back by executing it
+    (schedule_from_xml), is a valid schedule with the (T_L, τ) the search priced."""
+    result = tf.search(n, d, tf.Workload.from_strings(size="1MB"), jobs=1)
+    for p in result.frontier:
+        s = tf.schedule(p.expr, "allreduce")
+        back = schedule_from_xml(to_msccl_xml(s), s.topology)
+        validate(back)
+        assert (back.num_steps, f"{back.tau.numerator}/{back.tau.denominator}") == \
+            (p.allreduce_T_L, p.allreduce_tau_exact), p.expr

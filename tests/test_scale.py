@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from topofinder.finder import baselines, verify
+from topofinder.finder import baseline_scores as baselines, verify
 from topofinder.model.schedule import validate
 from topofinder.scoring.allgather.ring_and_two_tree import (
     ring_allgather, two_tree_allgather, two_tree_cost,

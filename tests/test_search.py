@@ -23,7 +23,7 @@ TABLE7 = {
 
 @pytest.fixture(scope="module")
 def frontiers():
-    return {n: search(n, 4, jobs=2, use_cache=False) for n in TABLE7}
+    return {n: search(n, 4, jobs=2, use_cache=False).to_dict() for n in TABLE7}
 
 
 @pytest.mark.parametrize("n", sorted(TABLE7))
@@ -86,7 +86,7 @@ def test_moore_and_bandwidth_points_exist(d, ns):
 
 
 def test_bidirectional_only_keeps_duplex_topologies():
-    result = search(64, 4, bidirectional=True, jobs=1, use_cache=False)
+    result = search(64, 4, bidirectional=True, jobs=1, use_cache=False).to_dict()
     assert result["frontier"] and all(p["bidirectional"] for p in result["frontier"])
 
 

@@ -8,9 +8,11 @@ follow docs/model.md: T_L in steps of α, τ in M/B (B the node bandwidth), time
 
 Submodules: :mod:`~topofinder.api.topology` (load, score, topology and rank files),
 :mod:`~topofinder.api.schedules` (build, read, rename, write schedules),
-:mod:`~topofinder.api.search` (frontiers), :mod:`~topofinder.api.cabling` (patch panels,
+:mod:`~topofinder.api.search` (frontiers), :mod:`~topofinder.api.oneroot` (one-root
+collectives), :mod:`~topofinder.api.cabling` (patch panels,
 diffs, cross-connects, checks), :mod:`~topofinder.api.catalog` (base catalog) and
-:mod:`~topofinder.api.batch` (sweeps, bench, MPI runs).
+:mod:`~topofinder.api.batch` (sweeps, bench, MPI runs) and :mod:`~topofinder.api.resilience`
+(failures: degraded scores, repaired fabrics, bypass re-patching, spares).
 
 >>> import topofinder as tf
 >>> tf.score("C(16,{1,6})")["tau_bfb_exact"]
@@ -30,6 +32,8 @@ from topofinder.api.cabling import (
 from topofinder.api.catalog import (
     AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,
 )
+from topofinder.api.oneroot import schedule_oneroot, score_oneroot
+from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
     SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, relabel, schedule,
 )
@@ -43,6 +47,7 @@ from topofinder import API_NAMES
 from topofinder.errors import TopofinderError
 from topofinder.finder.describe import FC_TIME_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import TreeSchedule

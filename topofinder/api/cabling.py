@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
-from topofinder.export.check import CheckReport, apply_diff, check, read_sends
-from topofinder.export.patch_panel import (
+from topofinder.cabling.check import CheckReport, apply_diff, check, read_sends
+from topofinder.cabling.patch_panel import (
     PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan,
 )
-from topofinder.export.physical import (
+from topofinder.cabling.physical import (
     Configuration, Layout, configure, connect_changes, make_layout, write_changes,
 )
+from topofinder.model.failures import split_expression
+from topofinder.resilience.cabling import degraded_plan
 
 Plan = str | os.PathLike | PatchPlan
 
@@ -28,7 +30,12 @@ def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 
                        undirected: bool | None = None) -> PatchPlan:
     """The patch-panel cabling plan of a topology (write it with ``.write_csv(path)``):
     ``cabling`` simplex fibres, duplex cables, or auto (duplex when bidirectional);
-    ``panel_size`` ports per panel, two per connection."""
+    ``panel_size`` ports per panel, two per connection. A degraded fabric ``Fail(EXPR; ...)``
+    gets EXPR's plan without the dead connections, in survivor numbering with node names
+    (topofinder.resilience.cabling)."""
+    failed = split_expression(source) if isinstance(source, str) else None
+    if failed is not None:
+        return degraded_plan(load(failed[0], undirected), failed[1], cabling, panel_size)
     return plan_patch_panel(load(source, undirected), cabling, panel_size)
 
 

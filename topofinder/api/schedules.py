@@ -16,7 +16,7 @@ import numpy as np
 from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
-from topofinder.export.relabel import Mapping, relabel_schedule, relabel_topology
+from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
@@ -184,8 +184,8 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if renaming is not None:
         built = relabel_schedule(built, renaming)
     if kind == "trees" and fmt != "json":
-        if collective != "allgather":
-            raise TopofinderError(f"{collective} tree schedules are written as json")
+        if collective != "allgather" and fmt != "xml":
+            raise TopofinderError(f"{collective} tree schedules are written as json or xml")
         if built.topology.has_switches:
             raise TopofinderError("tree schedules with routes through switches are written as "
                                   "json")

@@ -17,11 +17,12 @@ import networkx as nx
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
-from topofinder.export.ranks import ranks_text
-from topofinder.export.relabel import Mapping, read_mapping, relabel_topology
+from topofinder.cabling.ranks import ranks_text
+from topofinder.cabling.relabel import Mapping, read_mapping, relabel_topology
 from topofinder.families.build import load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
+from topofinder.model.failures import split_expression
 from topofinder.model.files import topology_text
 from topofinder.model.topology import Topology
 
@@ -55,8 +56,10 @@ def load(source: Source, undirected: bool | None = None) -> Topology:
 
 
 def recipe(source: Source):
-    """The construction an expression names (None for files, graphs and Topology objects)."""
-    if isinstance(source, str) and not os.path.isfile(source):
+    """The construction an expression names (None for files, graphs, Topology objects and
+    degraded fabrics ``Fail(...)``, which BFB schedules as a whole)."""
+    if isinstance(source, str) and not os.path.isfile(source) \
+            and split_expression(source) is None:
         return from_expression(source)
     return None
 

@@ -11,7 +11,7 @@ import numpy as np
 from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
 from topofinder.scoring.allgather.bfb import product_schedule
-from topofinder.export.patch_panel import diff_plans, plan_patch_panel
+from topofinder.cabling.patch_panel import diff_plans, plan_patch_panel
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring
@@ -25,6 +25,7 @@ from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
 from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
+from topofinder.resilience.survey import survey
 from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_cost
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary, concurrent_flow
 from topofinder.scoring.allgather.bfb import bfb_schedule
@@ -32,6 +33,7 @@ from topofinder.scoring.allgather.bfb import bfb_score
 from topofinder.scoring.trees.forestcoll import optimal_trees
 from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
+from topofinder.scoring.oneroot.summary import oneroot_score
 
 
 @dataclass(frozen=True)
@@ -388,3 +390,60 @@ def _ring_by_symmetry(_):
 @case("DBT(100000) two-tree (T_L, tau) in closed form", 5.0, group="scale", repeat=3)
 def _two_tree_closed_form(_):
     two_tree_cost(100_000)
+
+
+#: The verified frontier of `search --n 1024 --d 4` (results/search_N1024_d4.json).
+FRONTIER_1024_4 = ("L^4(C(4,{1,2}))", "L^3(C(16,{1,6}))", "L^2(Aff(64,17,{7,21,29,31}))",
+                   "L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))")
+
+
+def _fail_survey(make):
+    survey(make())
+
+
+for _expr in FRONTIER_1024_4:
+    case(f"fail {_expr} (N=1024: every single fibre and node failure, by orbits)", 60.0,
+         group="failures", repeat=1,
+         setup=lambda e=_expr: _fresh(lambda: parse(e)))(_fail_survey)
+
+
+def _export_failed(fmt: str):
+    """`export EXPR --what schedule --collective allreduce --fail-node 5 --format FMT` in a
+    fresh process (import, build, BFB on the degraded digraph both ways, replay, write)."""
+    def run(_):
+        import subprocess
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, "-m", "topofinder", "export", "L^3(C(16,{1,6}))",
+                            "--what", "schedule", "--collective", "allreduce", "--fail-node",
+                            "5", "--format", fmt, "-o", f"{tmp}/s.{fmt}"], check=True,
+                           capture_output=True)
+    return run
+
+
+for _fmt in ("json", "npz"):
+    case(f"export --fail-node --format {_fmt}: repaired allreduce of L^3(C(16,{{1,6}})) "
+         f"(N=1024; subprocess)", 5.0, group="failures", repeat=3)(_export_failed(_fmt))
+
+
+# ---- one-root collectives (paper 003): exact TP with its certificate --------------------------
+@case("one-port broadcast Pi(4,1024) + best tree/DAG (exact, certified)", 10.0,
+      setup=lambda: generalized_kautz(4, 1024), repeat=3, group="oneroot")
+def _oneroot_pi1024(topo):
+    out = oneroot_score(topo, "broadcast", 0, "one")
+    assert out["TP_exact"] == "1/1" and out["certificate"]["kind"] == "port-row"
+
+
+@case("one-port broadcast C(10000,{1,5,25,125}) (N=10^4 vertex-transitive)", 60.0,
+      setup=lambda: circulant(10000, [1, 5, 25, 125]), repeat=1, group="oneroot")
+def _oneroot_c10000(topo):
+    oneroot_score(topo, "broadcast", 0, "one", compare=False)
+
+
+@case("multi-port broadcast Torus(100,100) (N=10^4, min cut over 9999 max-flows)", 60.0,
+      setup=lambda: torus(100, 100), repeat=1, group="oneroot")
+def _oneroot_torus_multi(topo):
+    out = oneroot_score(topo, "broadcast", 0, "multi", compare=False)
+    assert out["TP_exact"] == "4/1"

@@ -165,9 +165,8 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     process; the disk cache holds whole cells (see `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": p["expr"], "T_L": p["T_L"], "tau": p["tau"],
-                   "tau_exact": p["tau_exact"], "schedule": p["schedule"], "verified": True}
-                  for p in result["frontier"]]
+        points = [{"expr": p.expr, "T_L": p.T_L, "tau": p.tau, "tau_exact": p.tau_exact,
+                   "schedule": p.schedule, "verified": True} for p in result.frontier]
     else:
         frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
         points = [{"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau), "tau_exact": exact(c.tau),

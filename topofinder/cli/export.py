@@ -36,6 +36,12 @@ def add(sub) -> None:
                    help="topology, schedule, ranks: rename nodes by a diff's mapping, so the "
                         "export uses the numbering of the cables after the diff")
     add_undirected(p)
+    p.add_argument("--fail", action="append", default=[], metavar="u->w",
+                   help="export the degraded fabric: fibre u->w (or duplex cable u<->w) dead; "
+                        "repeatable; intact node numbers")
+    p.add_argument("--fail-node", action="append", type=int, default=[], metavar="U",
+                   help="export the degraded fabric: node U dead (survivors renumbered, names "
+                        "kept); repeatable")
     p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(run=run)
 
@@ -62,6 +68,11 @@ def picked_expression(path: str, pick: int) -> str:
 def run(args) -> int:
     if args.pick is not None:
         args.expr = picked_expression(args.expr, args.pick)
+    if args.fail or args.fail_node:
+        if args.undirected is not None:
+            raise TopofinderError("export: --fail/--fail-node apply to expressions, not to "
+                                  "--undirected/--directed files")
+        args.expr = api.failed(args.expr, args.fail, args.fail_node)
     if args.relabel and args.what == "patch-panel":
         raise TopofinderError("export: --relabel applies to topology, schedule and ranks; a "
                               "diff's patch plan is already in the old plan's numbering")

@@ -19,6 +19,12 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
                      _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+    if any(p.get("robust") for p in result["frontier"]):
+        rows[0] += ("worst failure",)
+        for i, p in enumerate(result["frontier"]):
+            r = p["robust"]
+            rows[i + 1] += ("disconnects" if r.get("disconnects") else
+                            f"{_us(r['worst_allreduce_s'])} ({r['worst_failure']})",)
     if "hierarchy" in result:
         rows[0] += ("GPU algbw",)
         for i, p in enumerate(result["frontier"]):

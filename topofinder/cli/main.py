@@ -13,14 +13,14 @@ import sys
 import threading
 
 from topofinder import api
-from topofinder.cli import bench, catalog, check, export, run, score, search, sweep
+from topofinder.cli import bench, catalog, check, export, fail, run, score, search, sweep
 from topofinder.cli.common import Parser
 from topofinder.errors import TopofinderError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 #: The commands in the order --help lists them.
-COMMANDS = (search, score, export, check, bench, catalog, sweep, run)
+COMMANDS = (search, score, export, check, fail, bench, catalog, sweep, run)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,10 +34,58 @@ def add(sub) -> None:
                         "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
                         f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_oneroot(p)
     p.set_defaults(run=run)
 
 
+def _add_oneroot(p) -> None:
+    g = p.add_argument_group("one-root collectives in steady state (docs/algorithms.md)")
+    g.add_argument("--collective", choices=["broadcast", "reduce", "scatter", "gather"],
+                   default=None,
+                   help="instead of the allgather scores: the exact steady-state throughput "
+                        "TP (unit messages per unit time; a unit message takes 1/C on a link "
+                        "of capacity C) of this one-root collective, with its certificate, and "
+                        "for broadcast/reduce the best single tree and best DAG next to it")
+    g.add_argument("--port-model", choices=["one", "multi", "node"], default="one",
+                   help="one: a node sends to one and receives from one neighbour at a time "
+                        "(default); multi: every link independent; node: a node's sends (and "
+                        "its receives) total at most --node-bandwidth")
+    g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
+    g.add_argument("--node-bandwidth", metavar="B", help="per-node send and receive cap in "
+                   "units of b (a fraction is fine), with --port-model node")
+    g.add_argument("--schedule", metavar="FILE", help="broadcast/reduce: also write the "
+                   "replayed periodic schedule JSON (docs/formats.md)")
+
+
+def _run_oneroot(args) -> int:
+    options = {"root": args.root, "port_model": args.port_model,
+               "node_bandwidth": args.node_bandwidth}
+    info = api.score_oneroot(source(args), args.collective, **options)
+    if args.schedule:
+        api.schedule_oneroot(source(args), args.collective, path=args.schedule, **options)
+        info["schedule"] = args.schedule
+    if args.json:
+        print(json_text(info))
+        return 0
+    cert = info.pop("certificate")
+    info["certificate"] = cert["kind"] + (f", primal {cert['primal']}" if "primal" in cert
+                                          else "") + (f", {len(cert['cuts'])} cuts"
+                                                      if "cuts" in cert else "")
+    _print_table(info)
+    return 0
+
+
+def _print_table(info: dict) -> None:
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:<{width}}  {value}")
+
+
 def run(args) -> int:
+    if args.collective is not None:
+        return _run_oneroot(args)
+    if args.node_bandwidth is not None or args.schedule is not None:
+        raise api.TopofinderError("score: --node-bandwidth and --schedule need --collective")
     tty = stderr_is_tty()
     info = api.score(source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
                      progress=bracket_progress() if tty else None,
@@ -48,7 +96,5 @@ def run(args) -> int:
     if args.json:
         print(json_text(info))
     else:
-        width = max(len(k) for k in info)
-        for key, value in info.items():
-            print(f"{key:<{width}}  {value}")
+        _print_table(info)
     return 0

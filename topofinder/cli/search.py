@@ -64,6 +64,12 @@ def add(sub) -> None:
                    help="do not score ShiftedRing, the double binary tree and the closest torus "
                         "at the same N and d (shown by default with the recommendation's "
                         "speedup over each)")
+    p.add_argument("--robust", action="store_true",
+                   help="add each point's worst single fibre or node failure as a column "
+                        "('topofinder fail'); --plot shows it next to the intact time")
+    p.add_argument("--rank-by", choices=["objective", "robust"], default="objective",
+                   help="recommend by the intact objective (default) or by the worst "
+                        "single-failure objective (needs --robust)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=run)
 
@@ -77,7 +83,8 @@ def run(args) -> int:
                         jobs=args.jobs, use_cache=not args.no_cache, progress=True,
                         kstep=args.kstep, baselines=not args.no_baselines,
                         moe=args.workload, gpus_per_node=args.gpus_per_node,
-                        intra=args.intra, baseline_progress=_baseline_progress)
+                        intra=args.intra, baseline_progress=_baseline_progress,
+                        robust=args.robust, rank_by_robust=args.rank_by == "robust")
     if args.plot:
         api.plot(result, args.plot)
     doc = result.to_dict()

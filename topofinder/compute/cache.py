@@ -1,5 +1,5 @@
 """On-disk cache of scores and verifications (docs/performance.md), keyed by the call's arguments
-and the code version, so that a repeated search is instant and a code change never serves stale
+and the code version (plus the registered key parts, :func:`add_key_part`), so that a repeated search is instant and a code change never serves stale
 results. Location: $TOPOFINDER_CACHE, else the platform's user cache directory. joblib.Memory
 writes entries atomically and recomputes an entry it cannot read.
 """
@@ -51,6 +51,20 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+#: Callables whose text joins the code version in every key: state that changes results but is
+#: not in the source, such as a family registered at run time (topofinder.families.registry).
+_KEY_PARTS: list[Callable[[], str]] = []
+
+
+def add_key_part(part: Callable[[], str]) -> None:
+    """Make ``part()`` part of every cache key from now on."""
+    _KEY_PARTS.append(part)
+
+
+def _version() -> str:
+    return code_version() + "".join(part() for part in _KEY_PARTS)
+
+
 def _call(fn: Callable, version: str, args: tuple, options: dict):
     return fn(*args, **options)
 
@@ -91,11 +105,11 @@ class Cached:
         self._memorized = _memory().cache(_call, ignore=["options"])
 
     def __call__(self, *args, **options):
-        return self._memorized(self.fn, code_version(), args, options)
+        return self._memorized(self.fn, _version(), args, options)
 
     def in_cache(self, *args) -> bool:
         """Whether ``self(*args)`` would be answered from the disk cache."""
-        return self._memorized.check_call_in_cache(self.fn, code_version(), args, {})
+        return self._memorized.check_call_in_cache(self.fn, _version(), args, {})
 
 
 def cached(fn: Callable, use_cache: bool = True) -> Callable:

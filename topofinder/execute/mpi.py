@@ -6,7 +6,8 @@
 the schedule step by step — per step one non-blocking Isend/Irecv per peer of a packed
 contiguous message (:mod:`topofinder.execute.plan`) and a Waitall — and compares its result
 exactly with MPI's own collective on the same data (MPI_Allgather, MPI_Reduce_scatter_block,
-MPI_Allreduce). Integer values keep every floating-point sum exact, whatever the order.
+MPI_Allreduce; MPI_Bcast and MPI_Reduce for the periodic one-root schedules of paper 003,
+``--pipeline K`` running K periods' worth of messages). Integer values keep every floating-point sum exact, whatever the order.
 
 Reported in nccl-tests' terms: size = the full buffer M (allgather output, reduce-scatter
 input, allreduce buffer), time = median over ``--iters`` runs after ``--warmup`` runs of the
@@ -36,7 +37,8 @@ from topofinder.workload.cost import parse_bandwidth, parse_size, parse_time
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT = 0, 1, 2
 DTYPES = {"float32": (np.float32, 24), "float64": (np.float64, 53)}   # (type, mantissa bits)
-MPI_NAMES = {"allgather": "MPI_Allgather", "reduce-scatter": "MPI_Reduce_scatter_block",
+MPI_NAMES = {"broadcast": "MPI_Bcast", "reduce": "MPI_Reduce",
+             "allgather": "MPI_Allgather", "reduce-scatter": "MPI_Reduce_scatter_block",
              "allreduce": "MPI_Allreduce"}
 _PROG = "topofinder run"
 
@@ -76,7 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="α-β prediction: node bandwidth B = d links × b (default 100Gbps)")
     p.add_argument("--pipeline", type=int, default=1, metavar="K",
                    help="tree schedules: cut every tree's data into K slices that follow "
-                        "each other down the tree one step apart (default 1)")
+                        "each other down the tree one step apart; one-root periodic schedules: "
+                        "run K periods' worth of messages (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the input data (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON document (rank 0)")
 
@@ -140,7 +143,7 @@ def run(args) -> int:
     if comm.rank != 0:
         program = Program(payload["collective"], payload["num_nodes"], payload["shard_chunks"],
                           payload["sends"], payload["reduce_steps"], payload["kind"],
-                          payload["topology"], payload["method"])
+                          payload["topology"], payload["method"], root=payload["root"])
     try:
         result = _execute(MPI, comm, program, options)
     except Exception as exc:  # noqa: BLE001 - one rank failing must not leave others waiting
@@ -174,7 +177,7 @@ def _payload(program: Program) -> dict:
     return {"collective": program.collective, "num_nodes": program.num_nodes,
             "shard_chunks": program.shard_chunks, "sends": np.asarray(program.sends),
             "reduce_steps": program.reduce_steps, "kind": program.kind,
-            "topology": program.topology, "method": program.method}
+            "topology": program.topology, "method": program.method, "root": program.root}
 
 
 # ---- execution -----------------------------------------------------------------------------
@@ -193,7 +196,7 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
     # integer values with |N·value| < 2^mantissa: every partial sum is exact in any order
     bound = min(1000, (2 ** mantissa - 1) // n)
     rng = np.random.default_rng([options["seed"], rank])
-    coll = program.collective
+    coll, root = program.collective, program.root
     src = rng.integers(-bound, bound + 1, shard if coll == "allgather" else count).astype(dtype)
     ref = np.empty(shard if coll == "reduce-scatter" else count, dtype)
 
@@ -202,10 +205,16 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
             comm.Allgather(src, ref)
         elif coll == "reduce-scatter":
             comm.Reduce_scatter_block(src, ref)
+        elif coll == "broadcast":
+            ref[:] = src
+            comm.Bcast(ref, root=root)
+        elif coll == "reduce":
+            comm.Reduce(src, ref, root=root)
         else:
             comm.Allreduce(src, ref)
 
     reference()
+    checked = coll != "reduce" or rank == root      # a reduce ends at the root only
     expected = ref.copy()
     work = np.empty(count, dtype)
     result = work[own] if coll == "reduce-scatter" else work
@@ -213,7 +222,7 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
     def schedule():
         if coll == "allgather":
             work[own] = src
-        else:
+        elif coll != "broadcast" or rank == root:
             work[:] = src
         for step in steps:
             tag = step.t % 32768
@@ -233,7 +242,7 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
         schedule()
         dt = MPI.Wtime() - t0
         bad = result != expected
-        if bad.any():
+        if checked and bad.any():
             wrong = max(wrong, int(bad.sum()))
             diff = np.abs(result.astype(np.float64) - expected)
             worst = max(worst, float(np.nan_to_num(diff, nan=np.inf).max()))
@@ -261,7 +270,9 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
 # ---- report --------------------------------------------------------------------------------
 def _bus_factor(collective: str, n: int) -> float:
     """nccl-tests' busbw / algbw: (n−1)/n for allgather and reduce-scatter, 2(n−1)/n for
-    allreduce."""
+    allreduce, 1 for broadcast and reduce."""
+    if collective in ("broadcast", "reduce"):
+        return 1.0
     return (2.0 if collective == "allreduce" else 1.0) * (n - 1) / n
 
 

@@ -27,8 +27,13 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.families.build import load_topology
+from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.tree_schedule import TreeSchedule
+
+
+#: One-root collectives (paper 003): the buffer is the root's message.
+ONE_ROOT = ("broadcast", "reduce")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Program:
     schedule: StepSchedule | None = None
     tree_tau: Fraction | None = None
     pipeline: int = 1
+    root: int = 0
 
     @property
     def num_steps(self) -> int:
@@ -57,7 +63,10 @@ class Program:
 
     @property
     def pieces(self) -> int:
-        """N·P: the buffer is a whole number of these pieces."""
+        """N·P: the buffer is a whole number of these pieces (P for a one-root collective,
+        whose buffer is the root's message alone)."""
+        if self.collective in ONE_ROOT:
+            return self.shard_chunks
         return self.num_nodes * self.shard_chunks
 
 
@@ -82,6 +91,8 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
     schedule JSON (``export --what schedule --kind trees``)."""
     if pipeline < 1:
         raise TopofinderError(f"--pipeline must be a positive integer, got {pipeline}")
+    if doc.get("format") == ONEROOT_FORMAT:
+        return oneroot_program(doc, pipeline)
     if "topology" not in doc:
         raise TopofinderError("schedule JSON names no topology (export writes one)")
     topo = load_topology(str(doc["topology"]))
@@ -110,6 +121,35 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
                     "allreduce": sched.reduce_steps}[sched.collective]
     return Program(sched.collective, sched.topology.n, sched.shard_chunks, sched.sends,
                    reduce_steps, "steps", sched.topology.expr, sched.method, sched)
+
+
+def oneroot_program(doc: dict, batches: int = 1) -> Program:
+    """A periodic one-root schedule (docs/formats.md) as steps: ``batches`` periods' worth of
+    messages, P = batches × (messages per period) chunks of the root's buffer; step = (period,
+    slot), empty steps dropped. A reduce runs the broadcast schedule of G^T backwards: every
+    send reversed in time and direction, partial sums moving towards the root."""
+    sched = PeriodicSchedule.from_dict(doc)
+    replay(sched)
+    offsets = np.cumsum([0] + [w for w, _ in sched.trees])
+    per_period, nslots = int(offsets[-1]), len(sched.slots)
+    lags = [row[5] for _, sends in sched.slots for row in sends]
+    rows = []
+    for r in range(batches + max(lags, default=0)):
+        for k, (_, sends) in enumerate(sched.slots):
+            for u, w, tree, lo, hi, lag in sends:
+                if 0 <= r - lag < batches:
+                    base = (r - lag) * per_period + int(offsets[tree])
+                    rows.append((r * nslots + k + 1, 0, base + lo, base + hi, u, w))
+    sends = np.array(rows, np.int64)
+    sends[:, 0] = np.unique(sends[:, 0], return_inverse=True)[1] + 1
+    steps = int(sends[:, 0].max())
+    if sched.collective == "reduce":
+        sends[:, 0] = steps + 1 - sends[:, 0]
+        sends[:, [4, 5]] = sends[:, [5, 4]]
+    return Program(sched.collective, sched.n, batches * per_period, sends,
+                   steps if sched.collective == "reduce" else 0, "oneroot",
+                   sched.topology or "(one-root schedule)", "periodic", None, None, batches,
+                   sched.root)
 
 
 def check_rows(sends: np.ndarray, n: int, p: int) -> None:

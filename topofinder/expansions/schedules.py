@@ -15,7 +15,7 @@ from math import lcm
 
 import numpy as np
 
-from topofinder.model import operations as ex
+from topofinder.model import operations
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
@@ -76,7 +76,7 @@ def line_graph_schedule(a: StepSchedule, times: int = 1) -> StepSchedule:
 def _line_graph_once(a: StepSchedule) -> StepSchedule:
     _allgather(a, "line-graph expansion")
     g = a.topology
-    lg = ex.line_graph(g)
+    lg = operations.line_graph(g)
     rows = _rows(a)
     n = g.n
     # split sends over parallel arcs u→w: refine chunks by the lcm of the multiplicities used
@@ -128,7 +128,7 @@ def degree_schedule(a: StepSchedule, factor: int) -> StepSchedule:
     if not g.is_regular or g.heterogeneous:
         raise TopofinderError(f"{g.expr}: degree expansion (Thm 11) needs a d-regular "
                               f"topology with homogeneous links")
-    ge = ex.degree_expansion(g, factor)
+    ge = operations.degree_expansion(g, factor)
     n, d, nf = g.n, g.degree, factor
     rows = _rows(a)
     chunks = lcm(a.shard_chunks, nf * d)
@@ -167,7 +167,7 @@ def power_schedule(a: StepSchedule, power: int) -> StepSchedule:
     g = a.topology
     if power < 2:
         raise TopofinderError(f"Cartesian power must be >= 2, got {power}")
-    gp = ex.cartesian_power(g, power)
+    gp = operations.cartesian_power(g, power)
     n, p, steps = g.n, power, a.num_steps
     rows = _rows(a)
     sizes = [rows.shape[0] * n ** (2 * j) * n ** (p - j - 1) for j in range(p)]
@@ -206,11 +206,11 @@ def bidirectional_schedule(a: StepSchedule) -> StepSchedule:
     has no 2-cycles (A and g(A) then use disjoint links); τ' ≤ τ otherwise."""
     _allgather(a, "Bi(G)")
     g = a.topology
-    p = ex.known_reverse_isomorphism(g)
+    p = operations.known_reverse_isomorphism(g)
     if p is None:
         raise TopofinderError(f"{g.expr}: Bi(G) needs a reverse-symmetric G with a known "
                               f"reverse isomorphism (Topology.reverse_isomorphism)")
-    bi = ex.bidirectional(g)
+    bi = operations.bidirectional(g)
     rows = _rows(a)
     half = a.shard_chunks
     mirrored = np.stack([rows[:, 0], p[rows[:, 1]], rows[:, 2] + half, rows[:, 3] + half,

@@ -1,1 +1,1 @@
-"""Writers: schedules (JSON, MSCCL XML, .npz), patch-panel plans and plots (docs/formats.md)."""
+"""Writers: schedules (JSON, MSCCL XML, .npz) and plots (docs/formats.md); the patch-panel side is :mod:`topofinder.cabling`."""

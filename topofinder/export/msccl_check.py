@@ -193,8 +193,22 @@ def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = N
     rt = get_runtime(runtime)
     limit = rt.max_steps if max_steps is None else int(max_steps)
     algo = _algo(xml)
-    a = algo.attrs
-    where = f"{rt.name}"
+    _check_algo(algo, rt)
+    stats = {"max_steps_per_tb": 0, "max_tbs_per_gpu": 0, "max_nodes_per_rank": 0,
+             "steps_per_tb": {}}
+    for g in algo.gpus:
+        lengths, nodes = _check_gpu(algo, g, rt, limit)
+        stats["steps_per_tb"][g.id] = lengths
+        stats["max_steps_per_tb"] = max(stats["max_steps_per_tb"], max(lengths, default=0))
+        stats["max_tbs_per_gpu"] = max(stats["max_tbs_per_gpu"], len(g.tbs))
+        stats["max_nodes_per_rank"] = max(stats["max_nodes_per_rank"], nodes)
+    return stats
+
+
+def _check_algo(algo: Algo, rt: Runtime) -> None:
+    """The ``<algo>`` element: coll spelling, protocol, attributes, size band, gpus, channels
+    and the buffer sizes the collective implies."""
+    a, where = algo.attrs, rt.name
     if algo.coll != rt.colls[algo.collective]:
         raise MscclCheckError(f"{where}: coll={algo.coll!r} is not accepted, it spells "
                               f"{algo.collective} as {rt.colls[algo.collective]!r}")
@@ -206,20 +220,7 @@ def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = N
     for k, v in a.items():
         if len(v) >= rt.max_str or len(k) >= rt.max_str:
             raise MscclCheckError(f"{where}: attribute {k} is longer than {rt.max_str - 1}")
-    try:
-        lo, hi = int(a.get("minBytes", 0)), int(a.get("maxBytes", 0 if
-                                                                rt.max_bytes_zero_unbounded
-                                                                else 1 << 27))
-    except ValueError:
-        raise MscclCheckError(f"{where}: minBytes/maxBytes are not integers") from None
-    if lo < 0 or hi < 0:
-        raise MscclCheckError(f"{where}: minBytes/maxBytes must not be negative")
-    if rt.max_bytes_zero_unbounded:
-        if hi and lo > hi:
-            raise MscclCheckError(f"{where}: minBytes {lo} > maxBytes {hi}: never selected")
-    elif lo >= hi:
-        raise MscclCheckError(f"{where}: selected only when minBytes ≤ size < maxBytes, "
-                              f"minBytes {lo}, maxBytes {hi}: never selected")
+    _check_size_band(a, rt)
     n = algo.ngpus
     if n > rt.max_subs:
         raise MscclCheckError(f"{where}: {n} gpus exceed the XML loader's {rt.max_subs} "
@@ -236,115 +237,143 @@ def check_limits(xml, runtime: str = "msccl-executor", max_steps: int | None = N
     if not want or algo.nchunksperloop != max(ic, oc):
         raise MscclCheckError(f"{where}: i_chunks={ic}, o_chunks={oc}, nchunksperloop="
                               f"{algo.nchunksperloop} do not fit {c} on {n} gpus")
-    stats = {"max_steps_per_tb": 0, "max_tbs_per_gpu": 0, "max_nodes_per_rank": 0,
-             "steps_per_tb": {}}
     for g in algo.gpus:
-        sizes = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
         if (g.i_chunks, g.o_chunks) != (ic, oc) or g.s_chunks < 0:
             raise MscclCheckError(f"{where}: gpu {g.id} declares other buffer sizes")
-        nodes = 1 + n + len(g.tbs) + sum(len(tb.steps) for tb in g.tbs)
-        if nodes >= rt.max_nodes:
-            raise MscclCheckError(f"{where}: rank {g.id} loads {nodes} XML elements (algo, {n} "
-                                  f"gpus, its tbs and steps); the parser holds "
-                                  f"{rt.max_nodes - 1}")
-        ids = sorted(tb.id for tb in g.tbs)
-        if ids != list(range(len(ids))):
-            raise MscclCheckError(f"{where}: gpu {g.id}: threadblock ids are not "
-                                  f"0..{len(ids) - 1}")
-        if len(ids) > rt.max_tbs:
-            raise MscclCheckError(f"{where}: gpu {g.id} has {len(ids)} threadblocks; the "
-                                  f"runtime allows {rt.max_tbs}")
-        byid = {tb.id: tb for tb in g.tbs}
-        conns = {}
-        per_chan = {}
-        lengths = []
-        for tb in sorted(g.tbs, key=lambda x: x.id):
-            at = f"{where}: gpu {g.id} tb {tb.id}"
-            lengths.append(len(tb.steps))
-            if tb.nattrs > rt.max_attrs:
-                raise MscclCheckError(f"{at}: more than {rt.max_attrs} attributes")
-            for peer in (tb.send, tb.recv):
-                if peer < -1 or peer >= n or peer == g.id:
-                    raise MscclCheckError(f"{at}: peer {peer} is not -1 or another gpu")
-            if not 0 <= tb.chan < algo.nchannels:
-                raise MscclCheckError(f"{at}: channel {tb.chan} outside 0..{algo.nchannels - 1}")
-            for kind, peer in (("send", tb.send), ("recv", tb.recv)):
-                if peer >= 0:
-                    key = (kind, peer, tb.chan)
-                    if key in conns:
-                        raise MscclCheckError(f"{at}: shares the {kind} connection to gpu "
-                                              f"{peer} on channel {tb.chan} with tb {conns[key]}")
-                    conns[key] = tb.id
-                    cnt = per_chan.setdefault((kind, tb.chan), 0) + 1
-                    per_chan[(kind, tb.chan)] = cnt
-                    if cnt > rt.max_tbs_per_channel:
-                        raise MscclCheckError(f"{at}: more than {rt.max_tbs_per_channel} "
-                                              f"{kind} threadblocks on channel {tb.chan}")
-            if len(tb.steps) > limit:
-                raise MscclCheckError(
-                    f"{where}: gpu {g.id} tb {tb.id} has {len(tb.steps)} instructions; "
-                    f"the limit is {limit} (MSCCL_MAX_NUM_STEPS)")
-            pending_nops = 0
-            for i, st in enumerate(tb.steps):
-                here = f"{at} step {i}"
-                if st.s != i:
-                    raise MscclCheckError(f"{here}: step numbers are not 0, 1, 2, ...")
-                if st.nattrs > rt.max_attrs:
-                    raise MscclCheckError(f"{here}: more than {rt.max_attrs} attributes")
-                if st.type not in TYPES:
-                    raise MscclCheckError(f"{here}: type {st.type!r} is not one of "
-                                          f"{', '.join(TYPES)}")
-                if st.srcbuf not in BUFFERS or st.dstbuf not in BUFFERS:
-                    raise MscclCheckError(f"{here}: buffers must be i, o or s")
-                if st.type in SENDS and tb.send < 0:
-                    raise MscclCheckError(f"{here}: a send in a threadblock without send peer")
-                if st.type in RECVS and tb.recv < 0:
-                    raise MscclCheckError(f"{here}: a receive in a threadblock without recv peer")
-                if st.type != "nop":
-                    if not 0 <= st.cnt < rt.max_count:
-                        raise MscclCheckError(f"{here}: cnt {st.cnt} outside "
-                                              f"0..{rt.max_count - 1}")
-                    reads = st.type in ("s", "rrs", "rrc", "rrcs", "cpy", "re")
-                    writes = st.type in ("r", "rcs", "rrc", "rrcs", "cpy", "re")
-                    for use, buf, off in ((reads, st.srcbuf, st.srcoff),
-                                          (writes, st.dstbuf, st.dstoff)):
-                        if use and not (0 <= off and off + st.cnt <= sizes[buf]
-                                        and off <= INT16_MAX):
-                            raise MscclCheckError(
-                                f"{here}: pieces [{off}, {off + st.cnt}) outside buffer {buf} "
-                                f"({sizes[buf]} chunks, int16 offsets)")
-                if st.depid >= 0:
-                    if st.depid > INT8_MAX:
-                        raise MscclCheckError(f"{here}: depid {st.depid} does not fit int8")
-                    tgt = byid.get(st.depid)
-                    if tgt is None or not 0 <= st.deps < len(tgt.steps):
-                        raise MscclCheckError(f"{here}: depends on missing step "
-                                              f"{st.depid}/{st.deps}")
-                    if not any(x.hasdep and x.type != "nop" for x in tgt.steps[st.deps:]):
-                        raise MscclCheckError(f"{here}: waits for tb {st.depid} step {st.deps}, "
-                                              "but no step there or later sets a flag "
-                                              "(hasdep=1): it would hang")
-                elif st.depid != -1:
-                    raise MscclCheckError(f"{here}: depid {st.depid} is not -1 or a tb id")
-                if st.hasdep not in (0, 1):
-                    raise MscclCheckError(f"{here}: hasdep must be 0 or 1")
-                if st.type == "nop":
-                    if st.depid < 0:
-                        raise MscclCheckError(f"{here}: a nop without a dependency shifts the "
-                                              "interpreter's step counter")
-                    pending_nops += 1
-                else:
-                    if pending_nops and st.depid < 0:
-                        raise MscclCheckError(f"{here}: follows nops but has no dependency "
-                                              "itself (the parser rejects this)")
-                    pending_nops = 0
-            if pending_nops:
-                raise MscclCheckError(f"{at}: ends with nops (their dependencies are dropped)")
-        stats["steps_per_tb"][g.id] = lengths
-        stats["max_steps_per_tb"] = max(stats["max_steps_per_tb"], max(lengths, default=0))
-        stats["max_tbs_per_gpu"] = max(stats["max_tbs_per_gpu"], len(g.tbs))
-        stats["max_nodes_per_rank"] = max(stats["max_nodes_per_rank"], nodes)
-    return stats
+
+
+def _check_size_band(a: dict, rt: Runtime) -> None:
+    """minBytes/maxBytes as the runtime reads them (module doc)."""
+    where = rt.name
+    try:
+        lo = int(a.get("minBytes", 0))
+        hi = int(a.get("maxBytes", 0 if rt.max_bytes_zero_unbounded else 1 << 27))
+    except ValueError:
+        raise MscclCheckError(f"{where}: minBytes/maxBytes are not integers") from None
+    if lo < 0 or hi < 0:
+        raise MscclCheckError(f"{where}: minBytes/maxBytes must not be negative")
+    if rt.max_bytes_zero_unbounded:
+        if hi and lo > hi:
+            raise MscclCheckError(f"{where}: minBytes {lo} > maxBytes {hi}: never selected")
+    elif lo >= hi:
+        raise MscclCheckError(f"{where}: selected only when minBytes ≤ size < maxBytes, "
+                              f"minBytes {lo}, maxBytes {hi}: never selected")
+
+
+def _check_gpu(algo: Algo, g: Gpu, rt: Runtime, limit: int) -> tuple[list[int], int]:
+    """One rank as its parser loads it: element count, threadblock ids, connections, steps.
+    Returns (steps per threadblock in id order, XML elements loaded)."""
+    where, n = rt.name, algo.ngpus
+    nodes = 1 + n + len(g.tbs) + sum(len(tb.steps) for tb in g.tbs)
+    if nodes >= rt.max_nodes:
+        raise MscclCheckError(f"{where}: rank {g.id} loads {nodes} XML elements (algo, {n} "
+                              f"gpus, its tbs and steps); the parser holds "
+                              f"{rt.max_nodes - 1}")
+    ids = sorted(tb.id for tb in g.tbs)
+    if ids != list(range(len(ids))):
+        raise MscclCheckError(f"{where}: gpu {g.id}: threadblock ids are not "
+                              f"0..{len(ids) - 1}")
+    if len(ids) > rt.max_tbs:
+        raise MscclCheckError(f"{where}: gpu {g.id} has {len(ids)} threadblocks; the "
+                              f"runtime allows {rt.max_tbs}")
+    byid = {tb.id: tb for tb in g.tbs}
+    sizes = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
+    conns, per_chan, lengths = {}, {}, []
+    for tb in sorted(g.tbs, key=lambda x: x.id):
+        at = f"{where}: gpu {g.id} tb {tb.id}"
+        lengths.append(len(tb.steps))
+        _check_tb(algo, g, tb, rt, conns, per_chan, at)
+        if len(tb.steps) > limit:
+            raise MscclCheckError(
+                f"{where}: gpu {g.id} tb {tb.id} has {len(tb.steps)} instructions; "
+                f"the limit is {limit} (MSCCL_MAX_NUM_STEPS)")
+        pending_nops = 0
+        for i, st in enumerate(tb.steps):
+            here = f"{at} step {i}"
+            if st.s != i:
+                raise MscclCheckError(f"{here}: step numbers are not 0, 1, 2, ...")
+            _check_step(st, tb, rt, sizes, here)
+            _check_dependency(st, byid, here)
+            if st.type == "nop":
+                pending_nops += 1
+            else:
+                if pending_nops and st.depid < 0:
+                    raise MscclCheckError(f"{here}: follows nops but has no dependency "
+                                          "itself (the parser rejects this)")
+                pending_nops = 0
+        if pending_nops:
+            raise MscclCheckError(f"{at}: ends with nops (their dependencies are dropped)")
+    return lengths, nodes
+
+
+def _check_tb(algo: Algo, g: Gpu, tb: Tb, rt: Runtime, conns: dict, per_chan: dict,
+              at: str) -> None:
+    """A threadblock's attributes, peers, channel and connections (one threadblock per
+    (direction, peer, channel); at most ``max_tbs_per_channel`` per direction and channel)."""
+    if tb.nattrs > rt.max_attrs:
+        raise MscclCheckError(f"{at}: more than {rt.max_attrs} attributes")
+    for peer in (tb.send, tb.recv):
+        if peer < -1 or peer >= algo.ngpus or peer == g.id:
+            raise MscclCheckError(f"{at}: peer {peer} is not -1 or another gpu")
+    if not 0 <= tb.chan < algo.nchannels:
+        raise MscclCheckError(f"{at}: channel {tb.chan} outside 0..{algo.nchannels - 1}")
+    for kind, peer in (("send", tb.send), ("recv", tb.recv)):
+        if peer >= 0:
+            key = (kind, peer, tb.chan)
+            if key in conns:
+                raise MscclCheckError(f"{at}: shares the {kind} connection to gpu "
+                                      f"{peer} on channel {tb.chan} with tb {conns[key]}")
+            conns[key] = tb.id
+            cnt = per_chan.setdefault((kind, tb.chan), 0) + 1
+            per_chan[(kind, tb.chan)] = cnt
+            if cnt > rt.max_tbs_per_channel:
+                raise MscclCheckError(f"{at}: more than {rt.max_tbs_per_channel} "
+                                      f"{kind} threadblocks on channel {tb.chan}")
+
+
+def _check_step(st: Step, tb: Tb, rt: Runtime, sizes: dict, here: str) -> None:
+    """A step's attributes, type, buffers, peer, ``cnt`` and offset ranges."""
+    if st.nattrs > rt.max_attrs:
+        raise MscclCheckError(f"{here}: more than {rt.max_attrs} attributes")
+    if st.type not in TYPES:
+        raise MscclCheckError(f"{here}: type {st.type!r} is not one of {', '.join(TYPES)}")
+    if st.srcbuf not in BUFFERS or st.dstbuf not in BUFFERS:
+        raise MscclCheckError(f"{here}: buffers must be i, o or s")
+    if st.type in SENDS and tb.send < 0:
+        raise MscclCheckError(f"{here}: a send in a threadblock without send peer")
+    if st.type in RECVS and tb.recv < 0:
+        raise MscclCheckError(f"{here}: a receive in a threadblock without recv peer")
+    if st.type == "nop":
+        return
+    if not 0 <= st.cnt < rt.max_count:
+        raise MscclCheckError(f"{here}: cnt {st.cnt} outside 0..{rt.max_count - 1}")
+    reads = st.type in ("s", "rrs", "rrc", "rrcs", "cpy", "re")
+    writes = st.type in ("r", "rcs", "rrc", "rrcs", "cpy", "re")
+    for use, buf, off in ((reads, st.srcbuf, st.srcoff), (writes, st.dstbuf, st.dstoff)):
+        if use and not (0 <= off and off + st.cnt <= sizes[buf] and off <= INT16_MAX):
+            raise MscclCheckError(f"{here}: pieces [{off}, {off + st.cnt}) outside buffer {buf} "
+                                  f"({sizes[buf]} chunks, int16 offsets)")
+
+
+def _check_dependency(st: Step, byid: dict, here: str) -> None:
+    """``depid``/``deps``/``hasdep``: an int8 threadblock id, an existing step, a flag that
+    some step at or after it sets; a nop always carries a dependency."""
+    if st.depid >= 0:
+        if st.depid > INT8_MAX:
+            raise MscclCheckError(f"{here}: depid {st.depid} does not fit int8")
+        tgt = byid.get(st.depid)
+        if tgt is None or not 0 <= st.deps < len(tgt.steps):
+            raise MscclCheckError(f"{here}: depends on missing step {st.depid}/{st.deps}")
+        if not any(x.hasdep and x.type != "nop" for x in tgt.steps[st.deps:]):
+            raise MscclCheckError(f"{here}: waits for tb {st.depid} step {st.deps}, but no "
+                                  "step there or later sets a flag (hasdep=1): it would hang")
+    elif st.depid != -1:
+        raise MscclCheckError(f"{here}: depid {st.depid} is not -1 or a tb id")
+    if st.hasdep not in (0, 1):
+        raise MscclCheckError(f"{here}: hasdep must be 0 or 1")
+    if st.type == "nop" and st.depid < 0:
+        raise MscclCheckError(f"{here}: a nop without a dependency shifts the interpreter's "
+                              "step counter")
 
 
 # ---- execution ---------------------------------------------------------------------------
@@ -447,26 +476,61 @@ def execute(xml, capacity: int = 1, inplace: bool | None = None, record: bool = 
         raise MscclCheckError(f"the XML declares inplace={int(algo.inplace)}, outofplace="
                               f"{int(algo.outofplace)}: it cannot run "
                               f"{'in place' if inplace else 'out of place'}")
-    states, flags, fifos = [], {}, {}
-    mems = {}
-    for g in algo.gpus:
-        ntbs = len(g.tbs)
-        mem = mems[g.id] = _Mem(algo, g, inplace, ntbs)
-        pos = {tb.id: i for i, tb in enumerate(sorted(g.tbs, key=lambda x: x.id))}
-        for tb in sorted(g.tbs, key=lambda x: x.id):
-            states.append(_TbState(g.id, tb, pos[tb.id], ntbs, mem))
-            flags[(g.id, tb.id)] = (-1, [0] * ntbs)
-    transfers = [] if record else None
-    msg_ids = iter(range(1 << 62))
-    total = sum(len(st.tb.steps) for st in states)
+    machine = _Machine(algo, inplace, capacity, record)
+    machine.run()
+    _check_result(algo, machine.mems, inplace)
+    return {"transfers": machine.transfers,
+            "instructions": sum(len(st.tb.steps) for st in machine.states)}
 
-    def conn(src, dst, chan):
-        q = fifos.get((src, dst, chan))
+
+class _Machine:
+    """Every rank's threadblocks, the completion flags and the FIFO connections of one run."""
+
+    def __init__(self, algo: Algo, inplace: bool, capacity: int, record: bool):
+        self.capacity = capacity
+        self.states, self.flags, self.fifos, self.mems = [], {}, {}, {}
+        for g in algo.gpus:
+            ntbs = len(g.tbs)
+            mem = self.mems[g.id] = _Mem(algo, g, inplace, ntbs)
+            for i, tb in enumerate(sorted(g.tbs, key=lambda x: x.id)):
+                self.states.append(_TbState(g.id, tb, i, ntbs, mem))
+                self.flags[(g.id, tb.id)] = (-1, [0] * ntbs)
+        self.transfers = [] if record else None
+        self.msg_ids = iter(range(1 << 62))
+
+    def conn(self, src, dst, chan) -> deque:
+        q = self.fifos.get((src, dst, chan))
         if q is None:
-            q = fifos[(src, dst, chan)] = deque()
+            q = self.fifos[(src, dst, chan)] = deque()
         return q
 
-    def step_once(st: _TbState) -> bool:
+    def run(self) -> None:
+        """Step every threadblock as far as it goes, round after round, until all finish;
+        MscclDeadlock when a round makes no progress, MscclCheckError on data left in flight."""
+        active = list(self.states)
+        while active:
+            progress = False
+            still = []
+            for st in active:
+                before = (st.pc, st.k)
+                while self.step(st):
+                    pass
+                if (st.pc, st.k) != before:
+                    progress = True
+                if st.pc < len(st.tb.steps):
+                    still.append(st)
+            active = still
+            if active and not progress:
+                raise MscclDeadlock(_deadlock_message(active, self.fifos, self.flags,
+                                                      self.capacity))
+        left = [(k, len(q)) for k, q in self.fifos.items() if q]
+        if left:
+            (u, w, c), m = left[0]
+            raise MscclCheckError(f"{m} piece(s) sent by gpu {u} to gpu {w} on channel {c} are "
+                                  "never received")
+
+    def step(self, st: _TbState) -> bool:
+        """Advance one instruction of ``st`` to completion if it can (True), else False."""
         tb = st.tb
         if st.pc >= len(tb.steps):
             return False
@@ -474,90 +538,72 @@ def execute(xml, capacity: int = 1, inplace: bool | None = None, record: bool = 
         at = f"gpu {st.rank} tb {tb.id} step {ins.s} ({ins.type})"
         if not st.started:
             if ins.depid >= 0:
-                fl, snap = flags.get((st.rank, ins.depid), (-1, None))
+                fl, snap = self.flags.get((st.rank, ins.depid), (-1, None))
                 if fl < ins.deps:
                     return False
                 st.vc = [max(x, y) for x, y in zip(st.vc, snap)]
             st.started = True
-        kind, mem = ins.type, st.mem
-        epoch = st.pc + 1
-        vc = st.vc
-        if kind in ("nop",) or ins.cnt == 0:
+        kind, mem, epoch = ins.type, st.mem, st.pc + 1
+        if kind == "nop" or ins.cnt == 0:
             pass
         elif kind in ("cpy", "re"):
             for k in range(ins.cnt):
-                v = mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, vc, at)
+                v = mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, st.vc, at)
                 if kind == "re":
-                    v = _reduce(mem.read(ins.dstbuf, ins.dstoff + k, st.idx, epoch, vc, at), v, at)
-                mem.write(ins.dstbuf, ins.dstoff + k, v, st.idx, epoch, vc, at)
-        else:
-            inq = conn(tb.recv, st.rank, tb.chan) if kind in RECVS else None
-            outq = conn(st.rank, tb.send, tb.chan) if kind in SENDS else None
-            while st.k < ins.cnt:
-                if inq is not None and not inq:
-                    return False
-                if outq is not None and len(outq) >= capacity:
-                    return False
-                k = st.k
-                val = None
-                if inq is not None:
-                    x, mid, unit, cnt, _ = inq[0]
-                    if k == 0:
-                        if unit != 0 or cnt != ins.cnt:
-                            raise MscclCheckError(
-                                f"{at}: receives {ins.cnt} pieces but the next message from gpu "
-                                f"{tb.recv} on channel {tb.chan} has {cnt}")
-                        st.in_msg = mid
-                    elif mid != st.in_msg or unit != k:
-                        raise MscclCheckError(f"{at}: message boundaries do not match")
-                    inq.popleft()
-                    if kind in ("r", "rcs"):
-                        val = x
-                    else:
-                        val = _reduce(mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, vc,
-                                               at), x, at)
-                    if kind in ("r", "rcs", "rrc", "rrcs"):
-                        mem.write(ins.dstbuf, ins.dstoff + k, val, st.idx, epoch, vc, at)
-                else:
-                    val = mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, vc, at)
-                if outq is not None:
-                    if k == 0:
-                        st.out_msg = next(msg_ids)
-                    outq.append((val, st.out_msg, k, ins.cnt, ins.t))
-                    if transfers is not None:
-                        transfers.append((st.rank, tb.send, tb.chan, ins.t, val[0], val[1]))
-                st.k += 1
-        # instruction complete
+                    v = _reduce(mem.read(ins.dstbuf, ins.dstoff + k, st.idx, epoch, st.vc, at),
+                                v, at)
+                mem.write(ins.dstbuf, ins.dstoff + k, v, st.idx, epoch, st.vc, at)
+        elif not self.transfer(st, ins, at):
+            return False
         st.vc[st.idx] = epoch
         if ins.hasdep and kind != "nop":
-            flags[(st.rank, tb.id)] = (ins.s, list(st.vc))
+            self.flags[(st.rank, tb.id)] = (ins.s, list(st.vc))
         st.pc += 1
         st.k = 0
         st.started = False
         return True
 
-    active = list(states)
-    while active:
-        progress = False
-        still = []
-        for st in active:
-            before = (st.pc, st.k)
-            while step_once(st):
-                pass
-            if (st.pc, st.k) != before:
-                progress = True
-            if st.pc < len(st.tb.steps):
-                still.append(st)
-        active = still
-        if active and not progress:
-            raise MscclDeadlock(_deadlock_message(active, fifos, flags, capacity))
-    left = [(k, len(q)) for k, q in fifos.items() if q]
-    if left:
-        (u, w, c), m = left[0]
-        raise MscclCheckError(f"{m} piece(s) sent by gpu {u} to gpu {w} on channel {c} are "
-                              "never received")
-    _check_result(algo, mems, inplace)
-    return {"transfers": transfers, "instructions": total}
+    def transfer(self, st: _TbState, ins: Step, at: str) -> bool:
+        """Move the pieces of a send/receive instruction one by one while the FIFOs allow;
+        True once all ``cnt`` have moved."""
+        tb, mem, epoch, vc = st.tb, st.mem, st.pc + 1, st.vc
+        kind = ins.type
+        inq = self.conn(tb.recv, st.rank, tb.chan) if kind in RECVS else None
+        outq = self.conn(st.rank, tb.send, tb.chan) if kind in SENDS else None
+        while st.k < ins.cnt:
+            if inq is not None and not inq:
+                return False
+            if outq is not None and len(outq) >= self.capacity:
+                return False
+            k = st.k
+            if inq is not None:
+                x, mid, unit, cnt, _ = inq[0]
+                if k == 0:
+                    if unit != 0 or cnt != ins.cnt:
+                        raise MscclCheckError(
+                            f"{at}: receives {ins.cnt} pieces but the next message from gpu "
+                            f"{tb.recv} on channel {tb.chan} has {cnt}")
+                    st.in_msg = mid
+                elif mid != st.in_msg or unit != k:
+                    raise MscclCheckError(f"{at}: message boundaries do not match")
+                inq.popleft()
+                if kind in ("r", "rcs"):
+                    val = x
+                else:
+                    val = _reduce(mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, vc, at),
+                                  x, at)
+                if kind in ("r", "rcs", "rrc", "rrcs"):
+                    mem.write(ins.dstbuf, ins.dstoff + k, val, st.idx, epoch, vc, at)
+            else:
+                val = mem.read(ins.srcbuf, ins.srcoff + k, st.idx, epoch, vc, at)
+            if outq is not None:
+                if k == 0:
+                    st.out_msg = next(self.msg_ids)
+                outq.append((val, st.out_msg, k, ins.cnt, ins.t))
+                if self.transfers is not None:
+                    self.transfers.append((st.rank, tb.send, tb.chan, ins.t, val[0], val[1]))
+            st.k += 1
+        return True
 
 
 def _deadlock_message(active, fifos, flags, capacity) -> str:

@@ -50,11 +50,18 @@ def plot_frontier(search_result: dict, path: str) -> None:
     bases = [b for b in search_result.get("baselines") or [] if isinstance(b, dict)
              and b.get("expr") and isinstance(b.get("allreduce_time_s"), (int, float))]
     side = bool(bases) and rec is not None
-    fig = Figure(figsize=(14, 5.5) if side else (8, 5.5), dpi=120)
+    robust = [p for p in search_result["frontier"] if isinstance(p.get("robust"), dict)]
+    cols = 1 + side + bool(robust)
+    fig = Figure(figsize=(8 + 6 * (cols - 1), 5.5), dpi=120)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 2, 1) if side else fig.add_subplot()
+    ax = fig.add_subplot(1, cols, 1)
     if side:
-        _baseline_panel(fig.add_subplot(1, 2, 2), search_result, bases)
+        _baseline_panel(fig.add_subplot(1, cols, 2), search_result, bases)
+    if robust:
+        _degraded_panel(fig.add_subplot(1, cols, cols), [
+            (p["expr"], p["robust"].get("intact_bfb_allreduce_s"),
+             {"worst single failure": p["robust"].get("worst_allreduce_s")})
+            for p in robust], "intact vs worst single failure (search --robust)")
     moore, tau_opt = moore_bound_steps(n, d), (n - 1) / n
     ax.axvline(moore, color="tab:gray", ls="--", lw=1, label=f"Moore bound T_L* = {moore}")
     ax.axhline(tau_opt, color="tab:green", ls=":", lw=1.2,
@@ -129,6 +136,63 @@ def _baseline_panel(ax, result: dict, bases: list[dict]) -> None:
     ax.set_title("recommendation against the baselines at the same N, d")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+
+
+def _degraded_panel(ax, rows, title: str) -> None:
+    """Allreduce time (µs) of each topology intact and degraded: ``rows`` of (label, intact
+    seconds, {kind: degraded seconds or None (disconnects)}), one group of bars per row."""
+    kinds = sorted({k for _, _, deg in rows for k in deg})
+    colours = ["tab:red", "tab:orange", "tab:purple", "tab:brown"]
+    height = 0.8 / (1 + len(kinds))
+    for i, (label, intact, degraded) in enumerate(rows):
+        bars = [("intact", intact, "tab:blue")] + [
+            (k, degraded.get(k), colours[j % len(colours)]) for j, k in enumerate(kinds)]
+        for k, (name, value, colour) in enumerate(bars):
+            y = i + (k - len(kinds) / 2) * height
+            if isinstance(value, (int, float)):
+                ax.barh(y, value * 1e6, height=height, color=colour,
+                        label=name if i == 0 else None)
+                if intact and k:
+                    ax.annotate(f"×{value / intact:.3f}", (value * 1e6, y),
+                                textcoords="offset points", xytext=(3, -3), fontsize=7)
+            elif k:
+                ax.annotate(f"{name}: disconnects", (0, y), fontsize=7)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(0, hi * 1.15)                               # room for the ratio labels
+    ax.set_xlabel("allreduce time (µs), BFB on the intact and the degraded digraph")
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))   # clear of the bars
+
+
+def plot_failures(surveys: list[dict], path: str) -> None:
+    """Intact, median and worst single fibre and node failure (allreduce µs) of each
+    `topofinder fail --json` document in ``surveys``, drawn to ``path`` (.png or .svg)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise TopofinderError(f"plot: {path!r} has extension '.{fmt}'; accepted are "
+                              + ", ".join("." + f for f in FORMATS))
+    rows = []
+    for doc in surveys:
+        deg = {}
+        for key, unit in (("single_links", "link"), ("single_nodes", "node")):
+            for which in ("median", "worst"):
+                if key in doc:
+                    deg[f"{which} {unit}"] = doc[key][which].get("allreduce_s")
+        rows.append((doc["expr"], doc["intact"].get("allreduce_s"), deg))
+    fig = Figure(figsize=(10, 1.2 + 1.3 * len(rows)), dpi=120)
+    FigureCanvasAgg(fig)
+    n = {doc["N"] for doc in surveys}
+    _degraded_panel(fig.add_subplot(), rows, "single failures: intact, median and worst"
+                    + (f", N = {n.pop()}" if len(n) == 1 else ""))
+    fig.tight_layout()
+    with atomic_output(path, "wb") as fh:
+        fig.savefig(fh, format=fmt)
 
 
 def _excess_scale(ax, n: int, taus: list[float]) -> None:

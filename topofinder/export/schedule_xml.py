@@ -4,6 +4,12 @@ The compilers of both papers lower a mathematical schedule to per-GPU *threadblo
 ordered list of send / receive / reduce / copy instructions, in the XML the MSCCL interpreter
 runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.StepSchedule`:
 
+The lowering runs as named passes, each a function: layout (:func:`_layout`, and
+:func:`_step_messages` ordering a step's pieces by where they sit), threadblock/channel
+placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
+receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
+:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`).
+
 - Pieces. With P chunks per shard and k channels every shard is cut into k·P pieces; channel j
   runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
   keep shard v's pieces at [v·k·P, (v+1)·k·P) as NCCL requires (piece j·P + c = chunk c of
@@ -18,6 +24,11 @@ runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.St
   and sends to w — what ``rcs``/``rrs``/``rrcs`` need — deadlocks in a ring of such
   threadblocks as soon as one step's message exceeds the buffer, so the writer fuses only the
   receive with the reduction, ``rrc``.)
+- Lanes: a link whose threadblock would exceed the runtime's steps per threadblock gets
+  further threadblocks for the same peer on further channels, each holding a consecutive
+  group of the link's (step, message run) slots (:func:`assign_lanes`); instance j, lane i
+  runs on channel j·L + i. Each lane is its own connection whose receiving threadblock only
+  receives, in step order, so the argument above holds lane by lane.
 - Consolidation: the pieces a step sends on a link are ordered by where they sit and every
   contiguous range becomes one instruction (``cnt`` > 1, at most 71); received data lands in
   a fresh contiguous scratch range (reduce-scatter partials) or at its final place. When that
@@ -39,7 +50,9 @@ runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.St
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
   limit per threadblock (64 / 256). A schedule that does not fit the runtime's limits is
-  refused before anything is written (:func:`check_fits` runs first on the schedule arrays).
+  refused before anything is written (:func:`check_fits` runs first on the schedule arrays;
+  the lowering stops at the first schedule step after which a rank holds more XML steps than
+  its parser loads).
 
 Every step carries ``t``, the schedule step (ignored by runtimes), and the algo element the
 schedule's topology, P and piece layout, so :func:`parse_msccl_xml` recovers the sends by
@@ -49,6 +62,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
 from math import lcm
@@ -77,19 +91,24 @@ _MAX_CNT_DEFAULT = 71
 class _Prog:
     """One rank's channel-0 program: threadblocks of instructions with dependencies."""
 
-    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
+    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int,
+                 lanes: dict | None = None):
         self.u = u
         self.tb_peer = [("send", w) for w in out_peers] + [("recv", x) for x in in_peers] + [
             ("local", -1)]
-        self.send_tb = {w: i for i, w in enumerate(out_peers)}
-        self.recv_tb = {x: len(out_peers) + i for i, x in enumerate(in_peers)}
+        self.send_tb = {(w, 0): i for i, w in enumerate(out_peers)}
+        self.recv_tb = {(x, 0): len(out_peers) + i for i, x in enumerate(in_peers)}
         self.local = len(self.tb_peer) - 1
         ntb = len(self.tb_peer)
+        self.lane = [0] * ntb                       # per tb: its channel lane (time slot)
+        self.lanes = lanes or {}                    # link (u, w) → first steps of lanes 1, 2, …
         self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
+        self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
         self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
+        self.total = 0                              # XML steps so far, nops included
         self.stage = {}
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
 
@@ -108,7 +127,7 @@ class _Prog:
         self.scratch += count
         return ("s", self.scratch - count)
 
-    def add(self, tb, kind, src, dst, cnt, t, reads, writes):
+    def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
         """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
         cand = {}
         for buf, off in reads:
@@ -138,8 +157,10 @@ class _Prog:
             self.hasdep[b].add(i)
         idx = len(self.instrs[tb])
         cur[tb] = idx + 1
+        self.total += max(1, len(chosen))
         self.clock[tb].append(cur)
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
+        self.slots[tb].append(slot or (t, 0))
         for buf, off in reads:
             for k in range(cnt):
                 self.readers.setdefault(self.phys(buf, off + k), {})[tb] = idx
@@ -149,15 +170,31 @@ class _Prog:
                 self.writer[cell] = (tb, idx)
                 self.readers[cell] = {}
 
+    def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
+        self.tb_peer.append((kind, peer))
+        self.lane.append(lane)
+        self.instrs.append([])
+        self.slots.append([])
+        self.clock.append([])
+        self.hasdep.append(set())
+        return len(self.tb_peer) - 1
+
     def stage_tb(self, t: int) -> int:
         """The local threadblock that packs and unpacks step t's staged messages."""
         if t not in self.stage:
-            self.stage[t] = len(self.tb_peer)
-            self.tb_peer.append(("local", -1))
-            self.instrs.append([])
-            self.clock.append([])
-            self.hasdep.append(set())
+            self.stage[t] = self._new_tb("local", -1)
         return self.stage[t]
+
+    def conn_tb(self, kind: str, peer: int, slot: tuple) -> int:
+        """The threadblock of connection (``kind`` = send to / recv from ``peer``) that carries
+        ``slot`` = (step, run of that step's message): lane i of the link holds its slots from
+        the i-th boundary in ``lanes`` on, on channel lane i (placement in time)."""
+        link = (self.u, peer) if kind == "send" else (peer, self.u)
+        lane = bisect_right(self.lanes.get(link, ()), slot)
+        table = self.send_tb if kind == "send" else self.recv_tb
+        if (peer, lane) not in table:
+            table[(peer, lane)] = self._new_tb(kind, peer, lane)
+        return table[(peer, lane)]
 
     def emitted(self) -> list[int]:
         """Threadblocks written to the XML, in id order (empty local ones are left out)."""
@@ -222,11 +259,50 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     collective (a cheaper early check before the full schedule is built; bounds stay valid).
     ``stage``: the writer's option (None: direct or staged, whichever fits)."""
     rt, limit = _options(runtime, channels, max_steps)
-    topo, n, p, k = schedule.topology, schedule.topology.n, schedule.shard_chunks, channels
     coll = collective or schedule.collective
     if collective and schedule.collective != "allgather":
         raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
-    what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
+    what = f"MSCCL XML ({rt.name}) for {schedule.topology.expr} {coll}"
+    tbs = _check_shape(schedule, channels, rt, what)
+    if not schedule.sends.shape[0] or collective == "reduce-scatter":
+        return                      # (an allgather checked as reduce-scatter reads scratch)
+    n = schedule.topology.n
+    direct, staged = _instruction_bounds(schedule, channels, coll, stage)
+    worst = int(direct.argmax())
+    need = int(direct[worst]) if staged is None else int(staged.max())
+    if stage is None and staged is not None:
+        need = min(int(direct[worst]), need)
+    lanes = -(-need // limit)           # a link's steps spread over lanes of ≤ limit each
+    if channels * lanes > rt.max_channels:
+        a, b = divmod(worst, n)
+        where = (f"the link {a}→{b} needs at least {direct[worst]} instructions"
+                 if need == direct[worst] else
+                 f"a threadblock needs at least {need} instructions even with staged copies")
+        raise TopofinderError(f"{what}: {where}, more than {rt.max_channels // channels} "
+                              f"threadblocks of {limit} (MSCCL_MAX_NUM_STEPS) on "
+                              f"{rt.max_channels} channels hold; {_step_advice(rt, need)}")
+    per_rank = _rank_bound(direct, n)
+    if staged is not None:          # staged: its links plus the rank's staging copies
+        with_copies = _rank_bound(staged[:n * n], n) + staged[n * n:].reshape(n, -1).sum(axis=1)
+        per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
+    nodes = 1 + n + tbs + channels * int(per_rank.max())
+    if nodes >= rt.max_nodes:
+        raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); export --format "
+                              "json or npz instead")
+
+
+def _rank_bound(link: np.ndarray, n: int) -> np.ndarray:
+    """Per rank: the instructions of its send and receive threadblocks, from per-link
+    counts (index u·N + w)."""
+    bl = link.reshape(n, n)
+    return bl.sum(axis=1) + bl.sum(axis=0)
+
+
+def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
+    """Ranks, pieces per buffer (int16 offsets) and threadblocks (one per peer and direction
+    plus a local one, per channel) against the runtime; returns threadblocks per GPU."""
+    n, p = schedule.topology.n, schedule.shard_chunks
     instead = "export --format json or npz instead"
     if n > rt.max_subs:
         raise TopofinderError(f"{what}: {n} ranks exceed the XML loader's {rt.max_subs} <gpu> "
@@ -249,223 +325,327 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         raise TopofinderError(f"{what}: {tbs} threadblocks per GPU ({k} channel(s) × "
                               f"{dout + din + 1}) exceed the runtime's {min(rt.max_tbs, 128)}; "
                               f"use fewer channels")
-    s = schedule.sends
-    if not s.shape[0]:
-        return
-    t, v, lo, hi, u, w = (s[:, i] for i in range(6))
-    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+    return tbs
+
+
+def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool | None):
+    """Lower bounds on instructions per threadblock, from the send rows: (direct, staged).
+    ``direct[u·N + w]``: the send threadblock u→w without staging — one instruction per
+    (link, step) and 71 pieces in a reduce phase, per contiguous chunk range and 71 pieces in
+    the allgather phase (cnt < MSCCL_MAX_COUNT = 72).
+    ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
+    allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
+    each (rank, step)'s local threadblock, which copies every range of a multi-range message
+    on both ends (paper 001 §7)."""
+    n, p, steps = schedule.topology.n, schedule.shard_chunks, schedule.num_steps
+    t, v, lo, hi, u, w = (schedule.sends[:, i] for i in range(6))
+    reduce_until = {"allgather": 0, "reduce-scatter": steps,
                     "allreduce": schedule.reduce_steps}[schedule.collective]
-    if collective == "reduce-scatter":          # its sources are scratch: no bound from here
-        return
     link = u * n + w
     ag = t > reduce_until
-    # reduce phase: one instruction per (link, step) at least
-    rs_link = np.unique(link[~ag] * (schedule.num_steps + 1) + t[~ag]) // (schedule.num_steps + 1)
-    bound = np.bincount(rs_link, minlength=n * n).astype(np.int64)
-    if ag.any():
-        kp = k * p if coll != "allreduce" else p
-        span = schedule.num_steps + 1
-        start = v[ag] * kp + lo[ag]
-        end = v[ag] * kp + hi[ag]
-        key = link[ag] * span + t[ag]
-        order = np.lexsort((start, key))
-        key, start, end = key[order], start[order], end[order]
-        brk = np.ones(key.size, bool)
-        brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
-        runs_kt, runs = np.unique(key[brk], return_counts=True)
-        direct_ag = np.bincount(runs_kt // span, weights=runs, minlength=n * n)
-        if stage is not False:
-            # staged: one send per (link, step) and block of 71 pieces; the step's local
-            # threadblock copies every run of a multi-run message on both ends (paper 001 §7)
-            pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
-                                 minlength=runs_kt.size)
-            blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
-            extra = np.maximum(0, runs - blocks)
-            lk, st = runs_kt // span, runs_kt % span
-            su, sw = lk // n, lk % n
-            stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
-                np.bincount(sw * span + st, weights=extra, minlength=n * span)
-            staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(
-                np.int64)
-            staged_bound = max(int(staged_link.max()), int(stage_tb.max()))
-        bound = bound + direct_ag.astype(np.int64)
-    worst = int(bound.argmax())
-    direct_bound = int(bound[worst])
-    if stage is True and ag.any():
-        need = staged_bound
-    elif stage is None and ag.any():
-        need = min(direct_bound, staged_bound)
-    else:
-        need = direct_bound
-    if need > limit:
-        a, b = divmod(worst, n)
-        where = (f"the threadblock sending {a}→{b} needs at least {direct_bound} instructions"
-                 if need == direct_bound else
-                 f"a threadblock needs at least {need} instructions even with staged copies")
-        raise TopofinderError(f"{what}: {where}, the limit is {limit} "
-                              f"(MSCCL_MAX_NUM_STEPS); {_step_advice(rt, need)}")
-    if stage is not False and ag.any():
-        bound = np.minimum(bound, staged_link)
-    bl = bound.reshape(n, n)
-    per_rank = bl.sum(axis=1) + bl.sum(axis=0)
-    nodes = 1 + n + tbs + k * int(per_rank.max())
-    if nodes >= rt.max_nodes:
-        raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
-                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {instead}")
+    span = steps + 1
+    rs_kt, rs_at = np.unique(link[~ag] * span + t[~ag], return_inverse=True)
+    rs_blocks = np.ceil(np.bincount(rs_at.ravel(), weights=(hi - lo)[~ag],
+                                    minlength=rs_kt.size) / _MAX_CNT_DEFAULT)
+    bound = np.bincount(rs_kt // span, weights=rs_blocks, minlength=n * n).astype(np.int64)
+    if not ag.any():
+        return bound, None
+    kp = k * p if coll != "allreduce" else p
+    start, end, key = v[ag] * kp + lo[ag], v[ag] * kp + hi[ag], link[ag] * span + t[ag]
+    order = np.lexsort((start, key))
+    key, start, end = key[order], start[order], end[order]
+    brk = np.ones(key.size, bool)
+    brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
+    runs_kt, runs = np.unique(key[brk], return_counts=True)
+    run_len = np.bincount(np.cumsum(brk) - 1, weights=end - start)
+    per_run = np.ceil(run_len / _MAX_CNT_DEFAULT)
+    direct = bound + np.bincount(key[brk] // span, weights=per_run,
+                                 minlength=n * n).astype(np.int64)
+    if stage is False:
+        return direct, None
+    pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
+                         minlength=runs_kt.size)
+    blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+    extra = np.maximum(0, runs - blocks)
+    lk, st = runs_kt // span, runs_kt % span
+    su, sw = lk // n, lk % n
+    stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
+        np.bincount(sw * span + st, weights=extra, minlength=n * span)
+    staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64)
+    return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
+
+
+class _Lowering:
+    """The state the lowering passes share: every rank's program (:class:`_Prog`), where each
+    rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
+    own chunk are still to arrive (``remaining``)."""
+
+    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
+                 lanes: dict | None = None):
+        self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
+        self.max_cnt, self.stage = max_cnt, stage
+        self.pos, _ = _layout(self.coll, self.n, self.p, k)
+        self.progs = place_threadblocks(schedule, inplace, k, lanes)
+        self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
+                             "allreduce": schedule.reduce_steps}[self.coll]
+        self.loc = [{} for _ in range(self.n)]
+        self.remaining = defaultdict(int)
+
+    def own_out(self, w: int, c: int):
+        """Where rank w's own reduced chunk c ends: its output."""
+        return ("o", c) if self.coll == "reduce-scatter" else ("o", self.pos(w, c))
+
+
+def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
+                       lanes: dict | None = None) -> list:
+    """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
+    receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
+    on its own pieces when the XML is written). ``lanes`` (from :func:`assign_lanes`) moves
+    a link's later steps to further threadblocks on further channels, so no threadblock holds
+    more than the runtime's step limit."""
+    out_peers, in_peers = _peers(schedule)
+    return [_Prog(u, out_peers[u], in_peers[u], inplace, schedule.collective,
+                  k * schedule.shard_chunks, lanes) for u in range(schedule.topology.n)]
+
+
+def assign_lanes(progs: list, budget: int) -> dict | None:
+    """Placement in time: from programs lowered on one lane, cut each link's sequence of slots
+    (step, run of the step's message) into consecutive groups whose instructions (nops
+    included) on the sending and on the receiving threadblock stay within ``budget``; group i
+    runs on channel lane i. Returns {link (u, w): [first slot of lane 1, of lane 2, …]} for
+    the links that need cuts, or None when one slot alone exceeds ``budget``."""
+    per_slot = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for prog in progs:
+        for b, (kind, peer) in enumerate(prog.tb_peer):
+            if kind == "local":
+                continue
+            link, side = ((prog.u, peer), 0) if kind == "send" else ((peer, prog.u), 1)
+            for ins, slot in zip(prog.instrs[b], prog.slots[b]):
+                per_slot[link][slot][side] += max(1, len(ins[5]))
+    lanes = {}
+    for link, slots in per_slot.items():
+        used, cuts = [0, 0], []
+        for slot in sorted(slots):
+            need = slots[slot]
+            if max(need) > budget:
+                return None
+            if used[0] + need[0] > budget or used[1] + need[1] > budget:
+                cuts.append(slot)
+                used = [0, 0]
+            used = [used[0] + need[0], used[1] + need[1]]
+        if cuts:
+            lanes[link] = cuts
+    return lanes
+
+
+class _TooBig(Exception):
+    """The lowering stopped early: some rank's program already exceeds what its parser
+    loads."""
 
 
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
-           stage: bool = False):
-    """Channel-0 programs of every rank (module doc); ``stage``: allgather-phase messages
-    that are not one contiguous range on both ends go through scratch (packed by copies
-    before the send, unpacked after the receive, in a local threadblock per step)."""
-    n, p, k = schedule.topology.n, schedule.shard_chunks, channels
-    coll = schedule.collective
-    kp = k * p
-    pos, _ = _layout(coll, n, p, k)
+           stage: bool = False, lanes: dict | None = None, max_steps: int | None = None):
+    """Channel-0 programs of every rank (module doc), pass by pass: layout and threadblock
+    placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
+    layout order, their receive places, consolidation into instructions (staged through
+    scratch with ``stage``: allgather-phase messages that are not one contiguous range on both
+    ends are packed by copies before the send and unpacked after the receive, in a local
+    threadblock per step), with the reduce phase's results moved to the output between the
+    phases. ``max_steps``: stop (:class:`_TooBig`) once one rank's channel-0 program holds
+    more XML steps, checked after every schedule step."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage, lanes)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
-    out_peers, in_peers = _peers(schedule)
-    progs = [_Prog(u, out_peers[u], in_peers[u], inplace, coll, kp) for u in range(n)]
-    reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
-                    "allreduce": schedule.reduce_steps}[coll]
-    loc = [{} for _ in range(n)]
-
-    def own_out(w, c):
-        return ("o", c) if coll == "reduce-scatter" else ("o", pos(w, c))
-
-    remaining = defaultdict(int)
-    if coll == "allgather":
-        for u in range(n):
-            if inplace:
-                for c in range(p):
-                    loc[u][(u, c)] = ("o", pos(u, c))
-            else:
-                for c in range(p):
-                    loc[u][(u, c)] = ("i", c)
-                progs[u].add(progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
-                             [("i", 0)], [("o", pos(u, 0))])
-    else:
-        for u in range(n):
-            for v in range(n):
-                for c in range(p):
-                    loc[u][(v, c)] = ("i", pos(v, c))
-        for t, v, lo, hi, u, w in s.tolist():
-            if t <= reduce_until and v == w:
-                for c in range(lo, hi):
-                    remaining[(w, c)] += 1
-
-    def finish_reduce():
-        for u in range(n):
-            prog = progs[u]
-            pend = []
-            for c in range(p):
-                cur, want = loc[u].get((u, c)), own_out(u, c)
-                if cur is None:
-                    raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
-                if cur != want:
-                    pend.append((cur, want))
-            for run in _runs([(a, None, b) for a, b in pend], max_cnt, key=lambda x: x):
-                (src, _, dst), cnt = run[0], len(run)
-                prog.add(prog.local, "cpy", src, dst, cnt, reduce_until, [src], [dst])
-            loc[u] = {(u, c): own_out(u, c) for c in range(p)}
-
-    started_ag = coll == "allgather"
+    _initial_data(st, s, inplace)
+    started_ag = st.coll == "allgather"
     steps, first = np.unique(s[:, 0], return_index=True) if s.shape[0] else ([], [])
     bounds = list(first) + [s.shape[0]]
     for j, t in enumerate(list(steps)):
         t = int(t)
-        reducing = t <= reduce_until
+        reducing = t <= st.reduce_until
         if not reducing and not started_ag:
-            finish_reduce()
+            _finish_reduce(st)
             started_ag = True
-        groups = {}
-        for _, v, lo, hi, u, w in s[bounds[j]:bounds[j + 1]].tolist():
-            groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
-        msgs = []
-        for (u, w) in sorted(groups):
-            pieces = groups[(u, w)]
-            try:
-                srcs = [loc[u][pc] for pc in pieces]
-            except KeyError:
-                raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
-                                    "validate the schedule first") from None
-            order = sorted(range(len(pieces)), key=lambda i: srcs[i])
-            pieces = [pieces[i] for i in order]
-            srcs = [srcs[i] for i in order]
-            if reducing:
-                for pc in pieces:
-                    del loc[u][pc]
-            msgs.append((u, w, pieces, srcs))
-        recvs = {}
-        for u, w, pieces, srcs in sorted(msgs, key=lambda m: (m[1], m[0])):
-            lst = []
-            for pc in pieces:
-                v, c = pc
-                if reducing:
-                    cur = loc[w].get(pc)
-                    final = False
-                    if v == w:
-                        remaining[(w, c)] -= 1
-                        final = remaining[(w, c)] == 0
-                    dst = own_out(w, c) if final else progs[w].new_scratch()
-                    loc[w][pc] = dst
-                    lst.append(("rrc" if cur is not None else "r", cur, dst))
-                else:
-                    if pc in loc[w]:
-                        dst = progs[w].new_scratch()
-                    else:
-                        dst = ("o", pos(v, c))
-                        loc[w][pc] = dst
-                    lst.append(("r", None, dst))
-            recvs[(u, w)] = lst
+        msgs = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
+        recvs = _receive_places(st, msgs, reducing)
         runs = {}
-        msg_pieces = {(m[0], m[1]): m[2] for m in msgs}
         for u, w, pieces, srcs in msgs:
-            items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs[(u, w)])]
-            runs[(u, w)] = _runs(items, max_cnt, key=lambda x: x)
-            if stage and not reducing and len(runs[(u, w)]) > 1:
-                runs[(u, w)] = [items[i:i + max_cnt] for i in range(0, len(items), max_cnt)]
-            prog = progs[u]
-            for run in runs[(u, w)]:
-                src = run[0][0]
-                parts = _runs(run, max_cnt, key=lambda it: (it[0],))
-                if len(parts) > 1:                       # pack into scratch, send once
-                    blk = prog.new_scratch(len(run))
-                    at = 0
-                    for part in parts:
-                        dst = ("s", blk[1] + at)
-                        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t,
-                                 [part[0][0]], [dst])
-                        at += len(part)
-                    src = blk
-                prog.add(prog.send_tb[w], "s", src, src, len(run), t, [src], [])
-        for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
-            prog = progs[w]
-            where = {id(it): pc for it, pc in zip(
-                (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
-            for run in runs[(u, w)]:
-                _, kind, cur, dst = run[0]
-                parts = _runs(run, max_cnt, key=lambda it: (it[3],))
-                if kind == "r" and len(parts) > 1:         # receive into scratch, unpack
-                    blk = prog.new_scratch(len(run))
-                    prog.add(prog.recv_tb[u], "r", blk, blk, len(run), t, [], [blk])
-                    at = 0
-                    for part in parts:
-                        src = ("s", blk[1] + at)
-                        if part[0][3][0] != "s":           # not a duplicate
-                            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t,
-                                     [src], [part[0][3]])
-                            for q, it in enumerate(part):  # forwards read the scratch copy
-                                loc[w][where[id(it)]] = ("s", blk[1] + at + q)
-                        at += len(part)
-                    continue
-                reads = [cur] if kind == "rrc" else []
-                prog.add(prog.recv_tb[u], kind, cur if kind == "rrc" else dst, dst, len(run), t,
-                         reads, [dst])
+            runs[(u, w)] = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
+        _emit_receives(st, t, runs, {(m[0], m[1]): m[2] for m in msgs})
+        if max_steps is not None:
+            big = max(st.progs, key=lambda prog: prog.total)
+            if big.total > max_steps:
+                raise _TooBig(f"rank {big.u} would load more than {max_steps} steps by "
+                              f"schedule step {t} of {schedule.num_steps}")
     if not started_ag:
-        finish_reduce()
-    return progs
+        _finish_reduce(st)
+    return st.progs
+
+
+def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
+    """Where every rank's input sits before step 1 (allgather: its shard, copied to the output
+    unless in place); for reduce phases, the count of sends of each rank's own chunks."""
+    n, p, pos = st.n, st.p, st.pos
+    if st.coll == "allgather":
+        for u in range(n):
+            if inplace:
+                for c in range(p):
+                    st.loc[u][(u, c)] = ("o", pos(u, c))
+            else:
+                for c in range(p):
+                    st.loc[u][(u, c)] = ("i", c)
+                st.progs[u].add(st.progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
+                                [("i", 0)], [("o", pos(u, 0))])
+        return
+    for u in range(n):
+        for v in range(n):
+            for c in range(p):
+                st.loc[u][(v, c)] = ("i", pos(v, c))
+    for t, v, lo, hi, u, w in s.tolist():
+        if t <= st.reduce_until and v == w:
+            for c in range(lo, hi):
+                st.remaining[(w, c)] += 1
+
+
+def _finish_reduce(st: _Lowering) -> None:
+    """End of the reduce phase: every rank copies its reduced chunks that are not yet in
+    place to its output (consecutive ones in one copy)."""
+    for u in range(st.n):
+        prog = st.progs[u]
+        pend = []
+        for c in range(st.p):
+            cur, want = st.loc[u].get((u, c)), st.own_out(u, c)
+            if cur is None:
+                raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
+            if cur != want:
+                pend.append((cur, want))
+        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, key=lambda x: x):
+            (src, _, dst), cnt = run[0], len(run)
+            prog.add(prog.local, "cpy", src, dst, cnt, st.reduce_until, [src], [dst])
+        st.loc[u] = {(u, c): st.own_out(u, c) for c in range(st.p)}
+
+
+def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> list:
+    """Layout pass of one step: per link (u, w), the (shard, chunk) pieces it carries and
+    their places at u, in buffer order; a reduce-phase sender gives its partials up."""
+    groups = {}
+    for _, v, lo, hi, u, w in rows.tolist():
+        groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
+    msgs = []
+    for (u, w) in sorted(groups):
+        pieces = groups[(u, w)]
+        try:
+            srcs = [st.loc[u][pc] for pc in pieces]
+        except KeyError:
+            raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
+                                "validate the schedule first") from None
+        order = sorted(range(len(pieces)), key=lambda i: srcs[i])
+        pieces = [pieces[i] for i in order]
+        srcs = [srcs[i] for i in order]
+        if reducing:
+            for pc in pieces:
+                del st.loc[u][pc]
+        msgs.append((u, w, pieces, srcs))
+    return msgs
+
+
+def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
+    """Where each received piece lands, per link: (kind, place it reduces with or None,
+    destination). Reduce phase: fresh scratch, or the output for the last partial of the
+    receiver's own chunk; allgather phase: the final place (scratch for a duplicate)."""
+    recvs = {}
+    for u, w, pieces, _ in sorted(msgs, key=lambda m: (m[1], m[0])):
+        lst = []
+        for pc in pieces:
+            v, c = pc
+            if reducing:
+                cur = st.loc[w].get(pc)
+                final = False
+                if v == w:
+                    st.remaining[(w, c)] -= 1
+                    final = st.remaining[(w, c)] == 0
+                dst = st.own_out(w, c) if final else st.progs[w].new_scratch()
+                st.loc[w][pc] = dst
+                lst.append(("rrc" if cur is not None else "r", cur, dst))
+            else:
+                if pc in st.loc[w]:
+                    dst = st.progs[w].new_scratch()
+                else:
+                    dst = ("o", st.pos(v, c))
+                    st.loc[w][pc] = dst
+                lst.append(("r", None, dst))
+        recvs[(u, w)] = lst
+    return recvs
+
+
+def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs: list,
+                       reducing: bool) -> list:
+    """Consolidation pass for link u→w at step t: runs of pieces contiguous on both ends
+    become one send instruction each; staged, the message goes in blocks of ``max_cnt``
+    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)."""
+    items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
+    runs = _runs(items, st.max_cnt, key=lambda x: x)
+    if st.stage and not reducing and len(runs) > 1:
+        runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
+    prog = st.progs[u]
+    for r, run in enumerate(runs):
+        src = _stage_pack(prog, t, run, st.max_cnt)
+        prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
+                 slot=(t, r))
+    return runs
+
+
+def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
+    """Staging pass, sender side: a run whose sources are several ranges is copied into one
+    fresh scratch range by step t's local threadblock; returns where the send reads."""
+    parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+    if len(parts) == 1:
+        return run[0][0]
+    blk = prog.new_scratch(len(run))
+    at = 0
+    for part in parts:
+        dst = ("s", blk[1] + at)
+        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t, [part[0][0]], [dst])
+        at += len(part)
+    return blk
+
+
+def _emit_receives(st: _Lowering, t: int, runs: dict, msg_pieces: dict) -> None:
+    """The receive instructions of step t, receiver by receiver: each message lands in its
+    places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
+    ranges, in scratch and is unpacked by :func:`_stage_unpack`."""
+    for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
+        prog, where = st.progs[w], None
+        for r, run in enumerate(runs[(u, w)]):
+            _, kind, cur, dst = run[0]
+            parts = _runs(run, st.max_cnt, key=lambda it: (it[3],))
+            if kind == "r" and len(parts) > 1:
+                where = where or {id(it): pc for it, pc in zip(
+                    (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
+                _stage_unpack(st, prog, (t, r), u, w, run, parts, where)
+                continue
+            reads = [cur] if kind == "rrc" else []
+            prog.add(prog.conn_tb("recv", u, (t, r)), kind, cur if kind == "rrc" else dst, dst,
+                     len(run), t, reads, [dst], slot=(t, r))
+
+
+def _stage_unpack(st: _Lowering, prog: _Prog, slot: tuple, u: int, w: int, run, parts,
+                  where) -> None:
+    """Staging pass, receiver side: take the message into fresh scratch in one receive, copy
+    each range to its place (duplicates stay in scratch); forwards then read the scratch copy,
+    so they wait for no copy."""
+    blk = prog.new_scratch(len(run))
+    t = slot[0]
+    prog.add(prog.conn_tb("recv", u, slot), "r", blk, blk, len(run), t, [], [blk], slot=slot)
+    at = 0
+    for part in parts:
+        src = ("s", blk[1] + at)
+        if part[0][3][0] != "s":
+            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t, [src],
+                     [part[0][3]])
+            for q, it in enumerate(part):
+                st.loc[w][where[id(it)]] = ("s", blk[1] + at + q)
+        at += len(part)
 
 
 def _runs(items, max_cnt, key):
@@ -482,8 +662,8 @@ def _runs(items, max_cnt, key):
 
 def _follows(a, b) -> bool:
     for x, y in zip(a, b):
-        if isinstance(x, tuple) and isinstance(y, tuple):
-            if x[0] != y[0] or x[1] + 1 != y[1]:
+        if type(x) is tuple and type(y) is tuple:
+            if x[1] + 1 != y[1] or x[0] != y[0]:
                 return False
         elif x != y:
             return False
@@ -516,14 +696,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    tries = [stage] if stage is not None or coll == "reduce-scatter" else [False, True]
-    for attempt in tries:
-        progs = _lower(schedule, channels, inplace, rt.max_count - 1, stage=attempt)
-        problem = _fit_problem(progs, schedule.topology.n, channels, rt, limit)
-        if problem is None:
-            break
-    if problem is not None:
-        raise TopofinderError(f"{what}: {problem}")
+    progs = _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what)
     text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes,
                  extra)
     try:
@@ -534,8 +707,51 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     return text
 
 
+def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
+                  what: str) -> list:
+    """Lower directly, then staged (unless ``stage`` fixes one), each first on one lane per
+    link; when a threadblock holds more than ``limit`` steps, place the links' later slots on
+    further lanes (:func:`assign_lanes`, aiming 1/8 below the limit since the new
+    threadblocks' dependencies add nops, then 1/4). The first that fits, else
+    TopofinderError."""
+    tries = [stage] if stage is not None or schedule.collective == "reduce-scatter" \
+        else [False, True]
+    n, first = schedule.topology.n, None
+    room = (rt.max_nodes - 2 - n) // k              # XML steps one rank's parser can hold
+    for attempt in tries:
+        try:
+            progs = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt,
+                           max_steps=room)
+        except _TooBig as exc:
+            first = first or (f"{exc}, beyond the {rt.max_nodes - 1} XML elements its parser "
+                              "holds (MAX_NODES); export --format json or npz instead")
+            continue
+        problem = _fit_problem(progs, n, k, rt, limit)
+        if problem is None:
+            return progs
+        first = first or problem
+        for budget in (limit * 7 // 8, limit * 3 // 4):
+            lanes = assign_lanes(progs, budget)
+            if lanes is None:
+                break
+            laned = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt, lanes=lanes)
+            problem = _fit_problem(laned, n, k, rt, limit)
+            if problem is None:
+                return laned
+    raise TopofinderError(f"{what}: {first}")
+
+
+def _lane_count(progs) -> int:
+    """Lanes (channels per instance) the programs use."""
+    return 1 + max((max(prog.lane) for prog in progs), default=0)
+
+
 def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     """Why the lowered programs do not fit the runtime (one clause), or None."""
+    lanes = _lane_count(progs)
+    if k * lanes > rt.max_channels:
+        return (f"spreading its links over {lanes} channel lanes × {k} instance(s) needs more "
+                f"than the runtime's {rt.max_channels} channels; use fewer channels")
     for prog in progs:
         counts = prog.steps_per_tb()
         ntb = len(counts)
@@ -564,7 +780,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
           extra=None) -> str:
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
-    kp = k * p
+    kp, lanes = k * p, _lane_count(progs)
     _, shift = _layout(coll, n, p, k)
     if max_bytes is None:
         max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
@@ -572,7 +788,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         max_b = str(max_bytes)
     algo = ET.Element("algo", {
         "name": name or f"topofinder_{coll}_{topo.expr}"[:200], "proto": protocol,
-        "nchannels": str(k), "nchunksperloop": str(n * kp), "ngpus": str(n),
+        "nchannels": str(k * lanes), "nchunksperloop": str(n * kp), "ngpus": str(n),
         "coll": rt.colls[coll], "inplace": "1" if inplace else "0",
         "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
@@ -605,7 +821,8 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                 kind, peer = prog.tb_peer[b]
                 tb = ET.SubElement(gpu, "tb", {
                     "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
-                    "recv": str(peer if kind == "recv" else -1), "chan": str(j)})
+                    "recv": str(peer if kind == "recv" else -1),
+                    "chan": str(j * lanes + prog.lane[b])})
                 st = 0
                 for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
                     for db, di in deps[:-1]:
@@ -649,10 +866,11 @@ def parse_msccl_xml(text: str) -> dict:
     algo = parse(text)
     a = algo.attrs
     try:
-        n, k = algo.ngpus, algo.nchannels
-        p = int(a["shard_chunks"])
+        n, p = algo.ngpus, int(a["shard_chunks"])
         layout = a.get("layout", "shard")
-    except (KeyError, ValueError):
+        k = algo.nchunksperloop // (n * p)          # instances; each on nchannels/k lanes
+        lanes = algo.nchannels // k
+    except (KeyError, ValueError, ZeroDivisionError):
         raise TopofinderError("MSCCL XML lacks topofinder's shard_chunks attribute") from None
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
@@ -664,8 +882,8 @@ def parse_msccl_xml(text: str) -> dict:
         else:
             v, rest = divmod(elem, k * p)
             j, c = divmod(rest, p)
-        if j != chan:
-            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of channel {j}")
+        if j != chan // lanes:
+            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of instance {j}")
         per_channel[j].add((t, v, c, u, w))
     if any(x != per_channel[0] for x in per_channel[1:]):
         raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
@@ -704,29 +922,49 @@ def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
 
 
 def trees_as_steps(trees) -> StepSchedule:
-    """A tree-flow allgather (paper 002) as the step schedule MSCCL executes: P = lcm of the
-    weight denominators, tree i of root r carries the next weight·P chunks of r's shard, and
-    every tree edge (u, w) sends them at step depth(w). (The runtime pipelines these sends;
+    """A tree-flow schedule (paper 002) as the step schedule MSCCL executes: P = lcm of the
+    weight denominators, tree i of root r carries the next weight·P chunks of r's shard.
+    Allgather out-trees send every edge (u, w) at step depth(w); reduce-scatter in-trees send
+    u's partial to its parent at step H − depth(u) + 1 (H: the deepest tree), so every node
+    has its children's partials first; allreduce (``reduce_scatter`` and ``allgather``
+    trees) runs the first then the second, sharing P. (The runtime pipelines these sends;
     the steps only fix the order.)"""
-    topo = trees.topology
-    p = lcm(*[Fraction(t.weight).denominator for t in trees.trees]) if trees.trees else 1
+    phases = [trees.reduce_scatter, trees.allgather] if hasattr(trees, "allgather") \
+        else [trees]
+    every = [t for ph in phases for t in ph.trees]
+    p = lcm(*[Fraction(t.weight).denominator for t in every]) if every else 1
+    rows, heights = [], []
+    for ph in phases:
+        inward = ph.collective == "reduce-scatter"
+        part = _tree_rows(ph.trees, p, inward)
+        height, offset = max((r[0] for r in part), default=0), sum(heights)
+        rows += [((height - r[0] + 1 if inward else r[0]) + offset, *r[1:]) for r in part]
+        heights.append(height)
+    coll = "allreduce" if len(phases) == 2 else phases[0].collective
+    return StepSchedule(phases[0].topology, p, np.array(rows, np.int64).reshape(-1, 6),
+                        collective=coll, method=phases[-1].method or "trees",
+                        reduce_steps=heights[0] if coll == "allreduce" else 0)
+
+
+def _tree_rows(trees, p: int, inward: bool) -> list:
+    """(depth, root, lo, hi, u, w) per tree edge; depth of the edge's far end from the root
+    (out-trees: w; in-trees, edges child → parent: u)."""
     nxt = defaultdict(int)
     rows = []
-    for t in trees.trees:
-        size = Fraction(t.weight) * p
+    for t in trees:
+        size = int(Fraction(t.weight) * p)
         lo = nxt[t.root]
-        nxt[t.root] += int(size)
+        nxt[t.root] += size
         children = defaultdict(list)
         for u, w in t.edges:
-            children[u].append(w)
+            children[w if inward else u].append((u, w))
         frontier, depth = [t.root], 0
         while frontier:
             depth += 1
             new = []
-            for u in frontier:
-                for w in children[u]:
-                    rows.append((depth, t.root, lo, lo + int(size), u, w))
-                    new.append(w)
+            for x in frontier:
+                for u, w in children[x]:
+                    rows.append((depth, t.root, lo, lo + size, u, w))
+                    new.append(u if inward else w)
             frontier = new
-    return StepSchedule(topo, p, np.array(rows, np.int64).reshape(-1, 6),
-                        collective="allgather", method=trees.method or "trees")
+    return rows

@@ -1,5 +1,6 @@
 """Topology families (paper 001 Table 9, Appendix F; docs/algorithms.md), one function per
-family."""
+family; the family registry (topofinder.families.registry, docs/extending.md) ties each to the
+expression grammar, the builder and the finder."""
 
 from topofinder.families.basic import (
     affine, bi_ring, circulant, complete, complete_bipartite, de_bruijn, directed_circulant,

@@ -108,6 +108,19 @@ def entries(directory: Path | None = None) -> list[dict]:
     return sorted(rows, key=lambda e: (e.get("d", 0), e.get("N", 0), str(e.get("expr"))))
 
 
+@lru_cache(maxsize=1)
+def affine_bases() -> dict[tuple[int, int], list[str]]:
+    """(N, d) → expressions of the shipped affine catalog's digraphs (empty if absent;
+    written by topofinder.finder.affine_catalog)."""
+    try:
+        doc = json.loads((CATALOG_DIR / AFFINE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {(int(n), int(d)): [e["expr"] for e in rows]
+            for d, block in doc.get("degrees", {}).items()
+            for n, rows in block["entries"].items()}
+
+
 def load_entry(expr: str, directory: Path | None = None) -> dict:
     """The stored entry whose expression is ``expr`` (TopofinderError naming the known ones)."""
     directory = _dir(directory)

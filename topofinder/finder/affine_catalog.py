@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from functools import lru_cache
 from fractions import Fraction
 from math import gcd
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
 from topofinder.families.basic import affine, generalized_kautz
-from topofinder.families.catalog import AFFINE_FILE, CATALOG_DIR
+from topofinder.families.catalog import AFFINE_FILE, CATALOG_DIR, affine_bases
 from topofinder.scoring.allgather.bfb import bfb_tau
 
 #: Candidates scored per (N, d) by default (about 40 ms each at N = 2000 on one core).
@@ -158,21 +157,10 @@ def build_catalog(degrees, n_min: int, n_max: int, path: Path, *, tries: int = D
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     tmp.replace(path)
-    catalog.cache_clear()
+    affine_bases.cache_clear()
     return doc
 
 
 #: The shipped catalog (package data).
 CATALOG_FILE = CATALOG_DIR / AFFINE_FILE
 
-
-@lru_cache(maxsize=1)
-def catalog() -> dict[tuple[int, int], list[str]]:
-    """(N, d) → expressions of the shipped affine catalog's entries (empty if absent)."""
-    try:
-        doc = json.loads(CATALOG_FILE.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {(int(n), int(d)): [e["expr"] for e in rows]
-            for d, block in doc.get("degrees", {}).items()
-            for n, rows in block["entries"].items()}

@@ -12,18 +12,18 @@ import os
 from fractions import Fraction
 from typing import Callable
 
-from topofinder.finder import growth as finder
+from topofinder.finder import growth
 from topofinder.finder.bases import base_expressions
 from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
-from topofinder.finder.recipe import base as base_recipe
-from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.recipe import apply, base
+from topofinder.families.registry import fingerprint
 from topofinder.finder.verify import score_base, score_kstep, verify_candidate
 
 
 def _candidate_from_score(s: dict) -> Candidate:
-    return Candidate(base_recipe(s["expr"], s["source"]), s["N"], s["d"], s["T_L"],
+    return Candidate(base(s["expr"], s["source"]), s["N"], s["d"], s["T_L"],
                      Fraction(s["tau"]), exact=True, bidirectional=s["bidirectional"],
                      reverse_symmetric=s["reverse_symmetric"],
                      bfb_bw_optimal=s["bfb_bw_optimal"], lg_exact=s["lg_exact"],
@@ -50,7 +50,7 @@ def _kstep_candidates(frontier: list[Candidate], n: int, use_cache: bool,
             s = cached(score_kstep, use_cache)(c.recipe, extra)
             if s is None or s["T_L"] >= limit:
                 continue
-            out.append(Candidate(kstep_recipe(c.recipe, s["T_L"]), s["N"], s["d"], s["T_L"],
+            out.append(Candidate(apply("kstep", (c.recipe,), s["T_L"]), s["N"], s["d"], s["T_L"],
                                  Fraction(s["tau"]), exact=True,
                                  bidirectional=s["bidirectional"], loop_free=s["loop_free"]))
     return out
@@ -84,7 +84,7 @@ def verify_jobs(n: int, d: int, jobs: int | None) -> int:
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
 _SCORES: dict[tuple[str, str], dict | None] = {}
-_FRONTIERS: dict[tuple, tuple[float, list[Candidate]]] = {}
+_FRONTIERS: dict[tuple, tuple[float, list[Candidate]]] = {}    # (state, kstep, families)
 
 
 def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
@@ -107,7 +107,8 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
     limit it was computed for; a request with a higher limit recomputes. ``kstep``: also
     routed k-step points at sizes up to KSTEP_MAX_NODES."""
-    known = _FRONTIERS.get((state, kstep))
+    key = (state, kstep, fingerprint())
+    known = _FRONTIERS.get(key)
     if known is not None and known[0] >= limit:
         return known[1]
     pairs = base_expressions(*state)
@@ -115,17 +116,17 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     own = _scored(pairs)
     # the size's own BW-optimal point dominates everything with as many steps: a tighter limit
     # for the expansions, and the frontier stays exact below the requested limit
-    effective = min(limit, finder.bandwidth_cutoff(own, state[0]))
-    ops = finder.useful_ops(*state, effective)
+    effective = min(limit, growth.bandwidth_cutoff(own, state[0]))
+    ops = growth.useful_ops(*state, effective)
     frontiers = {}
     for op in ops:
-        for operand, sub_limit in zip(op[1], finder.operand_limits(op, effective)):
+        for operand, sub_limit in zip(op[1], growth.operand_limits(op, effective)):
             frontiers[operand] = _state_frontier(operand, use_cache, sub_limit, kstep)
-    frontier = finder.pareto(own + finder.grow(frontiers, *state, ops=ops))
+    frontier = growth.pareto(own + growth.grow(frontiers, *state, ops=ops))
     if kstep:
-        frontier = finder.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache,
+        frontier = growth.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache,
                                                               limit))
-    _FRONTIERS[(state, kstep)] = (limit, frontier)
+    _FRONTIERS[key] = (limit, frontier)
     return frontier
 
 
@@ -138,14 +139,15 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
     own = base_expressions(n, d)
     extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
     if jobs != 1:
-        states = [s for s in finder.reachable_states(n, d) if (s, kstep) not in _FRONTIERS]
+        states = [s for s in growth.reachable_states(n, d)
+                  if (s, kstep, fingerprint()) not in _FRONTIERS]
         _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
                      use_cache, progress)
     _score_bases(extra, 1, use_cache, None)
     final = _state_frontier((n, d), use_cache, kstep=kstep) + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
-    return finder.pareto(final, with_flags=False)
+    return growth.pareto(final, with_flags=False)
 
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,

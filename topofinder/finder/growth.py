@@ -16,12 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from topofinder.expansions import predict
-from topofinder.finder import recipe as rc
+from itertools import product
+
 from topofinder.errors import TopofinderError
+from topofinder.finder.operators import OPERATORS
+from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.scoring.allgather.bfb import MAX_SUBSET_BITS
-from topofinder.finder.recipe import Recipe
 
 MAX_TARGET_NODES = 1_000_000
 #: Largest target degree: the BFB generator handles up to 16 distinct in-neighbours.
@@ -94,41 +95,11 @@ def pareto(cands, with_flags: bool = True) -> list[Candidate]:
 
 
 # ---- reachable (n, k) --------------------------------------------------------------------------
-def _divisors(n: int) -> list[int]:
-    small = [i for i in range(1, int(n ** 0.5) + 1) if n % i == 0]
-    return sorted(set(small + [n // i for i in small]))
-
-
-def _integer_root(n: int, e: int) -> int | None:
-    r = round(n ** (1.0 / e))
-    for cand in (r - 1, r, r + 1):
-        if cand >= 2 and cand ** e == n:
-            return cand
-    return None
-
-
-def predecessors(n: int, k: int) -> list[tuple[str, tuple]]:
-    """Ways to obtain an n-node degree-k topology from smaller ones, as (op, operands)."""
-    out = []
-    if k >= 2 and n % k == 0 and n // k >= 2:
-        out.append(("line", ((n // k, k),)))
-    for m in _divisors(k):
-        if m >= 2 and n % m == 0 and n // m >= 2:
-            out.append(("degree", ((n // m, k // m),), m))
-    for e in range(2, k + 1):
-        if k % e == 0:
-            r = _integer_root(n, e)
-            if r is not None:
-                out.append(("power", ((r, k // e),), e))
-    if k % 2 == 0:
-        out.append(("bi", ((n, k // 2),)))
-    for n1 in _divisors(n):
-        if 2 <= n1 and n1 * n1 <= n:
-            for k1 in range(1, k):
-                a, b = (n1, k1), (n // n1, k - k1)
-                if a <= b:
-                    out.append(("product", (a, b)))
-    return out
+def predecessors(n: int, k: int) -> list[tuple[str, tuple, int]]:
+    """Ways to obtain an n-node degree-k topology from smaller ones, as (op, operand sizes, k)
+    over the registered operators (topofinder.finder.operators)."""
+    return [(op.name, operands, arg) for op in OPERATORS.values()
+            for operands, arg in op.grows_into(n, k)]
 
 
 def reachable_states(n: int, d: int) -> list[tuple[int, int]]:
@@ -145,54 +116,21 @@ def reachable_states(n: int, d: int) -> list[tuple[int, int]]:
 
 
 # ---- expansions on candidates (predictions of docs/algorithms.md) ----------------------------
-def expand_line(c: Candidate) -> Candidate:
-    n, d, t_l, tau = predict.predict_line_graph(c.n, c.d, c.t_l, c.tau)
-    return Candidate(rc.line(c.recipe), n, d, t_l, tau, exact=c.exact and c.lg_exact,
-                     reverse_symmetric=c.reverse_symmetric, lg_exact=c.lg_exact,
-                     loop_free=c.loop_free)
-
-
-def expand_degree(c: Candidate, m: int) -> Candidate:
-    n, d, t_l, tau = predict.predict_degree_expansion(c.n, c.d, c.t_l, c.tau, m)
-    return Candidate(rc.degree(c.recipe, m), n, d, t_l, tau, exact=c.exact,
-                     bidirectional=c.bidirectional, reverse_symmetric=c.reverse_symmetric,
-                     loop_free=True)          # only loop-free bases are degree-expanded
-
-
-def expand_power(c: Candidate, e: int) -> Candidate:
-    n, d, t_l, tau = predict.predict_cartesian_power(c.n, c.d, c.t_l, c.tau, e)
-    return Candidate(rc.power(c.recipe, e), n, d, t_l, tau, exact=c.exact,
-                     bidirectional=c.bidirectional, reverse_symmetric=c.reverse_symmetric,
-                     bfb_bw_optimal=c.bfb_bw_optimal, loop_free=c.loop_free)
-
-
-def expand_product(a: Candidate, b: Candidate) -> Candidate:
-    """Product scheduled by BFB: T_L = Σ diameters, BW-optimal (Thm 13) — both factors are
-    simple digraphs with BW-optimal BFB schedules (``bfb_bw_optimal``)."""
-    n, d, t_l, tau = predict.predict_product([(c.n, c.d, c.t_l) for c in (a, b)])
-    return Candidate(rc.product(a.recipe, b.recipe), n, d, t_l, tau, exact=True,
-                     bidirectional=a.bidirectional and b.bidirectional,
-                     reverse_symmetric=a.reverse_symmetric and b.reverse_symmetric,
-                     bfb_bw_optimal=True, lg_exact=True)  # every node has >= 2 out-neighbours
-
-
-def expand_bi(c: Candidate) -> Candidate:
-    n, d, t_l, tau = predict.predict_bidirectional(c.n, c.d, c.t_l, c.tau)
-    return Candidate(rc.bi(c.recipe), n, d, t_l, tau, exact=False, bidirectional=True,
-                     reverse_symmetric=True, loop_free=c.loop_free)
+def expand(name: str, operands: tuple[Candidate, ...], k: int = 0) -> Candidate:
+    """The candidate the operator ``name`` makes of ``operands``: its exact predicted
+    (N, d, T_L, τ) and the flags the operator says it carries."""
+    op = OPERATORS[name]
+    n, d, t_l, tau = op.predict(list(operands), k)
+    return Candidate(apply(name, tuple(c.recipe for c in operands), k), n, d, t_l, tau,
+                     **op.flags(list(operands), k))
 
 
 def op_lower_bound(op) -> int:
     """A lower bound on T_L of anything the expansion ``op`` can produce: every schedule of an
-    (m, k) topology takes at least the Moore bound; L and G*n add a step (Thm 7, 11), G^e
-    multiplies by e (Thm 12), products add their factors' diameters (Thm 13), Bi keeps T_L."""
-    kind, operands = op[0], op[1]
-    moore = [moore_bound_steps(m, k) for m, k in operands]
-    if kind in ("line", "degree"):
-        return moore[0] + 1
-    if kind == "power":
-        return op[2] * moore[0]
-    return sum(moore)                                  # product, or bi (one operand)
+    (m, k) topology takes at least the Moore bound, and each operator says what it adds (L and
+    G*n a step, Thm 7, 11; G^e multiplies by e, Thm 12; products add, Thm 13; Bi keeps T_L)."""
+    name, operands, k = op
+    return OPERATORS[name].lower_bound([moore_bound_steps(m, j) for m, j in operands], k)
 
 
 def bandwidth_cutoff(cands: list[Candidate], n: int) -> float:
@@ -210,42 +148,27 @@ def useful_ops(n: int, k: int, limit: float) -> list[tuple]:
 
 def operand_limits(op, limit: float) -> list[float]:
     """For each operand of ``op``: the T_L below which its candidates can still yield a result
-    with T_L < ``limit`` (inverting the T_L rules of `op_lower_bound`)."""
-    kind, operands = op[0], op[1]
+    with T_L < ``limit`` (inverting the operator's `op_lower_bound` rule)."""
+    name, operands, k = op
     if limit == float("inf"):
         return [limit] * len(operands)
-    if kind in ("line", "degree"):
-        return [limit - 1]
-    if kind == "power":
-        return [(limit - 1) // op[2] + 1]
-    if kind == "bi":
-        return [limit]
-    a, b = operands                                    # product: T_L adds up
-    return [limit - moore_bound_steps(*b), limit - moore_bound_steps(*a)]
+    return OPERATORS[name].operand_limits(limit, operands, k)
 
 
 def grow(frontiers: dict, n: int, k: int, ops: list[tuple] | None = None) -> list[Candidate]:
     """Candidates for (n, k) obtained by one expansion (``ops``, default all) of the frontiers
-    of smaller states."""
+    of smaller states: every combination of accepted operands (for equal operand sizes, each
+    unordered combination once)."""
     out = []
-    for op in predecessors(n, k) if ops is None else ops:
-        kind, operands = op[0], op[1]
+    for name, operands, arg in predecessors(n, k) if ops is None else ops:
         if any(s not in frontiers for s in operands):
             continue
-        if kind == "line":
-            out += [expand_line(c) for c in frontiers[operands[0]]]
-        elif kind == "degree":
-            out += [expand_degree(c, op[2]) for c in frontiers[operands[0]] if c.loop_free]
-        elif kind == "power":
-            out += [expand_power(c, op[2]) for c in frontiers[operands[0]]]
-        elif kind == "bi":
-            out += [expand_bi(c) for c in frontiers[operands[0]] if c.reverse_symmetric
-                    and not c.bidirectional]
-        elif kind == "product":
-            left = [c for c in frontiers[operands[0]] if c.bfb_bw_optimal]
-            right = [c for c in frontiers[operands[1]] if c.bfb_bw_optimal]
-            out += [expand_product(a, b) for a in left for b in right
-                    if operands[0] != operands[1] or a.expr <= b.expr]
+        op = OPERATORS[name]
+        pools = [[c for c in frontiers[s] if op.accepts(c)] for s in operands]
+        for combo in product(*pools):
+            if all(operands[i] != operands[i + 1] or combo[i].expr <= combo[i + 1].expr
+                   for i in range(len(combo) - 1)):
+                out.append(expand(name, combo, arg))
     return out
 
 

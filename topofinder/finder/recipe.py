@@ -1,28 +1,27 @@
 """Recipes: how a candidate topology is composed from bases by expansions (paper 001 §5.4).
 
-A recipe is a small immutable tree. Its expression is what the CLI prints; ``build_topology`` and
-(in topofinder.finder.verify) ``build_schedule`` follow the same tree, so a frontier point can be
-rebuilt exactly from its recipe.
+A recipe is a small immutable tree of registered operators (topofinder.finder.operators) over
+bases. Its expression is what the CLI prints; ``build_topology`` and ``build_schedule`` (in
+topofinder.finder.verify) follow the same tree, so a frontier point can be rebuilt exactly from
+its recipe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from topofinder.finder.bases import catalog_bases
-from topofinder.model.syntax import Leaf, Product, parse_tree, to_text
+from topofinder.finder.operators import by_symbol, operator
+from topofinder.families.syntax import Leaf, Product, parse_tree, to_text
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """``op`` is one of:
-
-    - ``base``: a topology named by ``expr`` whose schedule comes from ``source``
-      ("bfb": the optimal BFB schedule, or "catalog": the stored schedule);
-    - ``line``: L(child); ``degree``: child*k; ``power``: child^k;
-    - ``product``: children[0] x children[1] x ... scheduled by BFB (Thm 13);
-    - ``bi``: Bi(child) for a reverse-symmetric child (Appendix A.6);
-    - ``kstep``: child's topology with a routed k-step schedule (k = ``k``,
-      topofinder.scoring.allgather.kstep); its expression is the child's (the same topology).
+    """``op`` is ``base`` — a topology named by ``base_expr`` whose schedule comes from
+    ``source`` ("bfb": the optimal BFB schedule, or "catalog": the stored schedule) — or the
+    name of a registered expansion operator (topofinder.finder.operators: ``line`` L(child),
+    ``degree`` child*k, ``power`` child^k, ``product`` children[0] x children[1] x ...
+    scheduled by BFB (Thm 13), ``bi`` Bi(child) of a reverse-symmetric child (App. A.6),
+    ``kstep`` the child's topology with a routed k-step schedule of k = ``k`` steps).
     """
 
     op: str
@@ -33,35 +32,12 @@ class Recipe:
 
     @property
     def expr(self) -> str:
-        if self.op == "base":
-            return self.base_expr
-        if self.op == "kstep":
-            return self.children[0].expr
-        if self.op == "line":
-            inner, times = self._line_chain()
-            return f"L({inner.expr})" if times == 1 else f"L^{times}({inner.expr})"
-        if self.op == "degree":
-            return f"{_postfix_operand(self.children[0].expr)}*{self.k}"
-        if self.op == "power":
-            return f"{_postfix_operand(self.children[0].expr)}^{self.k}"
-        if self.op == "product":
-            return " x ".join(_product_operand(c.expr) for c in self.children)
-        if self.op == "bi":
-            return f"Bi({self.children[0].expr})"
-        raise ValueError(f"unknown recipe op {self.op!r}")
-
-    def _line_chain(self) -> tuple["Recipe", int]:
-        node, times = self, 0
-        while node.op == "line":
-            node, times = node.children[0], times + 1
-        return node, times
+        return self.base_expr if self.op == "base" else operator(self.op).text(self)
 
     @property
     def method(self) -> str:
         """How the outermost schedule is built (the `schedule` field of search --json)."""
-        own = {"base": self.source or "bfb", "line": "line-graph", "degree": "degree",
-               "power": "cartesian-power", "product": "bfb", "bi": "bidirectional",
-               "kstep": "kstep"}[self.op]
+        own = (self.source or "bfb") if self.op == "base" else operator(self.op).method
         return own if self.op == "kstep" or not self.uses_kstep else f"{own}+kstep"
 
     @property
@@ -72,63 +48,22 @@ class Recipe:
         return self.expr
 
 
-def _top_level(expr: str) -> str:
-    """The characters of ``expr`` outside every pair of parentheses/braces."""
-    depth, out = 0, []
-    for c in expr:
-        if c in "({":
-            depth += 1
-        elif c in ")}":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-    return "".join(out)
-
-
-def _postfix_operand(expr: str) -> str:
-    """Postfix ^n and *n bind tighter than ' x ', so only a product needs parentheses (the
-    expression grammar's canonical form, topofinder.model.syntax)."""
-    return f"({expr})" if " x " in _top_level(expr) else expr
-
-
-def _product_operand(expr: str) -> str:
-    return f"({expr})" if " x " in _top_level(expr) else expr
-
-
 def base(expr: str, source: str = "bfb") -> Recipe:
     return Recipe("base", base_expr=expr, source=source)
 
 
-def line(child: Recipe) -> Recipe:
-    return Recipe("line", (child,))
-
-
-def degree(child: Recipe, k: int) -> Recipe:
-    return Recipe("degree", (child,), k=k)
-
-
-def power(child: Recipe, k: int) -> Recipe:
-    return Recipe("power", (child,), k=k)
-
-
-def product(*children: Recipe) -> Recipe:
-    flat: list[Recipe] = []
-    for c in children:
-        flat.extend(c.children if c.op == "product" else (c,))
-    return Recipe("product", tuple(flat))
-
-
-def kstep(child: Recipe, steps: int) -> Recipe:
-    return Recipe("kstep", (child,), k=steps)
-
-
-def bi(child: Recipe) -> Recipe:
-    return Recipe("bi", (child,))
+def apply(op: str, children: tuple[Recipe, ...], k: int = 0) -> Recipe:
+    """The registered operator ``op`` applied to ``children`` (nested applications of an
+    associative operator, such as products, are flattened)."""
+    if operator(op).associative:
+        children = tuple(g for c in children for g in (c.children if c.op == op else (c,)))
+    return Recipe(op, tuple(children), k)
 
 
 def from_expression(text: str) -> Recipe:
-    """The recipe an expression names: L, ^n, *n, Bi and ' x ' become the expansions (their
-    schedules by Defs 1, 14, 2, App. A.6 and BFB for products); a search-found catalog base
+    """The recipe an expression names: each operator of the grammar with a registered
+    expansion (its ``symbol``: L, ^n, *n, Bi and ' x ') becomes that expansion (schedules by
+    Defs 1, 14, 2, App. A.6 and BFB for products); a search-found catalog base
     uses its stored schedule; every other leaf, and any transpose T(...), is scheduled by BFB
     as a whole."""
     found = catalog_bases()
@@ -138,14 +73,15 @@ def from_expression(text: str) -> Recipe:
             text = to_text(node)
             return base(text, "catalog" if text in found else "bfb")
         if isinstance(node, Product):
-            return product(*[walk(f) for f in node.factors])
-        if node.op == "T":
+            return apply(by_symbol("x").name, tuple(walk(f) for f in node.factors))
+        op = by_symbol(node.op)
+        if op is None:                               # T(...): no expansion schedules it
             return base(to_text(node), "bfb")
         child = walk(node.child)
-        if node.op == "L":
+        if op.repeats:                               # L^k(G) = L(L(...L(G)))
             for _ in range(node.k):
-                child = line(child)
+                child = apply(op.name, (child,))
             return child
-        return {"^": power, "*": degree}[node.op](child, node.k) if node.op in "^*" else bi(child)
+        return apply(op.name, (child,), node.k)
 
     return walk(parse_tree(text))

@@ -9,6 +9,7 @@ never from the predictions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -18,13 +19,9 @@ from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import bfb_bits
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
-from topofinder.expansions import schedules as xs
-from topofinder.model.operations import (
-    bidirectional, cartesian_power, cartesian_product, degree_expansion, line_graph,
-)
 from topofinder.families.build import parse
-from topofinder.finder.recipe import Recipe
-from topofinder.finder.recipe import kstep as kstep_recipe
+from topofinder.finder.operators import operator
+from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import (
     ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
 )
@@ -103,43 +100,19 @@ def build_topology(recipe: Recipe) -> Topology:
     if recipe.op == "base":
         return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
                 else parse(recipe.base_expr))
-    children = [build_topology(c) for c in recipe.children]
-    if recipe.op == "kstep":
-        return children[0]
-    if recipe.op == "product":
-        return cartesian_product(*children)
-    if recipe.op == "line":
-        return line_graph(children[0])
-    if recipe.op == "degree":
-        return degree_expansion(children[0], recipe.k)
-    if recipe.op == "power":
-        return cartesian_power(children[0], recipe.k)
-    if recipe.op == "bi":
-        return bidirectional(children[0])
-    raise ValueError(f"unknown recipe op {recipe.op!r}")
+    return operator(recipe.op).topology([build_topology(c) for c in recipe.children], recipe.k)
 
 
 def build_schedule(recipe: Recipe) -> StepSchedule:
-    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6)."""
-    op = recipe.op
-    if op == "base":
+    """The allgather schedule the recipe names (Defs 1, 2, 14, Thm 13, App. A.6), by the
+    registered operators (topofinder.finder.operators)."""
+    if recipe.op == "base":
         if recipe.source == "catalog":
             return catalog.catalog_schedule(recipe.base_expr)
         return bfb.bfb_schedule(parse(recipe.base_expr))
-    if op == "product":
-        return bfb.bfb_schedule(build_topology(recipe))
-    if op == "kstep":
-        return kstep.routed_schedule(build_topology(recipe), recipe.k).schedule
-    child = build_schedule(recipe.children[0])
-    if op == "line":
-        return xs.line_graph_schedule(child)
-    if op == "degree":
-        return xs.degree_schedule(child, recipe.k)
-    if op == "power":
-        return xs.power_schedule(child, recipe.k)
-    if op == "bi":
-        return xs.bidirectional_schedule(child)
-    raise ValueError(f"unknown recipe op {op!r}")
+    return operator(recipe.op).schedule(
+        lambda: [build_schedule(c) for c in recipe.children],
+        lambda: build_topology(recipe), recipe.k)
 
 
 def allgather_schedule(recipe: Recipe) -> StepSchedule:
@@ -177,7 +150,7 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
     if kstep.symmetry(topo).reps.size > KSTEP_MAX_SOURCES:
         return None
     steps = topo.diameter + extra_steps
-    schedule = build_schedule(kstep_recipe(recipe, steps))
+    schedule = build_schedule(apply("kstep", (recipe,), steps))
     validate(schedule)
     return {"T_L": schedule.num_steps, "tau": exact(schedule.tau), "N": topo.n,
             "d": topo.degree, "bidirectional": bool(topo.bidirectional),
@@ -229,7 +202,37 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
                          method="line-graph")
 
 
-def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
+@dataclass(frozen=True)
+class VerifiedPoint:
+    """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
+    T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
+    schedule (False beyond REPLAY_LIMIT without a symmetry: the exact predicted values);
+    ``verified_by``: "full" or "symmetry" (topofinder.model.symmetric), None when not
+    replayed. ``allreduce_*``: the
+    reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
+    of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
+    concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
+
+    expr: str
+    T_L: int
+    tau: Fraction
+    verified: bool
+    verified_by: str | None
+    allreduce_T_L: int
+    allreduce_tau: Fraction
+    schedule: str
+    diameter: int
+    bidirectional: bool
+    moore_T_L: int
+    tau_fc: Fraction
+    alltoall_f: float | None
+    alltoall_f_upper: float | None
+    alltoall_bound: float | None
+    alltoall_method: str
+    alltoall_gap: float | None
+
+
+def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
     """Build, replay and score one candidate: the verified numbers of a frontier point (above
     REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
@@ -264,16 +267,15 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> dict:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
-    return {"expr": candidate.expr, "T_L": t_l, "tau": exact(tau),
-            "verified": verified_by is not None, "verified_by": verified_by,
-            "allreduce_T_L": rs_t_l + t_l, "allreduce_tau": exact(rs_tau + tau),
-            "schedule": method, "diameter": topo.diameter,
-            "bidirectional": bool(topo.bidirectional),
-            "moore_T_L": moore_bound_steps(topo.n, topo.degree),
-            "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
-            "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
-            "alltoall_bound": a2a["alltoall_bound"], "alltoall_method": a2a["alltoall_method"],
-            "alltoall_gap": a2a["alltoall_gap"]}
+    return VerifiedPoint(
+        expr=candidate.expr, T_L=t_l, tau=Fraction(tau), verified=verified_by is not None,
+        verified_by=verified_by,
+        allreduce_T_L=rs_t_l + t_l, allreduce_tau=Fraction(rs_tau + tau), schedule=method,
+        diameter=topo.diameter, bidirectional=bool(topo.bidirectional),
+        moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=Fraction(fc.tau),
+        alltoall_f=a2a["alltoall_f"], alltoall_f_upper=a2a["alltoall_f_upper"],
+        alltoall_bound=a2a["alltoall_bound"], alltoall_method=a2a["alltoall_method"],
+        alltoall_gap=a2a["alltoall_gap"])
 
 
 def _reversible(g: Topology) -> bool:

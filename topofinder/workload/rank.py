@@ -9,10 +9,10 @@ from fractions import Fraction
 from typing import Callable
 
 from topofinder.compute.cache import cached
-from topofinder.finder import growth as finder
 from topofinder.finder.frontier import verified_frontier
-from topofinder.finder.growth import Candidate
-from topofinder.workload.baselines import iteration_split, priced_baselines
+from topofinder.finder.growth import Candidate, validate_target
+from topofinder.finder.verify import VerifiedPoint
+from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
 from topofinder.model.units import exact
@@ -30,7 +30,8 @@ class FrontierPoint:
     ``verified_by``: how it was replayed ("full"; None when not).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
-    ``allreduce_time_s`` prices exactly that schedule."""
+    ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
+    worst single failure (topofinder.resilience.robust)."""
 
     expr: str
     T_L: int
@@ -59,20 +60,99 @@ class FrontierPoint:
     alltoall_gap: float | None = None
     iteration: dict | None = None
     verified_by: str | None = None
+    robust: dict | None = None
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """Each frontier topology composed with servers of ``gpus_per_node`` GPUs on the
+    ``intra`` fabric and scored by ForestColl's optimum over all GPUs (paper 002 §4):
+    ``scores[i]`` holds point i's hier_tau_fc (M/B_GPU), hier_algbw_GBps, gpus,
+    gpu_bandwidth, hier_cut_gpus; ``recommended`` the point of highest GPU algbw."""
+
+    gpus_per_node: int
+    intra: str
+    scores: tuple[dict, ...]
+    recommended: int
+
+    def describe(self) -> dict:
+        return {"gpus_per_node": self.gpus_per_node, "intra": self.intra,
+                "recommended": self.recommended}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A verified frontier for (N, d), ranked for a workload. ``frontier[recommended]`` is the
+    recommendation; :meth:`to_dict` is the `topofinder search --json` document, written only
+    there (docs/formats.md, schema ``search.schema.json``)."""
+
+    n: int
+    d: int
+    bidirectional_only: bool
+    workload: dict
+    frontier: tuple[FrontierPoint, ...]
+    recommended: int
+    baselines: tuple[dict, ...] | None = None
+    moe: dict | None = None
+    hierarchy: Hierarchy | None = None
+
+    @property
+    def best(self) -> FrontierPoint:
+        """The recommended frontier point."""
+        return self.frontier[self.recommended]
+
+    def _points(self) -> list[dict]:
+        points = [asdict(p) for p in self.frontier]
+        if self.hierarchy is not None:
+            for p, extra in zip(points, self.hierarchy.scores):
+                p.update(extra)
+        return points
+
+    def records(self) -> list[dict]:
+        """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
+        N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns, the
+        worst failure as ``robust_*``)."""
+        return [{"N": self.n, "d": self.d, **_flat(p), "recommended": i == self.recommended}
+                for i, p in enumerate(self._points())]
+
+    def to_dict(self) -> dict:
+        """The `search --json` document."""
+        doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
+               "N": self.n, "d": self.d, "bidirectional_only": self.bidirectional_only,
+               "workload": self.workload, "frontier": self._points(),
+               "recommended": self.recommended}
+        if self.moe is not None:
+            doc["moe"] = self.moe
+        if self.baselines is not None:
+            doc["baselines"] = list(self.baselines)
+        if self.hierarchy is not None:
+            doc["hierarchy"] = self.hierarchy.describe()
+        return doc
+
+
+def _flat(point: dict) -> dict:
+    for key in ("iteration", "robust"):
+        split = point.get(key)
+        if isinstance(split, dict):
+            point = {k: v for k, v in point.items() if k != key}
+            point.update({f"{key}_{k}": v for k, v in split.items()})
+    return point
 
 
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
            progress: Callable | None = None, kstep: bool = False, baselines: bool = False,
-           moe: MoEWorkload | None = None, baseline_progress: Callable | None = None) -> dict:
-    """The `search --json` document of docs/cli.md for target (n, d). The verified frontier does
-    not depend on the workload, so it is cached whole: a repeated search only re-ranks.
+           moe: MoEWorkload | None = None, baseline_progress: Callable | None = None
+           ) -> SearchResult:
+    """The ranked verified frontier of target (n, d) (`search`, docs/cli.md). The verified
+    frontier does not depend on the workload, so it is cached whole: a repeated search only
+    re-ranks.
     ``kstep``: also routed k-step schedules as candidates (topofinder.scoring.allgather.kstep).
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
-    (topofinder.finder.baselines), priced for the workload, with the recommendation's
+    (topofinder.finder.baseline_scores), priced for the workload, with the recommendation's
     speedup over each (paper 001 Fig. 7)."""
-    n, d = finder.validate_target(n, d, bidirectional)
+    n, d = validate_target(n, d, bidirectional)
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
@@ -82,45 +162,40 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
-    doc = {"format": SEARCH_FORMAT, "version": SEARCH_VERSION,
-           "N": n, "d": d, "bidirectional_only": bidirectional,
-           "workload": workload.describe(),
-           "frontier": [asdict(p) for p in points], "recommended": best}
-    if moe is not None:
-        doc["moe"] = moe.describe()
+    priced = None
     if baselines:
-        doc["baselines"] = priced_baselines(n, d, workload, doc["frontier"][best], full_alltoall,
-                                            moe, use_cache=use_cache,
-                                            progress=baseline_progress, jobs=jobs)
-    return doc
+        priced = tuple(priced_baselines(n, d, workload, asdict(points[best]), full_alltoall,
+                                        moe, use_cache=use_cache, progress=baseline_progress,
+                                        jobs=jobs))
+    return SearchResult(n, d, bidirectional, workload.describe(), tuple(points), best, priced,
+                        None if moe is None else moe.describe())
 
 
-def _point(c: Candidate, v: dict, workload: Workload, moe: MoEWorkload | None = None
-           ) -> FrontierPoint:
-    tau = Fraction(v["tau"])
-    allreduce = workload.collective_time(v["allreduce_T_L"], float(Fraction(v["allreduce_tau"])))
-    alltoall = workload.alltoall_time(c.n, c.d, v["alltoall_f"])
+def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
+           moe: MoEWorkload | None = None) -> FrontierPoint:
+    allreduce_tau = float(v.allreduce_tau)
+    allreduce = workload.collective_time(v.allreduce_T_L, allreduce_tau)
+    alltoall = workload.alltoall_time(c.n, c.d, v.alltoall_f)
     objective = workload.objective(allreduce, alltoall)
     iteration = None
     if moe is not None:
-        iteration = iteration_split(moe, workload, c.n, c.d, v["allreduce_T_L"],
-                                    float(Fraction(v["allreduce_tau"])), v["alltoall_f"])
+        iteration = iteration_split(moe, workload, c.n, c.d, v.allreduce_T_L, allreduce_tau,
+                                    v.alltoall_f)
         if iteration["iteration_s"] is not None:
             objective = iteration["iteration_s"]
     return FrontierPoint(
-        expr=c.expr, T_L=v["T_L"], tau=float(tau), tau_exact=exact(tau),
-        allreduce_T_L=v["allreduce_T_L"], allreduce_tau=float(Fraction(v["allreduce_tau"])),
-        allreduce_tau_exact=v["allreduce_tau"],
-        tau_fc=v["tau_fc"], tau_fc_exact=v["tau_fc_exact"], diameter=v["diameter"],
-        schedule=v["schedule"], verified=v["verified"], predicted_T_L=c.t_l,
+        expr=c.expr, T_L=v.T_L, tau=float(v.tau), tau_exact=exact(v.tau),
+        allreduce_T_L=v.allreduce_T_L, allreduce_tau=allreduce_tau,
+        allreduce_tau_exact=exact(v.allreduce_tau),
+        tau_fc=float(v.tau_fc), tau_fc_exact=exact(v.tau_fc), diameter=v.diameter,
+        schedule=v.schedule, verified=v.verified, predicted_T_L=c.t_l,
         predicted_tau=float(c.tau),
-        bidirectional=v["bidirectional"], bw_optimal=tau == Fraction(c.n - 1, c.n),
-        moore_optimal=v["T_L"] == v["moore_T_L"], alltoall_f=v["alltoall_f"],
-        alltoall_f_upper=v["alltoall_f_upper"], alltoall_bound=v["alltoall_bound"],
-        alltoall_method=v["alltoall_method"], allreduce_time_s=allreduce,
+        bidirectional=v.bidirectional, bw_optimal=v.tau == Fraction(c.n - 1, c.n),
+        moore_optimal=v.T_L == v.moore_T_L, alltoall_f=v.alltoall_f,
+        alltoall_f_upper=v.alltoall_f_upper, alltoall_bound=v.alltoall_bound,
+        alltoall_method=v.alltoall_method, allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=objective,
-        alltoall_gap=v.get("alltoall_gap"), iteration=iteration,
-        verified_by=v.get("verified_by"))
+        alltoall_gap=v.alltoall_gap, iteration=iteration, verified_by=v.verified_by)
 
 
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False

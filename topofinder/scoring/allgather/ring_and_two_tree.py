@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
-from topofinder.families.baselines import (
+from topofinder.families.shifted_ring_dbt import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
 from topofinder.model.schedule import StepSchedule, link_capacity

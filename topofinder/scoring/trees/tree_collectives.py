@@ -32,7 +32,7 @@ from topofinder.scoring.trees.forestcoll import fixed_k_optimum, fixed_k_trees, 
     throughput_optimum
 from topofinder.scoring.links import Links
 from topofinder.scoring.trees.line_trees import line_graph_trees
-from topofinder.model.syntax import Unary, parse_tree, to_text
+from topofinder.families.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule, validate
 

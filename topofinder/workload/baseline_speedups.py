@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import run_parallel
-from topofinder.finder.baselines import baseline_specs, score_baseline
+from topofinder.finder.baseline_scores import baseline_specs, score_baseline
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
 
@@ -36,7 +36,7 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
                      moe: MoEWorkload | None = None, use_cache: bool = True,
                      progress=None, jobs: int | None = None) -> list[dict]:
-    """One entry per baseline of finder.baselines.baseline_specs: its verified scores, its
+    """One entry per baseline of finder.baseline_scores.baseline_specs: its verified scores, its
     times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
     recommended frontier point's dict) over it. A baseline that does not exist at (N, d) is
     listed with ``expr`` None and the reason in ``note``. The baselines are scored on

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import MAPPING_HEADER
+from topofinder.cabling.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.schedule import StepSchedule, relabel
 from topofinder.model.topology import Topology

@@ -1,11 +1,16 @@
-"""Topology expressions (docs/expressions.md): parse, print, size prediction, loading.
+"""Topology expressions (docs/expressions.md): parse and print (sizes and building are in
+topofinder.families.build). It lives in the families layer because the families it accepts are
+the entries of topofinder.families.registry.
 
 Grammar (whitespace anywhere; ``□`` or ``×`` may replace ``x``; ``□n`` or ``^□n`` = ``^n``)::
 
     expr    := term ("x" term)*                     Cartesian product A x B x ...
     term    := primary ("^" INT | "*" INT)*          G^n, G*n (left to right)
     primary := "(" expr ")" | "L" ["^" INT] "(" expr ")" | "Bi(" expr ")" | "T(" expr ")"
-             | FAMILY "(" args ")" | "Diamond"
+             | FAMILY "(" args ")" | FAMILY
+
+FAMILY is any family of the registry (topofinder.families.registry), written as its entry's
+argument kind says (a family of kind "none", such as Diamond, takes no parentheses).
 
 Postfix ``^n`` and ``*n`` bind tighter than ``x``. The printed (canonical) form is exactly what
 the generators and expansions name their results, so ``str(parse(e))`` parses to the same arcs.
@@ -15,50 +20,25 @@ multiplies N by d, G*n multiplies N and d by n, ...) and oversize expressions ar
 
 from __future__ import annotations
 
-
 import re
 from dataclasses import dataclass
 
 from topofinder.errors import TopofinderError
+from topofinder.families.registry import FAMILIES, accepted
 
-#: Largest arc count (N·d) built: 16 bytes of numpy per arc, so 256 MB of arc arrays.
-MAX_ARCS = 16_000_000
 #: Longest integer in an expression (every size limit fits well inside it).
 MAX_DIGITS = 18
-#: Largest line-graph iteration (past it a degree >= 2 base exceeds MAX_NODES anyway).
-MAX_LINE_POWER = 64
 
-# family: (argument shape, description for error messages)
-_FAMILIES = {
-    "K": ("K(m) or K(d,d)", (1, 2)),
-    "H": ("H(n,q)", (2, 2)),
-    "Kautz": ("Kautz(d,n)", (2, 2)),
-    "Pi": ("Pi(d,m)", (2, 2)),
-    "C": ("C(m,{a,...})", "set"),
-    "DC": ("DC(m,{a,...})", "set"),
-    "Aff": ("Aff(m,q,{a,...})", "qset"),
-    "BiRing": ("BiRing(d,m)", (2, 2)),
-    "UniRing": ("UniRing(d,m)", (2, 2)),
-    "Torus": ("Torus(m1,...,mk)", (1, None)),
-    "TwistedTorus": ("TwistedTorus(2a,a,...)", (2, None)),
-    "Hypercube": ("Hypercube(n)", (1, 1)),
-    "DBJ": ("DBJ(d,n)", (2, 2)),
-    "DBJMod": ("DBJMod(d,n)", (2, 2)),
-    "DistReg": ("DistReg(name) or DistReg(d,N)", "name"),
-    "Diamond": ("Diamond", None),
-    "ShiftedRing": ("ShiftedRing(d,m)", (2, 2)),
-    "DBT": ("DBT(m)", (1, 1)),
-}
 _OPERATORS = "L(G), L^n(G), Bi(G), T(G), G^n, G*n, A x B"
-_ACCEPTED = ", ".join(v[0] for v in _FAMILIES.values()) + "; operators " + _OPERATORS
 
 
 # ---- syntax tree ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Leaf:
     family: str
-    args: tuple            # ints; C/DC: (m, (a, ...)); Aff: (m, q, (a, ...));
-                           # DistReg: (name,) or (d, N); Diamond: ()
+    args: tuple            # by the family's argument kind (topofinder.families.registry):
+                           # ints; "set": (m, (a, ...)); "qset": (m, q, (a, ...));
+                           # "name": (name,) or (d, N); "none": ()
     pos: int
 
 
@@ -84,15 +64,7 @@ def _wrap(s: str) -> str:
 def to_text(node) -> str:
     """Canonical text of a syntax tree (the names generators and expansions give)."""
     if isinstance(node, Leaf):
-        if node.family == "Diamond":
-            return "Diamond"
-        if node.family in ("C", "DC"):
-            m, gens = node.args
-            return f"{node.family}({m},{{{','.join(map(str, gens))}}})"
-        if node.family == "Aff":
-            m, q, gens = node.args
-            return f"Aff({m},{q},{{{','.join(map(str, gens))}}})"
-        return f"{node.family}({','.join(map(str, node.args))})"
+        return FAMILIES[node.family].text(node.args)
     if isinstance(node, Product):
         return " x ".join(_wrap(to_text(f)) for f in node.factors)
     inner = to_text(node.child)
@@ -134,16 +106,17 @@ class _Parser:
                 value, pos = value[1:], pos + 1
             self.tokens.append((kind, int(value) if kind == "int" else value, pos))
             i = m.end()
-            if kind == "name" and value == "DistReg":
-                i = self.raw_argument(i)
+            if kind == "name" and value in FAMILIES and FAMILIES[value].arguments == "name":
+                i = self.raw_argument(i, value)
         self.tokens.append(("end", None, len(text)))
         self.i = 0
 
-    def raw_argument(self, i: int) -> int:
-        """DistReg's argument is a catalog name: the raw text up to the matching ')'."""
+    def raw_argument(self, i: int, family: str) -> int:
+        """A "name" family's argument (DistReg's catalog name): the raw text up to the
+        matching ')'."""
         j = len(self.text) - len(self.text[i:].lstrip())
         if j == len(self.text) or self.text[j] != "(":
-            self.fail(j, "expected '(' after DistReg")
+            self.fail(j, f"expected '(' after {family}")
         depth = 0
         for k in range(j, len(self.text)):
             depth += {"(": 1, ")": -1}.get(self.text[k], 0)
@@ -151,7 +124,7 @@ class _Parser:
                 self.tokens += [("sym", "(", j), ("raw", self.text[j + 1:k], j + 1),
                                 ("sym", ")", k)]
                 return k + 1
-        self.fail(len(self.text), "expected ')' closing DistReg(")
+        self.fail(len(self.text), f"expected ')' closing {family}(")
 
     def fail(self, pos: int, message: str):
         marked = f"{self.text[:pos]} >>{self.text[pos:]}" if pos < len(self.text) \
@@ -237,7 +210,7 @@ class _Parser:
             return node
         if kind != "name":
             found = "the end" if kind == "end" else repr(str(v))
-            self.fail(pos, f"expected a topology, found {found} (accepted: {_ACCEPTED})")
+            self.fail(pos, f"expected a topology, found {found} (accepted: {accepted()}; operators {_OPERATORS})")
         self.next()
         if v == "L":
             k = 1
@@ -253,41 +226,37 @@ class _Parser:
             return Unary("L", child, k, pos)
         if v in ("Bi", "T"):
             return Unary(v, self.parenthesised(), 1, pos)
-        if v not in _FAMILIES:
-            self.fail(pos, f"unknown family {v!r} (accepted: {_ACCEPTED})")
-        if v == "Diamond":
-            return Leaf("Diamond", (), pos)
-        if v == "DistReg":
-            return Leaf("DistReg", self.distreg_args(), pos)
-        shape, arity = _FAMILIES[v][0], _FAMILIES[v][1]
+        family = FAMILIES.get(v)
+        if family is None:
+            self.fail(pos, f"unknown family {v!r} (accepted: {accepted()}; operators "
+                           f"{_OPERATORS})")
+        if family.arguments == "none":
+            return Leaf(v, (), pos)
+        if family.arguments == "name":
+            return Leaf(v, self.name_args(v), pos)
         self.expect("(", f"'(' after {v}")
-        if arity == "set":
+        args = self.arguments(family.signature, family.arguments, v)
+        self.expect(")", f"')' closing {family.signature}")
+        return Leaf(v, family.normalise(args) if family.normalise else args, pos)
+
+    def arguments(self, shape: str, kind, name: str) -> tuple:
+        """The arguments of a family of kind "set", "qset" or (lo, hi) integers."""
+        if kind in ("set", "qset"):
             m = self.integer(f"the node count of {shape}")
             self.expect(",", f"',' in {shape}")
-            gens = self.int_set(shape)
-            self.expect(")", f"')' closing {shape}")
-            if v == "C":       # a and m−a give the same bidirectional arcs
-                gens = tuple(sorted(min(a, m - a) if 0 < a < m else a for a in gens))
-            else:
-                gens = tuple(sorted(gens))
-            return Leaf(v, (m, gens), pos)
-        if arity == "qset":
-            m = self.integer(f"the node count of {shape}")
-            self.expect(",", f"',' in {shape}")
-            q = self.integer(f"the multiplier q of {shape}")
-            self.expect(",", f"',' in {shape}")
-            gens = tuple(sorted(self.int_set(shape)))
-            self.expect(")", f"')' closing {shape}")
-            return Leaf(v, (m, q, gens), pos)
+            if kind == "qset":
+                q = self.integer(f"the multiplier q of {shape}")
+                self.expect(",", f"',' in {shape}")
+                return m, q, self.int_set(shape)
+            return m, self.int_set(shape)
         args = [self.integer(f"an integer argument of {shape}")]
         while self.at(","):
             self.next()
             args.append(self.integer(f"an integer argument of {shape}"))
-        lo, hi = arity
+        lo, hi = kind
         if len(args) < lo or (hi is not None and len(args) > hi):
-            self.fail(self.peek()[2], f"{v} takes {shape}, got {len(args)} argument(s)")
-        self.expect(")", f"')' closing {shape}")
-        return Leaf(v, tuple(args), pos)
+            self.fail(self.peek()[2], f"{name} takes {shape}, got {len(args)} argument(s)")
+        return tuple(args)
 
     def parenthesised(self):
         self.expect("(")
@@ -304,15 +273,15 @@ class _Parser:
         self.expect("}", f"'}}' or ',' in the generator set of {shape}")
         return tuple(values)
 
-    def distreg_args(self) -> tuple:
-        """DistReg(name) or DistReg(d,N)."""
-        self.expect("(", "'(' after DistReg")
+    def name_args(self, family: str) -> tuple:
+        """A "name" family's arguments: F(name) or F(d,N)."""
+        self.expect("(", f"'(' after {family}")
         _, raw, pos = self.next()
-        self.expect(")", "')' closing DistReg(")
+        self.expect(")", f"')' closing {family}(")
         raw = " ".join(raw.split())
         if not raw:
-            self.fail(pos, "DistReg needs a catalog name or a degree and size, "
-                           "e.g. DistReg(4,32)")
+            self.fail(pos, f"{family} needs a catalog name or a degree and size, "
+                           f"e.g. {family}(4,32)")
         sizes = re.fullmatch(r"(\d+) ?, ?(\d+)", raw)
         return (int(sizes.group(1)), int(sizes.group(2))) if sizes else (raw,)
 

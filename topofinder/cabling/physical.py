@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.export.patch_panel import DUPLEX, PatchPlan
+from topofinder.cabling.patch_panel import DUPLEX, PatchPlan
 
 LAYOUT_HEADER = ["panel", "panel_port", "role", "node", "port", "peer_panel", "peer_port"]
 CONFIG_HEADER = ["panel", "from_port", "to_port", "src_node", "src_port", "dst_node",

@@ -25,8 +25,8 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import load_npz
-from topofinder.export.patch_panel import KINDS, PatchPlan, parse_plan
-from topofinder.export.relabel import Mapping, relabel_topology
+from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
+from topofinder.cabling.relabel import Mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import load_topology
 from topofinder.model.schedule import StepSchedule

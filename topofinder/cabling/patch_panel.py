@@ -41,7 +41,7 @@ from scipy.sparse.csgraph import connected_components, maximum_bipartite_matchin
 
 from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
-from topofinder.export.node_matching import best_relabelling, find_isomorphism
+from topofinder.cabling.node_matching import best_relabelling, find_isomorphism
 from topofinder.model.topology import Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
@@ -514,7 +514,7 @@ def diff_plans(old: PatchPlan, topo: Topology, cabling: str = "auto",
     keep every old connection that the relabelled topology still has (same ports, same panel
     position), and cable the rest on free ports and positions. ``method``: ``exact`` (an
     isomorphism when there is one — 0 moves — else QAP search seeded with the heuristic;
-    :mod:`topofinder.export.node_matching`; never more moves than the heuristic) or
+    :mod:`topofinder.cabling.node_matching`; never more moves than the heuristic) or
     ``heuristic`` (:func:`match_nodes` alone). ``cabling`` ``auto`` follows the old plan:
     duplex when it has duplex cables and ``topo`` is bidirectional, else simplex."""
     _check_panel_size(panel_size)

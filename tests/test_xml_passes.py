@@ -1,0 +1,94 @@
+"""The MSCCL lowering's passes one by one (export/schedule_xml.py): layout, threadblock
+placement, the step's messages in layout order, consolidation into instructions, staging."""
+
+import numpy as np
+import pytest
+
+from topofinder.export.schedule_xml import (
+    _consolidate_sends,
+    _layout,
+    _Lowering,
+    _runs,
+    _stage_pack,
+    _step_messages,
+    place_threadblocks,
+)
+from topofinder.families import uni_ring
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import collective_schedule
+from topofinder.model.schedule import StepSchedule
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reduce-scatter", "allreduce"])
+def test_layout_places_every_piece_of_every_channel_once(coll):
+    """Channel j's chunk c of shard v sits at pos(v, c) + shift(j): a bijection onto the
+    N·k·P buffer slots; allgather/reduce-scatter keep shard v's pieces in [v·kP, (v+1)·kP)."""
+    n, p, k = 5, 3, 2
+    pos, shift = _layout(coll, n, p, k)
+    slots = [pos(v, c) + shift(j) for j in range(k) for v in range(n) for c in range(p)]
+    assert sorted(slots) == list(range(n * k * p))
+    if coll != "allreduce":
+        assert all(v * k * p <= pos(v, c) + shift(j) < (v + 1) * k * p
+                   for j in range(k) for v in range(n) for c in range(p))
+
+
+def test_threadblock_placement_follows_the_links_the_schedule_uses():
+    """One send threadblock per out-neighbour and one receive threadblock per in-neighbour
+    that the schedule's rows use, plus one local threadblock."""
+    s = collective_schedule(from_expression("C(8,{1,2})"), "allgather")
+    progs = place_threadblocks(s, inplace=False, k=1)
+    links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
+    for prog in progs:
+        assert set(prog.send_tb) == {(w, 0) for u, w in links if u == prog.u}
+        assert set(prog.recv_tb) == {(u, 0) for u, w in links if w == prog.u}
+        assert [kind for kind, _ in prog.tb_peer].count("local") == 1
+
+
+def test_runs_merge_contiguous_places_up_to_the_count_limit():
+    items = [(("o", 0),), (("o", 1),), (("o", 2),), (("s", 3),), (("o", 4),), (("o", 5),)]
+    assert [len(r) for r in _runs(items, 71, key=lambda x: x)] == [3, 1, 2]
+    assert [len(r) for r in _runs(items, 2, key=lambda x: x)] == [2, 1, 1, 2]
+
+
+def test_step_messages_are_in_buffer_order_and_reduce_senders_give_up_partials():
+    """A reduce-phase step: rank 0 sends shards 2 and 1 to rank 1 (rows out of order); the
+    message lists them by their place at rank 0, and rank 0 no longer holds them."""
+    topo = uni_ring(1, 3)
+    rows = np.array([[1, 2, 0, 1, 0, 1], [1, 1, 0, 1, 0, 1]], np.int64)
+    sched = StepSchedule(topo, 1, rows, collective="reduce-scatter")
+    st = _Lowering(sched, 1, False, 71, False)
+    for v in range(3):
+        st.loc[0][(v, 0)] = ("i", st.pos(v, 0))
+    msgs = _step_messages(st, rows, 1, reducing=True)
+    assert msgs == [(0, 1, [(1, 0), (2, 0)], [("i", 1), ("i", 2)])]
+    assert set(st.loc[0]) == {(0, 0)}
+
+
+def test_consolidation_sends_one_instruction_per_contiguous_run():
+    topo = uni_ring(1, 3)
+    sched = StepSchedule(topo, 1, np.array([[1, 0, 0, 1, 0, 1]]), collective="allgather")
+    st = _Lowering(sched, 1, False, 71, False)
+    srcs = [("o", 0), ("o", 1), ("o", 5)]
+    recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
+    runs = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
+    assert [len(r) for r in runs] == [2, 1]
+    sends = st.progs[0].instrs[st.progs[0].send_tb[(1, 0)]]
+    assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
+                                                                       ("s", ("o", 5), 1)]
+
+
+def test_staging_packs_several_ranges_into_one_scratch_range():
+    """Two source ranges of one message: two copies into fresh scratch in the step's local
+    threadblock, then the send reads the scratch range; a single range is sent as it is."""
+    topo = uni_ring(1, 3)
+    sched = StepSchedule(topo, 1, np.array([[1, 0, 0, 1, 0, 1]]), collective="allgather")
+    st = _Lowering(sched, 1, False, 71, True)
+    prog = st.progs[0]
+    run = [(("o", 0), "r", None, ("o", 0)), (("o", 1), "r", None, ("o", 1)),
+           (("o", 7), "r", None, ("o", 2))]
+    src = _stage_pack(prog, 4, run, 71)
+    assert src == ("s", 0) and prog.scratch == 3
+    copies = prog.instrs[prog.stage_tb(4)]
+    assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
+                                                          ("cpy", ("o", 7), ("s", 2), 1)]
+    assert _stage_pack(prog, 4, run[:2], 71) == ("o", 0)

@@ -1,0 +1,353 @@
+"""Exact steady-state throughput TP of one-root collectives (paper 003 §5) with certificates.
+
+TP counts unit messages delivered to every destination per unit time; a unit message takes
+time c_e = 1/C_e on a link of capacity C_e, so with b the bandwidth of a capacity-1 link a
+message of H bytes streams at TP·b/H messages per second.
+
+Broadcast. Any steady state puts rates n_e on the links; by Edmonds' branching theorem
+(003 Thm 3–5) rates n admit a broadcast at throughput TP iff every root cut S (root ∈ S,
+S ≠ V) has n(δ⁺(S)) ≥ TP, i.e. min_v maxflow_n(root, v) ≥ TP. So
+
+    TP = max TP  s.t.  n(δ⁺(S)) ≥ TP for all root cuts S,  port rows on n   (SSB, 003 §5.2)
+
+which has |E| + 1 variables instead of SSB's |V|·|E|: the cut rows are generated lazily by
+max-flow (starting from the single-node cuts V∖{v}). Under ``multi`` the rows are only
+n_e ≤ C_e, so TP = min_v maxflow_C(root, v), certified by a minimum cut.
+
+Scatter (distinct messages per destination) is a single-source multicommodity flow; paths
+from one source can be re-labelled freely among the commodities, so it is the single flow
+with demand TP at every other node: |E| + 1 variables, one conservation row per node.
+
+Reduce and gather are broadcast and scatter on G^T (every edge reversed), read backwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import lcm
+
+import numpy as np
+from ortools.graph.python import max_flow
+
+from topofinder.errors import TopofinderError
+from topofinder.scoring.oneroot.exact_lp import (
+    DENOMINATORS, LP, round_dual, solve_exact, solve_float,
+)
+from topofinder.scoring.oneroot.platform import Platform
+from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
+
+COLLECTIVES = ("broadcast", "reduce", "scatter", "gather")
+#: Float max-flow scale for the cut separation (capacities n_e·SCALE/max n, rounded down).
+_SCALE = 2**40
+#: Relative tolerance under which a float cut counts as violated.
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """TP (Fraction) of ``collective`` from ``platform.root``; ``rates`` n_e per link of
+    ``platform`` (G^T for reduce and gather) in messages per unit time; ``certificate`` says
+    why TP is optimal (docs/algorithms.md)."""
+
+    collective: str
+    value: Fraction
+    rates: tuple
+    platform: Platform
+    certificate: dict = field(default_factory=dict)
+
+
+def maxflows(pl: Platform, caps, targets) -> tuple[int, int, np.ndarray]:
+    """(min flow, argmin target, source side of its minimum cut as a bool vector) over
+    max-flows root → v for v in ``targets`` with integer link capacities ``caps``."""
+    mf = max_flow.SimpleMaxFlow()
+    mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
+                              np.asarray(caps, np.int64))
+    best, arg = None, -1
+    for v in targets:
+        if mf.solve(pl.root, int(v)) != mf.OPTIMAL:
+            raise RuntimeError("max-flow failed")
+        f = mf.optimal_flow()
+        if best is None or f < best:
+            best, arg = f, int(v)
+            side = np.zeros(pl.n, bool)
+            side[np.asarray(mf.get_source_side_min_cut(), np.int64)] = True
+    return best, arg, side
+
+
+def _destinations(pl: Platform) -> np.ndarray:
+    return np.delete(np.arange(pl.n), pl.root)
+
+
+def multiport_broadcast(pl: Platform) -> Throughput:
+    """TP = min_v maxflow(root, v) on the capacities (Edmonds' branching theorem), exact; the
+    certificate is the minimum root cut (its capacity equals TP)."""
+    tp, v, side = maxflows(pl, pl.cap, _destinations(pl))
+    crossing = side[pl.src] & ~side[pl.dst]
+    assert int(pl.cap[crossing].sum()) == tp
+    return Throughput("broadcast", Fraction(tp), tuple(Fraction(int(c)) for c in pl.cap), pl,
+                      {"kind": "min-cut", "sink": v,
+                       "source_side": np.flatnonzero(side).tolist(),
+                       "cut_capacity": tp})
+
+
+def _port_rows(lp: LP, pl: Platform, col0: int = 0) -> None:
+    """The port model's rows on the link-rate columns col0 + e (platform module doc)."""
+    coef = pl.port_coefficients()
+    if coef is not None:
+        bound = pl.port_bound()
+        for ends in (pl.src, pl.dst):
+            order = np.argsort(ends, kind="stable")
+            splits = np.searchsorted(ends[order], np.arange(pl.n + 1))
+            for j in range(pl.n):
+                es = order[splits[j]:splits[j + 1]].tolist()
+                if es:
+                    lp.add([col0 + e for e in es], [coef[e] for e in es], "<=", bound)
+    if pl.link_bounds():
+        for e in range(pl.m):
+            lp.add([col0 + e], [1], "<=", int(pl.cap[e]))
+
+
+def cut_lp(pl: Platform, edges: np.ndarray | None = None) -> LP:
+    """The broadcast LP on the links ``edges`` (all by default; columns 0..m−1 are n_e,
+    column m is TP) with the single-node cuts V∖{v}: n(δ⁻(v)) ≥ TP. On a DAG these are all
+    the rows (SSBPDAG, 003 §4.1)."""
+    lp = LP(pl.m + 1, {pl.m: Fraction(1)})
+    _port_rows(lp, pl)
+    live = np.ones(pl.m, bool) if edges is None else edges
+    for e in np.flatnonzero(~live):
+        lp.add([int(e)], [1], "<=", 0)
+    for v in _destinations(pl):
+        ins = np.flatnonzero((pl.dst == v) & live).tolist()
+        lp.add(ins + [pl.m], [-1] * len(ins) + [1], "<=", 0)
+    return lp
+
+
+def _add_cut(lp: LP, pl: Platform, side: np.ndarray) -> None:
+    out = np.flatnonzero(side[pl.src] & ~side[pl.dst]).tolist()
+    lp.add(out + [pl.m], [-1] * len(out) + [1], "<=", 0)
+
+
+def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarray]:
+    """Root cuts whose float rate is below TP: the sink side of each max-flow that falls
+    short (the smallest violated set around v, so disjoint deficient regions each get their
+    own cut), skipping sinks inside a sink side found in this round."""
+    scale = _SCALE / max(float(rates.max()), 1e-300)
+    mf = max_flow.SimpleMaxFlow()
+    mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
+                              np.floor(np.maximum(rates, 0) * scale).astype(np.int64))
+    need = tp * scale * (1 - _TOL)
+    covered = np.zeros(pl.n, bool)
+    cuts = []
+    for v in _destinations(pl):
+        if covered[v]:
+            continue
+        mf.solve(pl.root, int(v))
+        if mf.optimal_flow() < need:
+            sink = np.asarray(mf.get_sink_side_min_cut(), np.int64)
+            side = np.ones(pl.n, bool)
+            side[sink] = False
+            cuts.append(side)
+            covered[sink] = True
+    return cuts
+
+
+def _in_out_cuts(pl: Platform, rates: np.ndarray, tp: float, core: tuple):
+    """In-out separation (Ben-Ameur and Neto): look for cuts at the midpoint of the relaxation's
+    optimum and ``core``, a point known to satisfy every cut (first the heuristic tree). A cut
+    violated there but not at the core is violated at the optimum too, and cuts deeper than the
+    optimum's own; if the midpoint violates nothing it becomes the core and the optimum itself
+    is separated. Returns (cuts, core)."""
+    mid = ((rates + core[0]) / 2, (tp + core[1]) / 2)
+    new = _violated_cuts(pl, *mid)
+    if new:
+        return new, core
+    return _violated_cuts(pl, rates, tp), mid
+
+
+def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.ndarray | None:
+    """None if min_v maxflow_rates(root, v) ≥ tp exactly (integer max-flow after scaling by
+    the common denominator), else the source side of a violated cut."""
+    den = lcm(tp.denominator, *(r.denominator for r in rates))
+    caps = [int(r * den) for r in rates]
+    if max(caps) * pl.m >= 2**62:
+        raise TopofinderError("steady-state rates too fine to verify with 64-bit max-flow")
+    flow, _, side = maxflows(pl, caps, _destinations(pl))
+    return None if flow >= tp * den else side
+
+
+def _tree_rates(pl: Platform, parent: list[int], tp: Fraction) -> tuple:
+    used = set(parent)
+    return tuple(tp if e in used else Fraction(0) for e in range(pl.m))
+
+
+def port_bound(pl: Platform) -> tuple[Fraction, tuple[int, str]]:
+    """The smallest upper bound on broadcast TP from a single port row with the cut around
+    that node: the root's send row (TP ≤ n(δ⁺(root))) or a destination's receive row
+    (TP ≤ n(δ⁻(v))). Under ``one`` a row Σ n_e/C_e ≤ 1 allows n(δ) ≤ max C_e; under ``node``
+    n(δ) ≤ min(B, Σ C_e). Returns (bound, (node, "send" | "receive")); a one-row LP dual."""
+    best = None
+    for ends, nodes, what in ((pl.src, [pl.root], "send"),
+                              (pl.dst, _destinations(pl).tolist(), "receive")):
+        caps = [pl.cap[ends == v] for v in nodes] if len(nodes) < 64 else None
+        if caps is None:
+            order = np.argsort(ends, kind="stable")
+            cuts = np.searchsorted(ends[order], np.arange(pl.n + 1))
+            caps = [pl.cap[order[cuts[v]:cuts[v + 1]]] for v in nodes]
+        for v, c in zip(nodes, caps):
+            b = (Fraction(int(c.max())) if pl.port_model == "one"
+                 else min(pl.bandwidth, Fraction(int(c.sum()))))
+            if best is None or b < best[0]:
+                best = (b, (int(v), what))
+    return best
+
+
+#: Up to this many flow variables (destinations × links) broadcast is solved in 003's own SSB
+#: form (one flow per destination, link rate ≥ each flow), beyond by cut generation.
+FLOW_FORM_CELLS = 200_000
+
+
+def flow_broadcast(pl: Platform) -> Throughput:
+    """003 §5.2 SSB as max TP: per destination i a flow x_i of value TP from the root,
+    x_{i,e} ≤ n_e, port rows on n. Columns: n_e (0..m−1), TP (m), then x_{i,e}. Certified
+    by its rounded dual (exactly dual feasible: an upper bound b·y) and link rates n from a
+    second solve with TP fixed at b·y minimising Σ n_e·c_e (a cleaner vertex), rounded, which
+    must satisfy the port rows and min_v maxflow_n(root, v) ≥ b·y exactly (the degenerate
+    flows themselves need not round well)."""
+    dests = _destinations(pl)
+    m = pl.m
+    lp = LP(m + 1 + len(dests) * m, {m: Fraction(1)})
+    _port_rows(lp, pl)
+    ins = [np.flatnonzero(pl.dst == v).tolist() for v in range(pl.n)]
+    outs = [np.flatnonzero(pl.src == v).tolist() for v in range(pl.n)]
+    for k, i in enumerate(dests):
+        base = m + 1 + k * m
+        for v in range(pl.n):
+            if v == pl.root:
+                continue
+            cols = [base + e for e in ins[v]] + [base + e for e in outs[v]]
+            coefs = [1] * len(ins[v]) + [-1] * len(outs[v])
+            if v == i:
+                cols, coefs = cols + [m], coefs + [-1]
+            lp.add(cols, coefs, "=", 0)
+        for e in range(m):
+            lp.add([base + e, e], [1, -1], "<=", 0)
+    dual = round_dual(lp, solve_float(lp)[1])
+    if dual is None:
+        raise TopofinderError("could not certify the SSB optimum exactly (dual rounding)")
+    # second phase at TP = b·y: least total port time, a cleaner vertex for the rates
+    x_f = solve_float(lp, {e: -pl.cost(e) for e in range(m)}, {m: dual[0]})[0]
+    for q in DENOMINATORS:
+        rates = [Fraction(float(t)).limit_denominator(q) for t in x_f[:m]]
+        if _ports_hold(pl, rates) and _exact_feasible(pl, rates, dual[0]) is None:
+            return Throughput("broadcast", dual[0], tuple(rates), pl,
+                              {"kind": "lp-dual", "primal": "rates", "form": "SSB (003 §5.2)",
+                               "rows": len(lp.rows),
+                               "nonzero_duals": sum(1 for y in dual[1] if y)})
+    raise TopofinderError("could not certify the SSB optimum exactly from HiGHS's solution")
+
+
+def _ports_hold(pl: Platform, rates: list[Fraction]) -> bool:
+    """The port and link rows hold exactly for ``rates``."""
+    if any(r < 0 for r in rates):
+        return False
+    if pl.link_bounds() and any(r > int(c) for r, c in zip(rates, pl.cap)):
+        return False
+    coef = pl.port_coefficients()
+    if coef is None:
+        return True
+    for ends in (pl.src, pl.dst):
+        load = [Fraction(0)] * pl.n
+        for e, r in enumerate(rates):
+            load[int(ends[e])] += coef[e] * r
+        if max(load) > pl.port_bound():
+            return False
+    return True
+
+
+def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
+    """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
+    dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
+    every link's price ≥ the weight of the cuts it crosses, total price = TP. The dual of the
+    relaxation (the cuts generated so far) bounds TP from above; the primal that meets it is
+    either the relaxation's own rates, once min_v maxflow ≥ TP holds exactly, or the greedy
+    tree (tree_heuristic), when its rate already equals the bound. Small platforms ((N−1)·|E|
+    ≤ FLOW_FORM_CELLS) go to :func:`flow_broadcast` instead: the cut polytope is highly
+    degenerate and cut generation can take hundreds of rounds (heterogeneous Pi(4,64): 272).
+    Cuts are separated in-out (:func:`_in_out_cuts`)."""
+    tree_tp, parent = greedy_tree(pl)
+    bound, row = port_bound(pl)
+    if tree_tp == bound:                     # one port row already caps TP at the tree's rate
+        return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
+                          {"kind": "port-row", "primal": "tree", "node": row[0],
+                           "row": row[1], "bound": bound})
+    if (pl.n - 1) * pl.m <= FLOW_FORM_CELLS:
+        return flow_broadcast(pl)
+    lp = cut_lp(pl)
+    cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
+    first_cut_row = len(lp.rows) - len(cuts)
+    core = (np.array([float(r) for r in _tree_rates(pl, parent, tree_tp)]), float(tree_tp))
+    for _ in range(max_rounds):
+        floats = solve_float(lp)
+        if floats[2] <= float(tree_tp) * (1 + _TOL):
+            sol = solve_exact(lp, floats)
+            if sol.value == tree_tp:         # the relaxation's bound is met by one tree
+                return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
+                                  _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
+        new, core = _in_out_cuts(pl, floats[0][:pl.m], floats[2], core)
+        if not new:
+            sol = solve_exact(lp, floats)
+            side = _exact_feasible(pl, sol.x[:pl.m], sol.value)
+            if side is None:
+                break
+            new = [side]
+        for side in new:
+            _add_cut(lp, pl, side)
+            cuts.append(side)
+    else:
+        raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
+    return Throughput("broadcast", sol.value, tuple(sol.x[:pl.m]), pl,
+                      _lp_certificate(lp, sol, cuts, first_cut_row, "lp"))
+
+
+def _lp_certificate(lp: LP, sol, cuts, first_cut_row: int, primal: str) -> dict:
+    """The nonzero dual multipliers: port/link rows by row index, cuts with their sides;
+    ``primal`` says what meets the bound (the LP's own rates, or a single tree)."""
+    weights = sol.y[first_cut_row:]
+    return {"kind": "lp-dual", "primal": primal,
+            "rows": len(lp.rows),
+            "row_duals": {i: y for i, y in enumerate(sol.y[:first_cut_row]) if y},
+            "cuts": [(w, np.flatnonzero(side).tolist())
+                     for w, side in zip(weights, cuts) if w]}
+
+
+def scatter(pl: Platform) -> Throughput:
+    """Scatter TP (module doc): max TP with a flow n delivering TP to every v ≠ root,
+    n(δ⁻(v)) − n(δ⁺(v)) = TP, under the port rows; exact with its LP dual."""
+    lp = LP(pl.m + 1, {pl.m: Fraction(1)})
+    _port_rows(lp, pl)
+    first = len(lp.rows)
+    for v in _destinations(pl):
+        ins = np.flatnonzero(pl.dst == v).tolist()
+        outs = np.flatnonzero(pl.src == v).tolist()
+        lp.add(ins + outs + [pl.m], [1] * len(ins) + [-1] * len(outs) + [-1], "=", 0)
+    sol = solve_exact(lp)
+    return Throughput("scatter", sol.value, tuple(sol.x[:pl.m]), pl,
+                      {"kind": "lp-dual", "rows": len(lp.rows),
+                       "row_duals": {i: y for i, y in enumerate(sol.y[:first]) if y},
+                       "node_potentials": {int(v): y for v, y in
+                                           zip(_destinations(pl), sol.y[first:]) if y}})
+
+
+def throughput(pl: Platform, collective: str = "broadcast") -> Throughput:
+    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``)."""
+    if collective not in COLLECTIVES:
+        raise TopofinderError(f"collective {collective!r} unknown; use one of "
+                              f"{', '.join(COLLECTIVES)}")
+    if collective in ("reduce", "gather"):
+        pl = pl.reversed()
+    if collective in ("broadcast", "reduce"):
+        res = multiport_broadcast(pl) if pl.port_model == "multi" else lp_broadcast(pl)
+    else:
+        res = scatter(pl)
+    return Throughput(collective, res.value, res.rates, pl, res.certificate)
