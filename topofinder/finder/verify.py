@@ -19,6 +19,7 @@ from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import bfb_bits
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
+from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.families.build import parse
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
@@ -196,7 +197,7 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
         gens = line_graph_action(g, child.generators)
     except ScheduleError:
         return None
-    lg = xs.line_graph_schedule(StepSchedule(g, child.shard_chunks, child.sends))
+    lg = line_graph_schedule(StepSchedule(g, child.shard_chunks, child.sends))
     keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
     return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
                          method="line-graph")
