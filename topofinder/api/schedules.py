@@ -25,13 +25,14 @@ from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
+from topofinder.model.collectives import Collective
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
 SCHEDULE_FORMATS = ("json", "xml", "npz")
 
 
-def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
+def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str = "steps", *,
              low_trees: bool = False, trees_per_root: int | None = None,
              steps: int | None = None) -> Schedule:
     """The replay-validated schedule `topofinder export --what schedule` writes.
@@ -158,7 +159,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
-                       *, collective: str = "allgather", kind: str = "steps",
+                       *, collective: str = Collective.ALLGATHER, kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
                        **xml_options) -> tuple[Schedule, str | None]:
@@ -184,7 +185,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if renaming is not None:
         built = relabel_schedule(built, renaming)
     if kind == "trees" and fmt != "json":
-        if collective != "allgather" and fmt != "xml":
+        if collective != Collective.ALLGATHER and fmt != "xml":
             raise TopofinderError(f"{collective} tree schedules are written as json or xml")
         if built.topology.has_switches:
             raise TopofinderError("tree schedules with routes through switches are written as "

@@ -31,6 +31,7 @@ from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import load_topology
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,9 @@ def read_sends(path) -> Sends:
             rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
                     for u, w in t["edges"]]
             kind = "trees"
-        elif doc.get("collective") == "alltoall":       # rows t, u, w, src, dst, amount
+        elif doc.get("collective") == Collective.ALLTOALL:       # rows t, u, w, src, dst, amount
             rows = [(r[0], r[3], 0, 0, r[1], r[2]) for r in doc["sends"]]
-            kind = "alltoall"
+            kind = Collective.ALLTOALL
         else:
             rows, kind = doc["sends"], "steps"
         arr = np.array(rows, np.int64).reshape(-1, 6)
@@ -173,7 +174,7 @@ def _describe(sends: Sends, row, plan: PatchPlan) -> str:
 
     if sends.kind == "trees":
         return f"tree {t} (root {v}): edge {name(u)} -> {name(w)}"
-    if sends.kind == "alltoall":
+    if sends.kind == Collective.ALLTOALL:
         return f"step {t}: {name(u)} sends (part of) a piece from node {v} to {name(w)}"
     return f"step {t}: {name(u)} sends chunks [{lo},{hi}) of node {v}'s shard to {name(w)}"
 

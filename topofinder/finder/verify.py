@@ -25,6 +25,7 @@ from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
 #: many variables, else only the certified hop-count upper bound (f reported as None); when the
@@ -217,14 +218,14 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     optimal BFB schedule of G^T reversed (Thm 1), which may cost more."""
     if _reversible(allgather.topology):
         return reduce_scatter(allgather)
-    return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
+    return bfb.bfb_schedule(allgather.topology, collective=Collective.REDUCE_SCATTER)
 
 
-def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
+def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
     allgather = allgather_schedule(recipe)
-    if collective == "allgather":
+    if collective == Collective.ALLGATHER:
         return allgather
     rs = reduce_scatter_of(allgather)
-    return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
+    return rs if collective == Collective.REDUCE_SCATTER else allreduce(rs, allgather)

@@ -11,6 +11,7 @@ from topofinder.compute.parallel import run_parallel
 from topofinder.finder.baseline_scores import baseline_specs, score_baseline
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
+from topofinder.model.collectives import Collective
 
 
 def _ratio(base, best):
@@ -76,8 +77,8 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
                                                  ar_tau, f_fast)
             if entry["iteration"]["iteration_s"] is not None:
                 entry["objective_s"] = entry["iteration"]["iteration_s"]
-        speed = {"allreduce": _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
-                 "alltoall": _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
+        speed = {Collective.ALLREDUCE: _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
+                 Collective.ALLTOALL: _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
                  "objective": _ratio(entry["objective_s"], best["objective_s"])}
         entry["speedup"] = speed
         out.append(entry)
