@@ -14,10 +14,12 @@ import os
 import numpy as np
 
 from topofinder.api.topology import Source, emit, load, mapping, recipe
+from topofinder.compute.output import note_input
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
+from topofinder.families.build import document_topology
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
@@ -97,6 +99,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("{")):
         path = os.fspath(source)
+        note_input(path)
         try:
             with open(path, encoding="utf-8") as fh:
                 source = fh.read()
@@ -106,8 +109,9 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     if topology is None:
         if not isinstance(source.get("topology"), str):
             raise TopofinderError("the schedule names no topology; pass topology=")
-        topology = source["topology"]
-    topo = load(topology)
+        topo = document_topology(source["topology"], "schedule")
+    else:
+        topo = load(topology)
     if isinstance(source.get("physical"), list):      # written with export --relabel
         labels = source.get("labels")
         topo = relabel_topology(topo, Mapping(np.asarray(source["physical"], np.int64),

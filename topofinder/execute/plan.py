@@ -26,7 +26,7 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology
 from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.tree_schedule import TreeSchedule
@@ -87,16 +87,22 @@ def read_document(path: str) -> dict:
     return doc
 
 
+#: Largest --pipeline, and most sends a pipelined tree schedule may expand to.
+MAX_PIPELINE = 4096
+MAX_SEND_ROWS = 10 ** 7
+
+
 def program_from_document(doc: dict, pipeline: int = 1) -> Program:
     """A :class:`Program` from a step schedule JSON (``export --what schedule``) or a tree
     schedule JSON (``export --what schedule --kind trees``)."""
-    if pipeline < 1:
-        raise TopofinderError(f"--pipeline must be a positive integer, got {pipeline}")
+    if not 1 <= pipeline <= MAX_PIPELINE:
+        raise TopofinderError(f"--pipeline must be an integer in 1..{MAX_PIPELINE}, got "
+                              f"{pipeline}")
     if doc.get("format") == ONEROOT_FORMAT:
         return oneroot_program(doc, pipeline)
     if "topology" not in doc:
         raise TopofinderError("schedule JSON names no topology (export writes one)")
-    topo = load_topology(str(doc["topology"]))
+    topo = document_topology(doc["topology"], "schedule")
     if doc.get("kind") == "trees":
         trees = TreeSchedule.from_dict(doc, topo)
         steps = tree_steps(trees, pipeline)
@@ -175,6 +181,10 @@ def tree_steps(trees: TreeSchedule, pipeline: int = 1) -> StepSchedule:
         raise TopofinderError("tree schedule has no trees")
     denom = lcm(*[t.weight.denominator for t in trees.trees])
     p = denom * k
+    rows_needed = k * sum(len(t.edges) for t in trees.trees)
+    if rows_needed > MAX_SEND_ROWS:
+        raise TopofinderError(f"the pipelined tree schedule has {rows_needed} sends; at most "
+                              f"{MAX_SEND_ROWS} are run (lower --pipeline)")
     nxt = [0] * n
     rows = []
     for i, tree in enumerate(trees.trees):

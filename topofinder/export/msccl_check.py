@@ -41,6 +41,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from topofinder.errors import TopofinderError
+from topofinder.model.topology import MAX_NODES
 from topofinder.model.collectives import Collective
 
 TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
@@ -176,12 +177,42 @@ def parse(text) -> Algo:
                               int(tb.get("chan")), steps, len(tb.attrib)))
             gpus.append(Gpu(int(g.get("id")), int(g.get("i_chunks")), int(g.get("o_chunks")),
                             int(g.get("s_chunks")), tbs))
-        return Algo(dict(a), int(a["ngpus"]), int(a["nchannels"]), int(a["nchunksperloop"]),
+        algo = Algo(dict(a), int(a["ngpus"]), int(a["nchannels"]), int(a["nchunksperloop"]),
                     coll, _COLL[coll], bool(int(a["inplace"])),
                     bool(int(a.get("outofplace", "0"))), a["proto"], gpus)
     except (KeyError, TypeError, ValueError) as exc:
         raise MscclCheckError(f"malformed MSCCL XML (missing or non-integer attribute: "
                               f"{exc})") from None
+    _check_sizes(algo)
+    return algo
+
+
+#: Most chunks one buffer of one rank may declare, and most chunks over all ranks' buffers:
+#: the checker holds a symbolic value per chunk, so larger declarations are refused before
+#: any is allocated.
+MAX_CHUNKS = 1 << 20
+MAX_ELEMENTS = 1 << 24
+
+
+def _check_sizes(algo: Algo) -> None:
+    """MscclCheckError unless ngpus, nchannels, nchunksperloop and every buffer size lie in
+    the ranges the checker can hold (ngpus ≤ MAX_NODES, chunk counts ≤ MAX_CHUNKS)."""
+    if not 1 <= algo.ngpus <= MAX_NODES or len(algo.gpus) != algo.ngpus:
+        raise MscclCheckError(f"MSCCL XML: ngpus={algo.ngpus} must be 1..{MAX_NODES} and equal "
+                              f"the {len(algo.gpus)} <gpu> elements")
+    if not 1 <= algo.nchannels <= 64 or not 0 <= algo.nchunksperloop <= MAX_CHUNKS:
+        raise MscclCheckError(f"MSCCL XML: nchannels={algo.nchannels} must be 1..64 and "
+                              f"nchunksperloop={algo.nchunksperloop} 0..{MAX_CHUNKS}")
+    total = 0
+    for g in algo.gpus:
+        sizes = (g.i_chunks, g.o_chunks, g.s_chunks)
+        if not all(0 <= x <= MAX_CHUNKS for x in sizes):
+            raise MscclCheckError(f"MSCCL XML: gpu {g.id} declares buffers of {sizes} chunks; "
+                                  f"each must be 0..{MAX_CHUNKS}")
+        total += sum(sizes)
+    if total > MAX_ELEMENTS:
+        raise MscclCheckError(f"MSCCL XML: the buffers hold {total} chunks in all; at most "
+                              f"{MAX_ELEMENTS} are checked")
 
 
 def _algo(xml) -> Algo:

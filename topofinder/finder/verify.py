@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from topofinder.compute.cache import record
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import kstep
@@ -20,7 +21,7 @@ from topofinder.families.build import parse
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
-from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.trees.forestcoll import throughput_optimum
@@ -139,6 +140,7 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
             "loop_free": topo.self_loops == 0}
 
 
+@record
 @dataclass(frozen=True)
 class VerifiedPoint:
     """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
@@ -175,10 +177,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
                                     candidate.tau, False)
         method = candidate.recipe.method
-        rs_t_l, rs_tau = t_l, tau
-        if not _reversible(topo):
-            rs = bfb.bfb_score(topo.transpose())
-            rs_t_l, rs_tau = rs.T_L, rs.tau
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -221,6 +220,30 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     return bfb.bfb_schedule(allgather.topology, collective=Collective.REDUCE_SCATTER)
 
 
+def allreduce_price(candidate) -> tuple[int, Fraction]:
+    """(T_L in steps, τ in M/B) of a predicted frontier point's allreduce exactly as `export`
+    writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
+    scored unless the point is an exactly scored BFB schedule) plus the exported
+    reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
+    on G^T (Thm 1), which may cost more."""
+    if candidate.recipe.method == "bfb" and candidate.exact:
+        topo, t_l, tau = build_topology(candidate.recipe), candidate.t_l, candidate.tau
+    else:
+        allgather = allgather_schedule(candidate.recipe)
+        topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    return rs_t_l + t_l, rs_tau + tau
+
+
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+    """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
+    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    if _reversible(topo):
+        return t_l, tau
+    rs = bfb.bfb_score(topo.transpose())
+    return rs.T_L, rs.tau
+
+
 def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
@@ -229,3 +252,22 @@ def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) 
         return allgather
     rs = reduce_scatter_of(allgather)
     return rs if collective == Collective.REDUCE_SCATTER else allreduce(rs, allgather)
+
+
+def check_score(args: tuple, score: dict | None) -> None:
+    """A cached base or k-step score (`score_base`, `score_kstep`) that can be true: its
+    (T_L, τ) within the bounds of its own N and d (ValueError otherwise)."""
+    if score is not None:
+        check_claim(score["N"], score["d"], score["T_L"], score["tau"], f"score of {args[0]}")
+
+
+def check_verified(args: tuple, verified: VerifiedPoint) -> None:
+    """A cached `verify_candidate` result that can be true for the candidate ``args[0]``: the
+    expression is the candidate's and allgather, allreduce (two passes) and diameter respect
+    the Moore, hop and (N−1)/N bounds (ValueError otherwise)."""
+    c = args[0]
+    if verified.expr != c.expr:
+        raise ValueError(f"verification of {verified.expr} stored for {c.expr}")
+    check_claim(c.n, c.d, verified.T_L, verified.tau, c.expr, verified.diameter)
+    check_claim(c.n, c.d, -(-verified.allreduce_T_L // 2), Fraction(verified.allreduce_tau) / 2,
+                f"allreduce of {c.expr}")
