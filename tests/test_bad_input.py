@@ -98,7 +98,7 @@ def test_a_corrupt_cache_entry_is_recomputed_quietly(tmp_path, capsys, monkeypat
     broken = 0
     for root, _, names in os.walk(tmp_path):
         for name in names:
-            if name == "output.pkl":
+            if name.endswith(".json"):
                 with open(os.path.join(root, name), "wb") as fh:
                     fh.write(b"garbage")
                 broken += 1

@@ -1,7 +1,8 @@
 """topofinder: topology/schedule co-design search for direct-connect fabrics.
 
 The public API (docs/api.md) is :mod:`topofinder.api`, re-exported here and loaded on first
-use so that ``import topofinder`` stays cheap::
+use so that ``import topofinder`` stays cheap (and `python -m topofinder` installs its
+Ctrl-C handler before any heavy module loads)::
 
     import topofinder as tf
     g = tf.load("L^3(C(16,{3,4}))")        # expression, file, networkx graph or Topology
@@ -15,7 +16,6 @@ from __future__ import annotations
 from importlib import import_module
 
 from topofinder.errors import TopofinderError
-from topofinder.model.topology import Topology
 
 __version__ = "0.2.0"
 
@@ -25,18 +25,21 @@ API_NAMES = ("Source", "load", "score", "schedule", "load_schedule", "relabel", 
              "export_patch_panel", "diff_patch_panel", "cross_connects", "export_cross_connects",
              "check_schedule", "catalog_list", "catalog_build", "catalog_affine", "sweep", "bench",
              "run_schedule", "add_run_arguments", "plot", "records", "network_workload",
-             "stop_workers", "is_quiet_rank", "SearchResult", "Hierarchy", "CrossConnects",
+             "stop_workers", "is_quiet_rank", "install_interrupt_handlers", "command_scope",
+             "distinct_outputs", "check_output", "topology_of_document",
+             "SearchResult", "Hierarchy", "CrossConnects",
              "SweepResult", "Workload", "MoEWorkload", "load_moe", "StepSchedule", "TreeSchedule",
              "AllToAllSchedule", "FC_TIME_LIMIT", "DEFAULT_INTRA", "SCHEDULE_FORMATS",
              "CATALOG_PRESETS", "AFFINE_TRIES", "AFFINE_SEED", "MAX_BENCH_REPEAT",
-             "RUN_DESCRIPTION", "failed", "fail", "bypass", "spare", "PAIR_BUDGET")
+             "RUN_DESCRIPTION", "failed", "fail", "bypass", "spare", "PAIR_BUDGET",
+             "Collective")
 
 __all__ = ["Topology", "TopofinderError", "__version__", *API_NAMES]
 
 
 def __getattr__(name: str):
     """PEP 562: the API functions come from topofinder.api on first access."""
-    if name in API_NAMES:
+    if name in API_NAMES or name == "Topology":
         value = getattr(import_module("topofinder.api"), name)
         globals()[name] = value
         return value
@@ -44,4 +47,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(API_NAMES))
+    return sorted(set(globals()) | set(API_NAMES) | {"Topology"})

@@ -22,8 +22,9 @@ diffs, cross-connects, checks), :mod:`~topofinder.api.catalog` (base catalog) an
 from __future__ import annotations
 
 from topofinder.api.batch import (
-    MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, is_quiet_rank,
-    run_schedule, stop_workers, sweep,
+    MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, check_output,
+    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank, run_schedule,
+    stop_workers, sweep,
 )
 from topofinder.api.cabling import (
     CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,
@@ -41,12 +42,13 @@ from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,
 )
 from topofinder.api.topology import (
-    Source, export_ranks, export_topology, load, mapping, score,
+    Source, export_ranks, export_topology, load, mapping, score, topology_of_document,
 )
 from topofinder import API_NAMES
 from topofinder.errors import TopofinderError
 from topofinder.finder.describe import FC_TIME_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.collectives import Collective
 from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from topofinder.batch import bench as _bench
 from topofinder.batch import sweep as _sweep
-from topofinder.compute import parallel
+from topofinder.compute import interrupt, output, parallel
 from topofinder.errors import TopofinderError
 from topofinder.execute import is_quiet_rank
 from topofinder.execute import mpi as _mpi
@@ -24,8 +24,18 @@ RUN_DESCRIPTION = _mpi.DESCRIPTION
 add_run_arguments = _mpi.add_arguments
 #: Stop this process's parallel workers now (after a run, or when interrupted).
 stop_workers = parallel.stop_workers
+#: Ctrl-C, SIGTERM and SIGHUP honoured within a second, even inside native solvers (a front
+#: end's main thread calls it once).
+install_interrupt_handlers = interrupt.install
+#: Context of one front-end command: its outputs may not replace its inputs or each other.
+command_scope = output.command
+#: Refuse, before anything is written, outputs that name one file twice, or one output path
+#: that could not be written (an input, a directory, the command's own stdout).
+distinct_outputs = output.distinct_outputs
+check_output = output.checked_target
 
 __all__ = ["MAX_BENCH_REPEAT", "RUN_DESCRIPTION", "SweepResult", "add_run_arguments", "bench",
+           "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
            "is_quiet_rank", "run_schedule", "stop_workers", "sweep"]
 
 

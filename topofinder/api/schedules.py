@@ -14,10 +14,12 @@ import os
 import numpy as np
 
 from topofinder.api.topology import Source, emit, load, mapping, recipe
+from topofinder.compute.output import note_input
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
+from topofinder.families.build import document_topology
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
@@ -25,13 +27,14 @@ from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
+from topofinder.model.collectives import Collective
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
 SCHEDULE_FORMATS = ("json", "xml", "npz")
 
 
-def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
+def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str = "steps", *,
              low_trees: bool = False, trees_per_root: int | None = None,
              steps: int | None = None) -> Schedule:
     """The replay-validated schedule `topofinder export --what schedule` writes.
@@ -96,6 +99,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("{")):
         path = os.fspath(source)
+        note_input(path)
         try:
             with open(path, encoding="utf-8") as fh:
                 source = fh.read()
@@ -105,8 +109,9 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     if topology is None:
         if not isinstance(source.get("topology"), str):
             raise TopofinderError("the schedule names no topology; pass topology=")
-        topology = source["topology"]
-    topo = load(topology)
+        topo = document_topology(source["topology"], "schedule")
+    else:
+        topo = load(topology)
     if isinstance(source.get("physical"), list):      # written with export --relabel
         labels = source.get("labels")
         topo = relabel_topology(topo, Mapping(np.asarray(source["physical"], np.int64),
@@ -158,7 +163,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
-                       *, collective: str = "allgather", kind: str = "steps",
+                       *, collective: str = Collective.ALLGATHER, kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
                        **xml_options) -> tuple[Schedule, str | None]:
@@ -184,7 +189,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if renaming is not None:
         built = relabel_schedule(built, renaming)
     if kind == "trees" and fmt != "json":
-        if collective != "allgather" and fmt != "xml":
+        if collective != Collective.ALLGATHER and fmt != "xml":
             raise TopofinderError(f"{collective} tree schedules are written as json or xml")
         if built.topology.has_switches:
             raise TopofinderError("tree schedules with routes through switches are written as "

@@ -18,7 +18,7 @@ from topofinder.export.plot import plot_frontier
 from topofinder.families.build import load_topology
 from topofinder.resilience.robust import robust_search
 from topofinder.workload.cost import Workload
-from topofinder.workload.hierarchy import hierarchical_score, parse_intra
+from topofinder.workload.hierarchy import check_gpus, hierarchical_score, parse_intra
 from topofinder.workload.moe import MoEWorkload, load_moe
 from topofinder.workload.rank import FrontierPoint, Hierarchy, SearchResult
 from topofinder.workload.rank import search as _search
@@ -79,6 +79,8 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     (topofinder.resilience.robust); ``rank_by_robust``: recommend by it."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
+    if gpus_per_node is not None:                # refused before the search, not after it
+        check_gpus(int(n) if str(n).isdigit() else 1, gpus_per_node)
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
     workload = network_workload(workload, moe)

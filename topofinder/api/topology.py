@@ -19,7 +19,7 @@ from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.cabling.ranks import ranks_text
 from topofinder.cabling.relabel import Mapping, read_mapping, relabel_topology
-from topofinder.families.build import load_topology
+from topofinder.families.build import document_topology, load_topology
 from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.model.failures import split_expression
@@ -28,6 +28,10 @@ from topofinder.model.topology import Topology
 
 Source = str | os.PathLike | Topology | nx.Graph
 
+
+#: The topology a document's ``topology`` field names (a search result's point, a schedule):
+#: an expression, or a file only if it reads as a topology; errors never quote the file.
+topology_of_document = document_topology
 
 def load(source: Source, undirected: bool | None = None) -> Topology:
     """A topology from an expression (``"Pi(4,1024)"``), a topology file (edge list,

@@ -34,6 +34,7 @@ from topofinder.scoring.trees.forestcoll import optimal_trees
 from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.scoring.oneroot.summary import oneroot_score
+from topofinder.model.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -255,11 +256,12 @@ def _alltoall(topo_fn, max_gap):
 
 
 case("all-to-all f C(1024,{23,24}) (N=1024, d=4; symmetry, certified gap <= 1e-6)", 60.0,
-     group="alltoall", repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
+     group=Collective.ALLTOALL, repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
 case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32 orbits, certified gap <= 1e-4)", 60.0,
-     group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
+     group=Collective.ALLTOALL, repeat=1)(
+    _alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
 case("all-to-all f Pi(4,1024) (N=1024, d=4; 51 orbits, certified gap <= 1e-4)", 60.0,
-     group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
+     group=Collective.ALLTOALL, repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
 
 
 def _alltoall_score(expr: str, max_gap: float):
@@ -272,7 +274,7 @@ def _alltoall_score(expr: str, max_gap: float):
 
 
 for _expr in ("Pi(4,1024)", "L^3(C(16,{3,4}))", "L(DBJMod(2,4)^2)", "L^2(Diamond^2)"):
-    case(f"all-to-all bracket (score default, gap <= 1 %) {_expr}", 20.0, group="alltoall",
+    case(f"all-to-all bracket (score default, gap <= 1 %) {_expr}", 20.0, group=Collective.ALLTOALL,
          repeat=1)(_alltoall_score(_expr, 0.01))
 
 
@@ -417,7 +419,8 @@ def _export_failed(fmt: str):
 
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run([sys.executable, "-m", "topofinder", "export", "L^3(C(16,{1,6}))",
-                            "--what", "schedule", "--collective", "allreduce", "--fail-node",
+                            "--what", "schedule", "--collective", Collective.ALLREDUCE,
+                            "--fail-node",
                             "5", "--format", fmt, "-o", f"{tmp}/s.{fmt}"], check=True,
                            capture_output=True)
     return run
@@ -432,18 +435,18 @@ for _fmt in ("json", "npz"):
 @case("one-port broadcast Pi(4,1024) + best tree/DAG (exact, certified)", 10.0,
       setup=lambda: generalized_kautz(4, 1024), repeat=3, group="oneroot")
 def _oneroot_pi1024(topo):
-    out = oneroot_score(topo, "broadcast", 0, "one")
+    out = oneroot_score(topo, Collective.BROADCAST, 0, "one")
     assert out["TP_exact"] == "1/1" and out["certificate"]["kind"] == "port-row"
 
 
 @case("one-port broadcast C(10000,{1,5,25,125}) (N=10^4 vertex-transitive)", 60.0,
       setup=lambda: circulant(10000, [1, 5, 25, 125]), repeat=1, group="oneroot")
 def _oneroot_c10000(topo):
-    oneroot_score(topo, "broadcast", 0, "one", compare=False)
+    oneroot_score(topo, Collective.BROADCAST, 0, "one", compare=False)
 
 
 @case("multi-port broadcast Torus(100,100) (N=10^4, min cut over 9999 max-flows)", 60.0,
       setup=lambda: torus(100, 100), repeat=1, group="oneroot")
 def _oneroot_torus_multi(topo):
-    out = oneroot_score(topo, "broadcast", 0, "multi", compare=False)
+    out = oneroot_score(topo, Collective.BROADCAST, 0, "multi", compare=False)
     assert out["TP_exact"] == "4/1"

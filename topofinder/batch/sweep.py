@@ -21,22 +21,27 @@ best.csv, plots) are rebuilt from the cells at the end, also atomically.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import write_text
+from topofinder.compute.output import note_input, write_text
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
 from topofinder.workload.cost import Workload
 from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder.verify import allreduce_price
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
+from topofinder.model.bounds import check_claim
+from topofinder.model.names import CsvWriter
+from topofinder.model.topology import MAX_NODES
 from topofinder.model.units import exact
 
 #: Default output folder, relative to the working directory (`sweep --out` overrides it).
@@ -57,6 +62,8 @@ class Spec:
 MAX_CELLS = 50_000
 #: Largest degree the finder handles (the BFB generator's subset transform).
 MAX_DEGREE = 16
+#: Most workload sizes per spec (each gets a best.csv ranking and a plot per degree).
+MAX_SIZES = 16
 _WORKLOAD_KEYS = {"alpha", "bandwidth", "sizes", "alltoall_share"}
 
 
@@ -78,6 +85,7 @@ def load_spec(path: str | Path) -> Spec:
     if path.is_dir():
         raise TopofinderError(f"sweep: {path} is a directory; give a SPEC.toml file")
     try:
+        note_input(path)
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TopofinderError(f"sweep: no spec file {path}") from None
@@ -101,8 +109,10 @@ def load_spec(path: str | Path) -> Spec:
                               f"1..{MAX_DEGREE}")
     if "n" in doc:
         ns = doc["n"]
-        if not isinstance(ns, list) or not ns or not all(_int(x) and x >= 2 for x in ns):
-            raise TopofinderError("sweep: 'n' must be a non-empty list of integers >= 2")
+        if not isinstance(ns, list) or not ns or len(ns) > MAX_CELLS or not all(
+                _int(x) and 2 <= x <= MAX_NODES for x in ns):
+            raise TopofinderError(f"sweep: 'n' must be a non-empty list of at most {MAX_CELLS} "
+                                  f"integers in 2..{MAX_NODES}")
     else:
         lo, hi = doc.get("n_min"), doc.get("n_max")
         if not _int(lo) or not _int(hi) or lo < 2 or hi < lo:
@@ -110,6 +120,8 @@ def load_spec(path: str | Path) -> Spec:
         if (hi - lo + 1) * len(degrees) > MAX_CELLS:
             raise TopofinderError(f"sweep: {(hi - lo + 1) * len(degrees)} cells; at most "
                                   f"{MAX_CELLS} per spec (split the range)")
+        if hi > MAX_NODES:
+            raise TopofinderError(f"sweep: n_max = {hi}; topofinder handles N <= {MAX_NODES}")
         ns = list(range(lo, hi + 1))
     bidirectional, verify = _flag(doc, "bidirectional"), _flag(doc, "verify")
     cells = []
@@ -130,9 +142,10 @@ def load_spec(path: str | Path) -> Spec:
         raise TopofinderError(f"sweep: unknown workload key(s) {sorted(set(w) - _WORKLOAD_KEYS)};"
                               f" accepted: {sorted(_WORKLOAD_KEYS)}")
     sizes = w.get("sizes", ["1MB"])
-    if not isinstance(sizes, list) or not sizes or not all(isinstance(s, str) for s in sizes):
-        raise TopofinderError("sweep: workload.sizes must be a non-empty list of strings such "
-                              "as ['1MB', '100MB']")
+    if not isinstance(sizes, list) or not sizes or len(sizes) > MAX_SIZES or not all(
+            isinstance(s, str) for s in sizes):
+        raise TopofinderError(f"sweep: workload.sizes must be a non-empty list of at most "
+                              f"{MAX_SIZES} strings such as ['1MB', '100MB']")
     for key in ("alpha", "bandwidth"):
         if not isinstance(w.get(key, ""), str):
             raise TopofinderError(f"sweep: workload.{key} must be a string such as "
@@ -166,12 +179,17 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
         points = [{"expr": p.expr, "T_L": p.T_L, "tau": p.tau, "tau_exact": p.tau_exact,
-                   "schedule": p.schedule, "verified": True} for p in result.frontier]
+                   "schedule": p.schedule, "verified": True, "allreduce_T_L": p.allreduce_T_L,
+                   "allreduce_tau_exact": p.allreduce_tau_exact} for p in result.frontier]
     else:
         frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
-        points = [{"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau), "tau_exact": exact(c.tau),
-                   "schedule": c.recipe.method, "verified": False, "exact": c.exact}
-                  for c in frontier]
+        points = []
+        for c in frontier:
+            ar_t_l, ar_tau = allreduce_price(c)
+            points.append({"expr": c.expr, "T_L": c.t_l, "tau": float(c.tau),
+                           "tau_exact": exact(c.tau), "schedule": c.recipe.method,
+                           "verified": False, "exact": c.exact, "allreduce_T_L": ar_t_l,
+                           "allreduce_tau_exact": exact(ar_tau)})
     return {"N": n, "d": k, "frontier": points}
 
 
@@ -179,7 +197,7 @@ def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
     """Compute and write one cell; a failure is returned as {"N", "d", "error"} (nothing is
     written, so a rerun retries it) instead of aborting the sweep."""
     try:
-        doc = cached(compute_cell, use_cache)(n, k, bidirectional, verify)
+        doc = cached(compute_cell, use_cache, check_cell)(n, k, bidirectional, verify)
     except TopofinderError as exc:
         return {"N": n, "d": k, "error": str(exc)}
     doc = {**doc, "bidirectional": bidirectional, "verify": verify}
@@ -196,12 +214,12 @@ def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
         raise TopofinderError(f"sweep: --out {out_root} is a file; give a folder")
     out = out_root / spec.name
     path = {c: cell_path(out, *c, spec.bidirectional, spec.verify) for c in spec.cells}
-    todo = [c for c in spec.cells if not _cell_done(path[c])]
+    todo = [c for c in spec.cells if _valid_cell(path[c], *c) is None]
     results = run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
                                        for n, k in todo], jobs=jobs, progress=progress,
                            label=f"sweep {spec.name}")
     failed = [r for r in results if "error" in r]
-    cells = [json.loads(path[c].read_text()) for c in spec.cells if path[c].exists()]
+    cells = [cell for c in spec.cells if (cell := _valid_cell(path[c], *c)) is not None]
     write_summaries(spec, cells, out)
     if failed:
         atomic_write(out / "failed.csv", _csv(failed))
@@ -210,13 +228,32 @@ def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
     return out, failed
 
 
-def _cell_done(path: Path) -> bool:
-    """A cell file that exists and parses (a corrupt one is recomputed)."""
+def check_cell(args: tuple, cell: dict) -> None:
+    """A cell (cached or on disk) for (N, d) = ``args[:2]`` that can be true: its N and d, and
+    every frontier point's T_L and τ within the Moore, hop and (N−1)/N bounds (ValueError)."""
+    n, k = args[0], args[1]
+    if (cell["N"], cell["d"]) != (n, k) or not cell["frontier"]:
+        raise ValueError(f"cell for N = {n}, d = {k} holds N = {cell['N']}, d = {cell['d']}")
+    for p in cell["frontier"]:
+        check_claim(n, k, p["T_L"], p["tau_exact"], p["expr"])
+        check_claim(n, k, -(-p["allreduce_T_L"] // 2), Fraction(p["allreduce_tau_exact"]) / 2,
+                    f"allreduce of {p['expr']}")
+        if abs(float(Fraction(p["tau_exact"])) - float(p["tau"])) > 1e-9:
+            raise ValueError(f"{p['expr']}: tau {p['tau']} is not tau_exact {p['tau_exact']}")
+
+
+def _valid_cell(path: Path, n: int, k: int) -> dict | None:
+    """The cell file at ``path`` when it exists, parses and passes `check_cell`, else None
+    (a corrupt or impossible cell is recomputed, never published)."""
     try:
-        json.loads(path.read_text())
-        return True
-    except (OSError, ValueError):
-        return False
+        cell = json.loads(path.read_text())
+        check_cell((n, k), cell)
+        return cell
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
+        print(f"topofinder: recomputing {path.name} ({exc})", file=sys.stderr)
+        return None
 
 
 def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
@@ -226,7 +263,9 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
         for p in cell["frontier"]:
             rows.append({"N": cell["N"], "d": cell["d"], "expr": p["expr"], "T_L": p["T_L"],
                          "tau": p["tau"], "tau_exact": p["tau_exact"],
-                         "schedule": p["schedule"], "verified": p["verified"]})
+                         "schedule": p["schedule"], "verified": p["verified"],
+                         "allreduce_T_L": p["allreduce_T_L"],
+                         "allreduce_tau_exact": p["allreduce_tau_exact"]})
     atomic_write(out / "frontier.csv", _csv(rows))
     atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
                                                    indent=1) + "\n")
@@ -234,10 +273,13 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     for cell in cells:
         for label, w in zip(spec.labels, spec.workloads):
             pts = cell["frontier"]
-            times = [w.allreduce_time(p["T_L"], p["tau"]) for p in pts]
+            times = [w.collective_time(p["allreduce_T_L"],
+                                       float(Fraction(p["allreduce_tau_exact"]))) for p in pts]
             i = min(range(len(pts)), key=lambda j: (times[j], pts[j]["T_L"]))
             best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
                          "T_L": pts[i]["T_L"], "tau": pts[i]["tau"],
+                         "allreduce_T_L": pts[i]["allreduce_T_L"],
+                         "allreduce_tau_exact": pts[i]["allreduce_tau_exact"],
                          "allreduce_time_s": times[i]})
     atomic_write(out / "best.csv", _csv(best))
 
@@ -250,7 +292,7 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
 def _csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = CsvWriter(buf)
+        writer.writerow(list(rows[0]))
+        writer.writerows([list(r.values()) for r in rows])
     return buf.getvalue()

@@ -24,13 +24,18 @@ from pathlib import Path
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.compute.output import note_input
 from topofinder.export.npz import load_npz
 from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.cabling.relabel import Mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
-from topofinder.families.build import load_topology
-from topofinder.model.schedule import StepSchedule
-from topofinder.model.topology import Topology
+from topofinder.families.build import document_topology
+from topofinder.model.alltoall_schedule import ALLTOALL_COLUMNS
+from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
+from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
+                                       StepSchedule)
+from topofinder.model.topology import MAX_NODES, Topology
+from topofinder.model.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -58,11 +63,7 @@ class CheckReport:
 def _named_topology(expr, physical, labels) -> tuple[Topology | None, str]:
     if not isinstance(expr, str):
         return None, "the schedule names no topology: one fibre per used pair required"
-    try:
-        topo = load_topology(expr)
-    except TopofinderError as exc:
-        return None, (f"cannot rebuild the schedule's topology ({exc}): one fibre per used "
-                      "pair required")
+    topo = document_topology(expr, "schedule")
     if physical is not None:
         topo = relabel_topology(topo, Mapping(np.asarray(physical, np.int64), labels))
     return topo, ""
@@ -75,6 +76,7 @@ def read_sends(path) -> Sends:
         sched = load_npz(path)
         return _from_object(sched)
     try:
+        note_input(path)
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
@@ -90,6 +92,7 @@ def read_sends(path) -> Sends:
         raise TopofinderError(f"schedule {path} is neither JSON nor MSCCL XML ({exc})") from None
     if not isinstance(doc, dict) or "num_nodes" not in doc:
         raise TopofinderError(f"schedule {path}: not a topofinder schedule document")
+    _check_header(doc, path)
     labels = tuple(doc["labels"]) if isinstance(doc.get("labels"), list) else None
     topo, note = _named_topology(doc.get("topology"), doc.get("physical"), labels)
     try:
@@ -97,15 +100,61 @@ def read_sends(path) -> Sends:
             rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
                     for u, w in t["edges"]]
             kind = "trees"
-        elif doc.get("collective") == "alltoall":       # rows t, u, w, src, dst, amount
+        elif doc.get("collective") == Collective.ALLTOALL:       # rows t, u, w, src, dst, amount
             rows = [(r[0], r[3], 0, 0, r[1], r[2]) for r in doc["sends"]]
-            kind = "alltoall"
+            kind = Collective.ALLTOALL
         else:
             rows, kind = doc["sends"], "steps"
         arr = np.array(rows, np.int64).reshape(-1, 6)
-    except (KeyError, TypeError, ValueError) as exc:
+        _check_ranges(doc, arr, kind, path)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, TopofinderError):
+            raise
         raise TopofinderError(f"schedule {path}: malformed sends ({exc!r})") from None
     return Sends(arr, kind, int(doc["num_nodes"]), topo, labels, note)
+
+
+def _check_header(doc: dict, path) -> None:
+    """The schedule document's format, version, kind, collective, columns and num_nodes are
+    ones `export --what schedule` writes (docs/formats.md); TopofinderError else."""
+    kind, coll = doc.get("kind", "steps"), doc.get("collective", Collective.ALLGATHER)
+    allowed = ((Collective.ALLGATHER, Collective.REDUCE_SCATTER) if kind == "trees"
+               else (*COLLECTIVES, ALLTOALL))
+    columns = list(ALLTOALL_COLUMNS if coll == ALLTOALL else SEND_COLUMNS)
+    n = doc["num_nodes"]
+    problem = (
+        "format" if doc.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT else
+        "version" if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION else
+        "kind" if kind not in ("steps", "trees") else
+        "collective" if coll not in allowed else
+        "columns" if kind == "steps" and doc.get("columns", columns) != columns else
+        "num_nodes" if not (isinstance(n, int) and not isinstance(n, bool)
+                            and 2 <= n <= MAX_NODES) else None)
+    if problem is not None:
+        raise TopofinderError(f"schedule {path}: its {problem} {ascii(doc.get(problem))[:80]} is "
+                              f"not one topofinder writes (format {SCHEDULE_FORMAT} version "
+                              f"{SCHEDULE_VERSION}, docs/formats.md)")
+
+
+def _check_ranges(doc: dict, rows: np.ndarray, kind: str, path) -> None:
+    """Every row addresses steps ≥ 1, nodes 0..N−1 and (step sends) chunks 0 ≤ lo < hi ≤ P."""
+    n = doc["num_nodes"]
+    if not rows.size:
+        return
+    t, v, lo, hi, u, w = rows.T
+    bad = (t < 1) | (v < 0) | (v >= n) | (u < 0) | (u >= n) | (w < 0) | (w >= n)
+    if kind == "steps":
+        p = doc["shard_chunks"]
+        if not isinstance(p, int) or p < 1:
+            raise TopofinderError(f"schedule {path}: shard_chunks must be a positive integer")
+        bad |= (lo < 0) | (hi > p) | (lo >= hi)
+    if kind == Collective.ALLTOALL:
+        amounts = np.array([r[5] for r in doc["sends"]], dtype=float)
+        bad |= ~(amounts > 0)
+    if bad.any():
+        row = [int(x) for x in rows[np.flatnonzero(bad)[0]]]
+        raise TopofinderError(f"schedule {path}: row {row} (t, v, lo, hi, u, w) is outside "
+                              f"steps >= 1, nodes 0..{n - 1} and chunks 0 <= lo < hi <= P")
 
 
 def _from_object(sched) -> Sends:
@@ -121,6 +170,7 @@ def apply_diff(plan: PatchPlan, path) -> PatchPlan:
     row of the plan (it is unplugged), every ``add`` row is plugged; a port end or panel
     position used twice afterwards is an error."""
     try:
+        note_input(path)
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read diff {path}: {exc}") from None
@@ -150,19 +200,25 @@ def apply_diff(plan: PatchPlan, path) -> PatchPlan:
     kinds = np.concatenate([plan.kinds[keep], table.kinds[added]])
     after = PatchPlan(max(plan.n, table.n), rows, kinds, plan.panel_size,
                       plan.labels if plan.labels is not None else table.labels)
-    tx, rx = after.port_usage()
+    check_ports(after, f"after the diff {path}")
+    return after
+
+
+def check_ports(plan: PatchPlan, where: str = "the plan") -> None:
+    """TopofinderError unless every (node, port) end transmits and receives on at most one
+    fibre and every panel position holds at most one connection (so no fibre is listed
+    twice)."""
+    tx, rx = plan.port_usage()
     for ends, side in ((tx, "transmit"), (rx, "receive")):
         uniq, counts = np.unique(ends, axis=0, return_counts=True)
         if (counts > 1).any():
             u, port = uniq[int(np.flatnonzero(counts > 1)[0])].tolist()
-            raise TopofinderError(f"after the diff {path}, port {port} of node {u} would "
-                                  f"{side} on two fibres")
-    uniq, counts = np.unique(rows[:, :2], axis=0, return_counts=True)
+            raise TopofinderError(f"{where}: port {port} of node {u} would {side} on two "
+                                  f"fibres")
+    uniq, counts = np.unique(plan.rows[:, :2], axis=0, return_counts=True)
     if (counts > 1).any():
         panel, pos = uniq[int(np.flatnonzero(counts > 1)[0])].tolist()
-        raise TopofinderError(f"after the diff {path}, panel {panel} port {pos} holds two "
-                              "connections")
-    return after
+        raise TopofinderError(f"{where}: panel {panel} port {pos} holds two connections")
 
 
 def _describe(sends: Sends, row, plan: PatchPlan) -> str:
@@ -173,13 +229,15 @@ def _describe(sends: Sends, row, plan: PatchPlan) -> str:
 
     if sends.kind == "trees":
         return f"tree {t} (root {v}): edge {name(u)} -> {name(w)}"
-    if sends.kind == "alltoall":
+    if sends.kind == Collective.ALLTOALL:
         return f"step {t}: {name(u)} sends (part of) a piece from node {v} to {name(w)}"
     return f"step {t}: {name(u)} sends chunks [{lo},{hi}) of node {v}'s shard to {name(w)}"
 
 
 def check(plan: PatchPlan, sends: Sends) -> CheckReport:
-    """TopofinderError naming the first offending send, else a :class:`CheckReport`."""
+    """TopofinderError naming the first offending send (or a port or panel position the plan
+    uses twice), else a :class:`CheckReport`."""
+    check_ports(plan)
     if sends.num_nodes > plan.n:
         raise TopofinderError(f"the schedule has {sends.num_nodes} ranks, the plan cables "
                               f"{plan.n} nodes")

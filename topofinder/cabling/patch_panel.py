@@ -30,7 +30,6 @@ panel, so consecutive nodes share a panel. Self-loop fibres count like any other
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +38,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
-from topofinder.compute.output import atomic_output
+from topofinder.compute.output import atomic_output, note_input
 from topofinder.errors import TopofinderError
+from topofinder.model.names import CsvWriter, check_name, csv_rows
 from topofinder.cabling.node_matching import best_relabelling, find_isomorphism
-from topofinder.model.topology import Topology
+from topofinder.model.topology import MAX_NODES, Topology
 
 HEADER = ["panel", "panel_port", "src_node", "src_port", "dst_node", "dst_port", "kind"]
 LABEL_COLUMNS = ["src_label", "dst_label"]      # present when the nodes have names
@@ -113,7 +113,7 @@ class PatchPlan:
         have names) to a path or a text file object."""
         if _to_path(out, self.write_csv):
             return
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(HEADER + (LABEL_COLUMNS if self.labels else []))
         for row, k in zip(self.rows.tolist(), self.kinds.tolist()):
             names = [self.label(row[2]), self.label(row[4])] if self.labels else []
@@ -352,6 +352,7 @@ def plan_patch_panel(topo: Topology, cabling: str = "auto",
 def read_plan(path, n: int | None = None) -> PatchPlan:
     """Read a plan CSV file. ``n``: node count (default: largest node id + 1)."""
     try:
+        note_input(path)
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise TopofinderError(f"cannot read patch-panel plan {path}: {exc.strerror}") from None
@@ -363,7 +364,7 @@ def read_plan(path, n: int | None = None) -> PatchPlan:
 
 def parse_plan(text: str, n: int | None = None) -> PatchPlan:
     """Parse plan CSV text (header :data:`HEADER`); see :func:`read_plan`."""
-    reader = csv.reader(io.StringIO(text))
+    reader = csv_rows(text, "patch-panel plan")
     header = next(reader, None)
     header = None if header is None else [h.strip() for h in header]
     if header not in (HEADER, HEADER + LABEL_COLUMNS):
@@ -378,9 +379,11 @@ def parse_plan(text: str, n: int | None = None) -> PatchPlan:
                                   f"fields, got {len(rec)}")
         try:
             vals = [int(x) for x in rec[:6]]
+            if max(vals) >= MAX_NODES:
+                raise ValueError
         except ValueError:
             raise TopofinderError(f"patch-panel plan line {line}: panel, ports and nodes must "
-                                  "be non-negative integers") from None
+                                  f"be non-negative integers below {MAX_NODES}") from None
         kind = rec[6].strip()
         if kind not in KINDS or min(vals) < 0:
             raise TopofinderError(f"patch-panel plan line {line}: kind must be one of "
@@ -389,9 +392,10 @@ def parse_plan(text: str, n: int | None = None) -> PatchPlan:
             raise TopofinderError(f"patch-panel plan line {line}: a loopback joins a node to "
                                   "itself")
         for node, name in zip((vals[2], vals[4]), rec[7:9]):
-            if names.setdefault(node, name.strip()) != name.strip():
+            name = check_name(name.strip(), f"patch-panel plan line {line}")
+            if names.setdefault(node, name) != name:
                 raise TopofinderError(f"patch-panel plan line {line}: node {node} is named "
-                                      f"{name.strip()!r} here but {names[node]!r} before")
+                                      f"{name!r} here but {names[node]!r} before")
         rows.append(vals)
         kinds.append(KINDS.index(kind))
     arr = np.array(rows, np.int64).reshape(-1, 6)
@@ -436,7 +440,7 @@ class PlanDiff:
         """CSV ``action,`` + :data:`HEADER` with one row per unplug (remove) or plug (add)."""
         if _to_path(out, self.write_csv):
             return
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         named = self.old.labels is not None
         w.writerow(["action"] + HEADER + (LABEL_COLUMNS if named else []))
         for action, rows, kinds in (("remove", self.removed, self.removed_kinds),
@@ -452,7 +456,7 @@ class PlanDiff:
         schedule in the numbering of the cables after the diff."""
         if _to_path(out, self.write_mapping):
             return
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(MAPPING_HEADER)
         for x, u in enumerate(self.physical.tolist()):
             name = str(x) if self.topology is None else self.topology.label(x)

@@ -23,14 +23,15 @@ the least for which node ends and trunk ends fit the panel size.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from math import ceil
 from pathlib import Path
 
 import numpy as np
 
+from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
+from topofinder.model.names import CsvWriter
 from topofinder.cabling.patch_panel import DUPLEX, PatchPlan
 
 LAYOUT_HEADER = ["panel", "panel_port", "role", "node", "port", "peer_panel", "peer_port"]
@@ -87,7 +88,7 @@ class Layout:
         """Every wired panel port: ``tx``/``rx`` ends of (node, port), ``trunk-out``/
         ``trunk-in`` ends with the panel port at the other end of the trunk."""
         if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
+            with atomic_output(out, newline="") as f:
                 return self.write_csv(f)
         rows = []
         for u in range(self.n):
@@ -100,7 +101,7 @@ class Layout:
                              self.trunk_in(b, a, t)])
                 rows.append([b, self.trunk_in(b, a, t), "trunk-in", "", "", a,
                              self.trunk_out(a, b, t)])
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(LAYOUT_HEADER)
         w.writerows(sorted(rows, key=lambda r: (r[0], r[1])))
 
@@ -163,9 +164,9 @@ class Configuration:
 
     def write_csv(self, out, header=CONFIG_HEADER, prefix=()) -> None:
         if isinstance(out, (str, Path)):
-            with open(out, "w", newline="") as f:
+            with atomic_output(out, newline="") as f:
                 return self.write_csv(f, header, prefix)
-        w = csv.writer(out, lineterminator="\n")
+        w = CsvWriter(out)
         w.writerow(header)
         for c in self.connects:
             w.writerow(list(prefix) + list(c))
@@ -260,9 +261,9 @@ def connect_changes(old: Configuration, new: Configuration):
 def write_changes(removed, added, out) -> None:
     """CSV ``action,`` + :data:`CONFIG_HEADER`: cords to unplug (remove) and plug (add)."""
     if isinstance(out, (str, Path)):
-        with open(out, "w", newline="") as f:
+        with atomic_output(out, newline="") as f:
             return write_changes(removed, added, f)
-    w = csv.writer(out, lineterminator="\n")
+    w = CsvWriter(out)
     w.writerow(["action"] + CONFIG_HEADER)
     for action, rows in (("remove", removed), ("add", added)):
         for c in rows:

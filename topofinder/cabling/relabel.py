@@ -11,16 +11,16 @@ list), so :func:`topofinder.api.load_schedule` rebuilds the renamed topology.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.compute.output import note_input
 from topofinder.cabling.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.names import check_name, csv_rows
 from topofinder.model.schedule import StepSchedule, relabel
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule
@@ -36,7 +36,7 @@ class Mapping:
 
 def parse_mapping(text: str, source: str = "mapping") -> Mapping:
     """Parse mapping CSV text (header :data:`MAPPING_HEADER`)."""
-    reader = csv.reader(io.StringIO(text))
+    reader = csv_rows(text, source)
     header = [h.strip() for h in next(reader, [])]
     if header != MAPPING_HEADER:
         raise TopofinderError(f"{source}: the header must be {','.join(MAPPING_HEADER)} (the "
@@ -47,7 +47,7 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
             continue
         try:
             x, u = int(rec[0]), int(rec[2])
-            name = rec[3].strip()
+            name = check_name(rec[3].strip(), f"{source} line {line}")
         except (ValueError, IndexError):
             raise TopofinderError(f"{source} line {line}: expected node,node_label,"
                                   "physical_node,physical_label with integer nodes") from None
@@ -66,6 +66,7 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
 
 def read_mapping(path) -> Mapping:
     try:
+        note_input(path)
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read mapping {path}: {exc}") from None

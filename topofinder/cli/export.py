@@ -62,10 +62,11 @@ def picked_expression(path: str, pick: int) -> str:
     point = frontier[pick]
     if not isinstance(point, dict) or not isinstance(point.get("expr"), str):
         raise TopofinderError(f"{not_a_result} (frontier point {pick} has no 'expr' string)")
-    return point["expr"]
+    return api.topology_of_document(point["expr"], f"{path} frontier point {pick}").expr
 
 
 def run(args) -> int:
+    api.distinct_outputs(args.output, args.mapping, args.layout)
     if args.pick is not None:
         args.expr = picked_expression(args.expr, args.pick)
     if args.fail or args.fail_node:

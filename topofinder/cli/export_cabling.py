@@ -81,6 +81,8 @@ def _report_diff(args, diff) -> None:
         stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
         mapping = stem + "-mapping.csv"
     if mapping:
+        if args.output:
+            api.check_output(args.output)        # refuse a bad -o before writing the mapping
         diff.write_mapping(mapping)
         print(f"relabelling written to {mapping}; export the schedule as cabled after "
               f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "

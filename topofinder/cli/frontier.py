@@ -6,11 +6,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.cli.common import table
+from topofinder.api import Collective
 
 
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
-    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", "allreduce",
+    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
              "all-to-all", "schedule")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
@@ -94,7 +95,7 @@ def _format_iterations(result: dict) -> list[str]:
 def _format_baselines(result: dict) -> list[str]:
     """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
     moe = "moe" in result
-    rows = [("baseline", "expression", "T_L", "tau", "schedule", "allreduce", "all-to-all",
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE, "all-to-all",
              "speedup allreduce", "speedup all-to-all")
             + (("speedup iteration",) if moe else ())]
     notes = []
@@ -105,7 +106,7 @@ def _format_baselines(result: dict) -> list[str]:
         sp = b["speedup"]
         rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
                      b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
-                     _speed(sp["allreduce"]), _speed(sp["alltoall"]))
+                     _speed(sp[Collective.ALLREDUCE]), _speed(sp[Collective.ALLTOALL]))
                     + ((_speed(sp["objective"]),) if moe else ()))
         if b["note"]:
             notes.append(f"{b['name']}: {b['note']}")

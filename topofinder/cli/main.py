@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 
 from topofinder import api
 from topofinder.cli import bench, catalog, check, export, fail, run, score, search, sweep
@@ -45,19 +43,15 @@ class _ClosedStdout:
         pass
 
 
-def _terminate(signum, frame) -> None:
-    """SIGTERM / SIGHUP end the run like Ctrl-C: workers stopped, temporary files removed."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _terminate)
+    api.install_interrupt_handlers()
+    if hasattr(sys.stdout, "reconfigure"):      # tables on an ASCII-only terminal: µ → \xb5
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        return _main(argv)
+        with api.command_scope():
+            return _main(argv)
     finally:
         api.stop_workers()
 
@@ -85,6 +79,9 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_BAD_INPUT
     except MemoryError:
         _say("error: out of memory; try a smaller N or --jobs 1")
+        return EXIT_BAD_INPUT
+    except RecursionError:                       # a JSON/TOML/XML input nested thousands deep
+        _say("error: an input document is nested too deeply to read")
         return EXIT_BAD_INPUT
 
 

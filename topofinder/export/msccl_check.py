@@ -41,6 +41,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from topofinder.errors import TopofinderError
+from topofinder.model.topology import MAX_NODES
+from topofinder.model.collectives import Collective
 
 TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 SENDS = ("s", "rcs", "rrs", "rrcs")
@@ -67,11 +69,13 @@ class Runtime:
 
 RUNTIMES = {
     "msccl-executor": Runtime("msccl-executor", 64, 32 * 32, 32, 72, 32, 4096, 1024, 16, 255,
-                              {"allgather": "allgather", "reduce-scatter": "reducescatter",
-                               "allreduce": "allreduce"}, True),
+                              {Collective.ALLGATHER: Collective.ALLGATHER,
+                               Collective.REDUCE_SCATTER: "reducescatter",
+                               Collective.ALLREDUCE: Collective.ALLREDUCE}, True),
     "msccl": Runtime("msccl", 256, 216, 32, 72, 32, 4096, 1024, 16, 255,
-                     {"allgather": "allgather", "reduce-scatter": "reduce_scatter",
-                      "allreduce": "allreduce"}, False),
+                     {Collective.ALLGATHER: Collective.ALLGATHER,
+                      Collective.REDUCE_SCATTER: "reduce_scatter",
+                      Collective.ALLREDUCE: Collective.ALLREDUCE}, False),
 }
 INT16_MAX, INT8_MAX = 32767, 127
 
@@ -140,8 +144,8 @@ class Algo:
     gpus: list
 
 
-_COLL = {"allgather": "allgather", "reducescatter": "reduce-scatter",
-         "reduce_scatter": "reduce-scatter", "allreduce": "allreduce"}
+_COLL = {Collective.ALLGATHER: Collective.ALLGATHER, "reducescatter": Collective.REDUCE_SCATTER,
+         "reduce_scatter": Collective.REDUCE_SCATTER, Collective.ALLREDUCE: Collective.ALLREDUCE}
 
 
 def parse(text) -> Algo:
@@ -173,12 +177,42 @@ def parse(text) -> Algo:
                               int(tb.get("chan")), steps, len(tb.attrib)))
             gpus.append(Gpu(int(g.get("id")), int(g.get("i_chunks")), int(g.get("o_chunks")),
                             int(g.get("s_chunks")), tbs))
-        return Algo(dict(a), int(a["ngpus"]), int(a["nchannels"]), int(a["nchunksperloop"]),
+        algo = Algo(dict(a), int(a["ngpus"]), int(a["nchannels"]), int(a["nchunksperloop"]),
                     coll, _COLL[coll], bool(int(a["inplace"])),
                     bool(int(a.get("outofplace", "0"))), a["proto"], gpus)
     except (KeyError, TypeError, ValueError) as exc:
         raise MscclCheckError(f"malformed MSCCL XML (missing or non-integer attribute: "
                               f"{exc})") from None
+    _check_sizes(algo)
+    return algo
+
+
+#: Most chunks one buffer of one rank may declare, and most chunks over all ranks' buffers:
+#: the checker holds a symbolic value per chunk, so larger declarations are refused before
+#: any is allocated.
+MAX_CHUNKS = 1 << 20
+MAX_ELEMENTS = 1 << 24
+
+
+def _check_sizes(algo: Algo) -> None:
+    """MscclCheckError unless ngpus, nchannels, nchunksperloop and every buffer size lie in
+    the ranges the checker can hold (ngpus ≤ MAX_NODES, chunk counts ≤ MAX_CHUNKS)."""
+    if not 1 <= algo.ngpus <= MAX_NODES or len(algo.gpus) != algo.ngpus:
+        raise MscclCheckError(f"MSCCL XML: ngpus={algo.ngpus} must be 1..{MAX_NODES} and equal "
+                              f"the {len(algo.gpus)} <gpu> elements")
+    if not 1 <= algo.nchannels <= 64 or not 0 <= algo.nchunksperloop <= MAX_CHUNKS:
+        raise MscclCheckError(f"MSCCL XML: nchannels={algo.nchannels} must be 1..64 and "
+                              f"nchunksperloop={algo.nchunksperloop} 0..{MAX_CHUNKS}")
+    total = 0
+    for g in algo.gpus:
+        sizes = (g.i_chunks, g.o_chunks, g.s_chunks)
+        if not all(0 <= x <= MAX_CHUNKS for x in sizes):
+            raise MscclCheckError(f"MSCCL XML: gpu {g.id} declares buffers of {sizes} chunks; "
+                                  f"each must be 0..{MAX_CHUNKS}")
+        total += sum(sizes)
+    if total > MAX_ELEMENTS:
+        raise MscclCheckError(f"MSCCL XML: the buffers hold {total} chunks in all; at most "
+                              f"{MAX_ELEMENTS} are checked")
 
 
 def _algo(xml) -> Algo:
@@ -232,8 +266,8 @@ def _check_algo(algo: Algo, rt: Runtime) -> None:
     c = algo.collective
     g0 = algo.gpus[0]
     ic, oc = g0.i_chunks, g0.o_chunks
-    want = {"allgather": oc == n * ic, "reduce-scatter": ic == n * oc,
-            "allreduce": ic == oc}[c]
+    want = {Collective.ALLGATHER: oc == n * ic, Collective.REDUCE_SCATTER: ic == n * oc,
+            Collective.ALLREDUCE: ic == oc}[c]
     if not want or algo.nchunksperloop != max(ic, oc):
         raise MscclCheckError(f"{where}: i_chunks={ic}, o_chunks={oc}, nchunksperloop="
                               f"{algo.nchunksperloop} do not fit {c} on {n} gpus")
@@ -388,7 +422,7 @@ class _Mem:
         self.writer, self.readers = {}, {}
         r = g.id
         full_i = g.i_chunks
-        if algo.collective == "allgather":
+        if algo.collective == Collective.ALLGATHER:
             for e in range(full_i):
                 self.cells[self.phys("i", e)] = (r * full_i + e, 1 << r)
         else:
@@ -398,11 +432,11 @@ class _Mem:
     def phys(self, buf: str, off: int):
         if not self.inplace:
             return (buf, off)
-        if self.coll == "allgather" and buf == "i":
+        if self.coll == Collective.ALLGATHER and buf == "i":
             return ("o", self.rank * self.size["i"] + off)
-        if self.coll == "reduce-scatter" and buf == "o":
+        if self.coll == Collective.REDUCE_SCATTER and buf == "o":
             return ("i", self.rank * self.size["o"] + off)
-        if self.coll == "allreduce" and buf == "o":
+        if self.coll == Collective.ALLREDUCE and buf == "o":
             return ("i", off)
         return (buf, off)
 
@@ -627,10 +661,10 @@ def _check_result(algo: Algo, mems: dict, inplace: bool) -> None:
     full = (1 << n) - 1
     for g in algo.gpus:
         mem = mems[g.id]
-        if algo.collective == "allgather":
+        if algo.collective == Collective.ALLGATHER:
             ic = g.i_chunks
             expect = [(x, 1 << (x // ic)) for x in range(g.o_chunks)]
-        elif algo.collective == "reduce-scatter":
+        elif algo.collective == Collective.REDUCE_SCATTER:
             expect = [(g.id * g.o_chunks + c, full) for c in range(g.o_chunks)]
         else:
             expect = [(e, full) for e in range(g.o_chunks)]

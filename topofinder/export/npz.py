@@ -16,11 +16,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from topofinder.compute.output import atomic_output
+from topofinder.compute.output import atomic_output, note_input
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule
+from topofinder.model.collectives import Collective
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
@@ -54,7 +55,7 @@ def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
         trees = schedule.trees
         sizes = [len(t.edges) for t in trees]
         edges = np.array([e for t in trees for e in t.edges], np.int64).reshape(-1, 2)
-        arrays.update(kind=np.array("trees"), collective=np.array("allgather"),
+        arrays.update(kind=np.array("trees"), collective=np.array(Collective.ALLGATHER),
                       roots=_narrow([t.root for t in trees]),
                       weight_num=np.array([t.weight.numerator for t in trees], np.int64),
                       weight_den=np.array([t.weight.denominator for t in trees], np.int64),
@@ -66,12 +67,43 @@ def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
         np.savez_compressed(f, **arrays)
 
 
+#: Largest total size of the arrays of a schedule .npz read back (bytes, uncompressed): the
+#: array headers are checked against it before anything is decompressed (a zip bomb stops here).
+MAX_NPZ_BYTES = 1 << 31
+_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _array_sizes(path) -> None:
+    """TopofinderError unless every member of the .npz at ``path`` is a .npy array whose
+    declared size fits its zip entry and all together stay within MAX_NPZ_BYTES."""
+    total = 0
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version not in _HEADERS:
+                    raise ValueError(f"array {info.filename}: .npy version {version}")
+                shape, _, dtype = _HEADERS[version](fh)
+            if dtype.hasobject:
+                raise ValueError(f"array {info.filename} holds Python objects")
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if nbytes > info.file_size:
+                raise ValueError(f"array {info.filename} declares more data than it holds")
+            total += info.file_size
+    if total > MAX_NPZ_BYTES:
+        raise ValueError(f"its arrays hold {total} bytes uncompressed; at most "
+                         f"{MAX_NPZ_BYTES} are read")
+
+
 def load_npz(path) -> StepSchedule | TreeSchedule:
-    """Read a schedule written by :func:`save_npz` (validate it separately)."""
+    """Read a schedule written by :func:`save_npz` (validate it separately); sizes are checked
+    before decompressing (MAX_NPZ_BYTES), objects are never unpickled."""
+    note_input(path)
     try:
+        _array_sizes(path)
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise TopofinderError(f"cannot read schedule .npz {path}: {exc}") from None
     try:
         cap = a["capacity"].astype(np.int64)
@@ -93,4 +125,8 @@ def load_npz(path) -> StepSchedule | TreeSchedule:
             return TreeSchedule(topo, trees, method=str(a["method"]))
     except KeyError as exc:
         raise TopofinderError(f"schedule .npz {path} lacks the array {exc}") from None
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as exc:
+        if isinstance(exc, TopofinderError):
+            raise
+        raise TopofinderError(f"schedule .npz {path}: malformed arrays ({exc})") from None
     raise TopofinderError(f"schedule .npz {path}: kind {kind!r} is not steps or trees")

@@ -114,6 +114,33 @@ def predicted_size(text: str) -> tuple[int, int]:
     return _Builder(text).size(tree)
 
 
+def document_topology(value, where: str) -> Topology:
+    """The topology a document's ``topology`` field names (a schedule, MSCCL XML or search
+    result written by export): an expression, or a topology file. The file must read as a
+    topology; when it does not, the error names the file but never quotes its content (the
+    field may name any file, such as /etc/passwd)."""
+    if not isinstance(value, str) or not value.strip():
+        raise TopofinderError(f"{where}: the 'topology' field is not a topology expression or "
+                              f"file name")
+    failed = split_expression(value)
+    if failed is not None:
+        return degrade(document_topology(failed[0], where), failed[1])
+    if os.path.exists(value):
+        if not os.path.isfile(value):
+            raise TopofinderError(f"{where}: its topology {ascii(value[:200])} is not a "
+                                  f"regular file")
+        try:
+            return read_topology(value)
+        except TopofinderError:
+            raise TopofinderError(f"{where}: its topology file {ascii(value[:200])} is not a "
+                                  f"readable topology file (edge list, JSON or GraphML)") from None
+    try:
+        return parse(value)
+    except TopofinderError:
+        raise TopofinderError(f"{where}: its topology {ascii(value[:200])} is neither an existing "
+                              f"topology file nor a valid expression") from None
+
+
 def parse(text: str) -> Topology:
     """Build the topology named by an expression; its ``expr`` is the canonical form."""
     tree = parse_tree(text)

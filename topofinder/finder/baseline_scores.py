@@ -19,6 +19,7 @@ from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import ALLTOALL_MAX_VARIABLES, REPLAY_LIMIT, allgather_schedule
+from topofinder.model.bounds import check_claim
 from topofinder.model.schedule import validate
 from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.units import exact
@@ -177,3 +178,16 @@ def _topology_facts(topo, schedule: str, full_alltoall: bool) -> dict:
             "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
             "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
             "alltoall_method": a2a["alltoall_method"], "alltoall_gap": a2a["alltoall_gap"]}
+
+
+def check_baseline(args: tuple, score: dict) -> None:
+    """A cached `score_baseline(expr, ...)` that can be true: its allgather, allreduce and BFB
+    numbers within the Moore, hop and (N−1)/N bounds of the baseline's topology (every
+    baseline is bidirectional, so in-degree ≤ d; ValueError otherwise)."""
+    topo = parse(args[0])
+    if score["expr"] != args[0]:
+        raise ValueError(f"score of {score['expr']} stored for {args[0]}")
+    check_claim(topo.n, topo.degree, score["T_L"], score["tau"], args[0], score["diameter"])
+    check_claim(topo.n, topo.degree, score["bfb_T_L"], score["bfb_tau"], args[0])
+    check_claim(topo.n, topo.degree, -(-score["allreduce_T_L"] // 2),
+                Fraction(score["allreduce_tau"]) / 2, f"allreduce of {args[0]}")

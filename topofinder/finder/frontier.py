@@ -19,7 +19,9 @@ from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
-from topofinder.finder.verify import score_base, score_kstep, verify_candidate
+from topofinder.finder.verify import (check_score, check_verified, score_base, score_kstep,
+                                      verify_candidate)
+from topofinder.model.bounds import check_claim
 
 
 def _candidate_from_score(s: dict) -> Candidate:
@@ -47,7 +49,7 @@ def _kstep_candidates(frontier: list[Candidate], n: int, use_cache: bool,
         if c.tau == Fraction(c.n - 1, c.n) or c.recipe.uses_kstep:
             continue
         for extra in (0, 1):
-            s = cached(score_kstep, use_cache)(c.recipe, extra)
+            s = cached(score_kstep, use_cache, check_score)(c.recipe, extra)
             if s is None or s["T_L"] >= limit:
                 continue
             out.append(Candidate(apply("kstep", (c.recipe,), s["T_L"]), s["N"], s["d"], s["T_L"],
@@ -91,7 +93,7 @@ def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) 
     """Score every (expression, source) not scored yet in this process, in parallel."""
     todo = [p for p in dict.fromkeys(pairs) if p not in _SCORES]
     if todo:
-        results = run_parallel(cached(score_base, use_cache), todo, jobs=jobs,
+        results = run_parallel(cached(score_base, use_cache, check_score), todo, jobs=jobs,
                                progress=progress, label="scoring bases")
         _SCORES.update(zip(todo, results))
 
@@ -155,8 +157,19 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
     predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep)
-    verified = run_parallel(cached(verify_candidate, use_cache),
+    verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
                             [(c, full_alltoall) for c in predicted],
                             jobs=verify_jobs(n, d, jobs),
                             progress=progress, label="verifying frontier")
     return list(zip(predicted, verified))
+
+
+def check_frontier(args: tuple, frontier: list) -> None:
+    """A cached `verified_frontier(n, d, ...)` that can be true: every point has N = n nodes,
+    degree d, and predicted and verified numbers within the bounds (ValueError otherwise)."""
+    n, d = args[0], args[1]
+    for c, v in frontier:
+        if (c.n, c.d) != (n, d):
+            raise ValueError(f"point {c.expr} has N = {c.n}, d = {c.d}, not {n}, {d}")
+        check_claim(n, d, c.t_l, c.tau, c.expr)
+        check_verified((c,), v)

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 from itertools import product
 
+from topofinder.compute.cache import record
 from topofinder.errors import TopofinderError
 from topofinder.finder.operators import OPERATORS
 from topofinder.finder.recipe import Recipe, apply
@@ -29,6 +30,7 @@ MAX_TARGET_NODES = 1_000_000
 MAX_TARGET_DEGREE = MAX_SUBSET_BITS
 
 
+@record
 @dataclass(frozen=True)
 class Candidate:
     """A topology recipe with its (predicted or scored) performance.

@@ -9,11 +9,14 @@ its recipe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from topofinder.compute.cache import record
 from topofinder.finder.bases import catalog_bases
 from topofinder.finder.operators import by_symbol, operator
 from topofinder.families.syntax import Leaf, Product, parse_tree, to_text
 
 
+@record
 @dataclass(frozen=True)
 class Recipe:
     """``op`` is ``base`` — a topology named by ``base_expr`` whose schedule comes from

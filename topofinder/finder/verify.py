@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from topofinder.compute.cache import record
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import bfb_bits
@@ -29,11 +30,12 @@ from topofinder.model.schedule import (
 from topofinder.model.symmetric import (
     OrbitSchedule, check_group, line_graph_action, replay_by_symmetry, rotation,
 )
-from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
 #: many variables, else only the certified hop-count upper bound (f reported as None); when the
@@ -203,6 +205,7 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
                          method="line-graph")
 
 
+@record
 @dataclass(frozen=True)
 class VerifiedPoint:
     """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
@@ -247,10 +250,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
             replay_by_symmetry(orbit)
             topo, t_l, tau, verified_by = orbit.topology, orbit.num_steps, orbit.tau, "symmetry"
         method = candidate.recipe.method
-        rs_t_l, rs_tau = t_l, tau
-        if not _reversible(topo):
-            rs = bfb.bfb_score(topo.transpose())
-            rs_t_l, rs_tau = rs.T_L, rs.tau
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -291,14 +291,57 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     optimal BFB schedule of G^T reversed (Thm 1), which may cost more."""
     if _reversible(allgather.topology):
         return reduce_scatter(allgather)
-    return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
+    return bfb.bfb_schedule(allgather.topology, collective=Collective.REDUCE_SCATTER)
 
 
-def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
+def allreduce_price(candidate) -> tuple[int, Fraction]:
+    """(T_L in steps, τ in M/B) of a predicted frontier point's allreduce exactly as `export`
+    writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
+    scored unless the point is an exactly scored BFB schedule) plus the exported
+    reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
+    on G^T (Thm 1), which may cost more."""
+    if candidate.recipe.method == "bfb" and candidate.exact:
+        topo, t_l, tau = build_topology(candidate.recipe), candidate.t_l, candidate.tau
+    else:
+        allgather = allgather_schedule(candidate.recipe)
+        topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    return rs_t_l + t_l, rs_tau + tau
+
+
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+    """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
+    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    if _reversible(topo):
+        return t_l, tau
+    rs = bfb.bfb_score(topo.transpose())
+    return rs.T_L, rs.tau
+
+
+def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
     allgather = allgather_schedule(recipe)
-    if collective == "allgather":
+    if collective == Collective.ALLGATHER:
         return allgather
     rs = reduce_scatter_of(allgather)
-    return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
+    return rs if collective == Collective.REDUCE_SCATTER else allreduce(rs, allgather)
+
+
+def check_score(args: tuple, score: dict | None) -> None:
+    """A cached base or k-step score (`score_base`, `score_kstep`) that can be true: its
+    (T_L, τ) within the bounds of its own N and d (ValueError otherwise)."""
+    if score is not None:
+        check_claim(score["N"], score["d"], score["T_L"], score["tau"], f"score of {args[0]}")
+
+
+def check_verified(args: tuple, verified: VerifiedPoint) -> None:
+    """A cached `verify_candidate` result that can be true for the candidate ``args[0]``: the
+    expression is the candidate's and allgather, allreduce (two passes) and diameter respect
+    the Moore, hop and (N−1)/N bounds (ValueError otherwise)."""
+    c = args[0]
+    if verified.expr != c.expr:
+        raise ValueError(f"verification of {verified.expr} stored for {c.expr}")
+    check_claim(c.n, c.d, verified.T_L, verified.tau, c.expr, verified.diameter)
+    check_claim(c.n, c.d, -(-verified.allreduce_T_L // 2), Fraction(verified.allreduce_tau) / 2,
+                f"allreduce of {c.expr}")

@@ -22,6 +22,7 @@ that names a node that cannot be reached and suggests ``--undirected``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -29,14 +30,17 @@ from fractions import Fraction
 
 import networkx as nx
 
-from topofinder.compute.output import write_text
+from topofinder.compute.output import note_input, write_text
 from topofinder.errors import TopofinderError
+from topofinder.model.names import check_name, check_text
 from topofinder.model.topology import Topology
 
 FORMATS = ("edgelist", "json", "graphml")
 #: Largest link capacity read (in units of the base link bandwidth b): sums over N·d arcs stay
 #: far inside int64.
 MAX_CAPACITY = 10 ** 9
+#: Largest topology file read (bytes); checked before reading.
+MAX_FILE_BYTES = 512 << 20
 
 
 def _labelled_networkx(topo: Topology) -> nx.MultiDiGraph:
@@ -90,16 +94,24 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
     ``undirected``: True reads every edge as one cable (two arcs); False as the file says
     (arcs for an edge list); None as False, but an edge list that is strongly connected only
     when read as cables is refused with a hint (module doc)."""
+    too_big = TopofinderError(f"topology file {path} is larger than {MAX_FILE_BYTES >> 20} MiB "
+                              f"(the largest topology, N = 10^6 nodes of degree 16, is smaller)")
+    note_input(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
+                raise too_big
+            text = fh.read(MAX_FILE_BYTES + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise TopofinderError(f"cannot read topology file {path}: {exc}") from None
+    if len(text) > MAX_FILE_BYTES:
+        raise too_big
+    text = check_text(text, path)
     head = text.lstrip()[:1]
     if head == "{":
         return _read_json(path, text, undirected)
     if head == "<":
-        return _read_graphml(path, undirected)
+        return _read_graphml(path, text, undirected)
     return _read_edgelist(path, text, undirected)
 
 
@@ -174,7 +186,7 @@ def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
             continue
         if len(fields) not in (2, 3):
             raise TopofinderError(f"{path}:{lineno}: expected 'u v [capacity]' or "
-                                  f"'switch X ...', got {line.strip()!r}")
+                                  f"'switch X ...', got {len(fields)} fields")
         cap = _capacity(fields[2], f"{path}:{lineno}") if len(fields) == 3 else 1
         arcs.append((fields[0], fields[1], cap))
     if not arcs:
@@ -254,9 +266,9 @@ def _is_switch(attrs: dict) -> bool:
     return bool(flag) or str(attrs.get("type", "")).lower() == "switch"
 
 
-def _read_graphml(path: str, undirected: bool | None = None) -> Topology:
+def _read_graphml(path: str, text: str, undirected: bool | None = None) -> Topology:
     try:
-        g = nx.read_graphml(path, force_multigraph=True)
+        g = nx.parse_graphml(text, force_multigraph=True)
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else "?"
         raise TopofinderError(f"{path}:{line}: not valid GraphML XML ({exc})") from None
@@ -281,8 +293,11 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool 
     numerically, others in given order) and build, keeping the names; an undirected edge is a
     pair of arcs; physical capacities share one unit."""
     arcs, physical = _unify_capacities(path, arcs)
+    if unit is not None and unit not in dict(_OUTPUT_UNITS):
+        raise TopofinderError(f"{path}: capacity_unit {ascii(str(unit))[:40]} is not one of "
+                              f"{', '.join(dict(_OUTPUT_UNITS))}")
     unit = physical or unit
-    names = [str(x) for x in labels]
+    names = [check_name(str(x), f"{path}: node {i}") for i, x in enumerate(labels)]
     if len(set(names)) != len(names):
         raise TopofinderError(f"{path}: node labels repeat")
     if not ranked and all(re.fullmatch(r"-?\d+", s) for s in names):

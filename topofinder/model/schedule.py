@@ -31,8 +31,9 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import Topology
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
-COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
+COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 #: The schedule document's identity (docs/formats.md): a reader checks both.
 SCHEDULE_FORMAT = "topofinder-schedule"
 SCHEDULE_VERSION = 1
@@ -73,7 +74,7 @@ class StepSchedule(StepRows):
     topology: Topology
     shard_chunks: int
     sends: np.ndarray
-    collective: str = "allgather"
+    collective: str = Collective.ALLGATHER
     method: str = ""
     reduce_steps: int = 0
 
@@ -95,7 +96,7 @@ class StepSchedule(StepRows):
         if self.collective not in COLLECTIVES:
             raise ScheduleError(f"collective {self.collective!r} is not one of "
                                 f"{', '.join(COLLECTIVES)}")
-        if self.collective != "allreduce" and self.reduce_steps:
+        if self.collective != Collective.ALLREDUCE and self.reduce_steps:
             raise ScheduleError("reduce_steps applies to allreduce schedules only")
 
     # ---- cost --------------------------------------------------------------------------
@@ -147,7 +148,7 @@ class StepSchedule(StepRows):
                "num_nodes": self.topology.n, "shard_chunks": self.shard_chunks,
                "method": self.method, "num_steps": self.num_steps,
                "tau": float(self.tau), "tau_exact": exact(self.tau)}
-        if self.collective == "allreduce":
+        if self.collective == Collective.ALLREDUCE:
             doc["reduce_scatter_steps"] = self.reduce_steps
         if self.topology.labels is not None:
             doc["labels"] = list(self.topology.labels)     # labels[rank] = host name
@@ -224,9 +225,9 @@ def validate(schedule: StepSchedule) -> None:
     incomplete collectives."""
     s, topo, p = schedule.sends, schedule.topology, schedule.shard_chunks
     _check_rows(s, topo, p)
-    if schedule.collective == "allgather":
+    if schedule.collective == Collective.ALLGATHER:
         _replay_allgather(s, topo.n, p)
-    elif schedule.collective == "reduce-scatter":
+    elif schedule.collective == Collective.REDUCE_SCATTER:
         _replay_reduce_scatter(s, topo.n, p)
     else:
         r = schedule.reduce_steps
@@ -414,7 +415,7 @@ def reverse(schedule: StepSchedule, topology: Topology | None = None) -> StepSch
     """The reverse schedule A^T on G^T (Def 5, Thm 1 of paper 001): ((v,C),(u,w),T−t+1) for
     every ((v,C),(w,u),t); an allgather becomes a reduce-scatter and vice versa.
     ``topology``: a name for G^T (must have the arcs of the transpose); default transpose()."""
-    if schedule.collective == "allreduce":
+    if schedule.collective == Collective.ALLREDUCE:
         raise ScheduleError("reverse applies to allgather and reduce-scatter schedules")
     gt = schedule.topology.transpose()
     if topology is not None:
@@ -425,7 +426,8 @@ def reverse(schedule: StepSchedule, topology: Topology | None = None) -> StepSch
     s = schedule.sends
     out = np.stack([schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
                     s[:, 4]], axis=1)
-    other = "reduce-scatter" if schedule.collective == "allgather" else "allgather"
+    other = (Collective.REDUCE_SCATTER if schedule.collective == Collective.ALLGATHER
+             else Collective.ALLGATHER)
     return StepSchedule(gt, schedule.shard_chunks, out, collective=other,
                         method=schedule.method)
 
@@ -452,7 +454,7 @@ def reduce_scatter(allgather: StepSchedule, topology: Topology | None = None) ->
     the reduce-scatter runs on G = allgather.topology, which must be reverse-symmetric with a
     known isomorphism (bidirectional: the identity; else ``reverse_isomorphism`` p, an
     isomorphism G^T → G), and is f(A^T) (Thm 2)."""
-    if allgather.collective != "allgather":
+    if allgather.collective != Collective.ALLGATHER:
         raise ScheduleError(f"reduce_scatter needs an allgather schedule, got "
                             f"{allgather.collective}")
     if topology is not None:
@@ -480,7 +482,7 @@ def allreduce(reduce_scatter_schedule: StepSchedule,
     """Allreduce = reduce-scatter then allgather on the same topology (paper 001 §3): steps of
     the allgather follow the reduce-scatter's; P = lcm of both chunk counts; T_L and τ add."""
     rs, ag = reduce_scatter_schedule, allgather
-    if rs.collective != "reduce-scatter" or ag.collective != "allgather":
+    if rs.collective != Collective.REDUCE_SCATTER or ag.collective != Collective.ALLGATHER:
         raise ScheduleError("allreduce needs a reduce-scatter and an allgather schedule")
     if not rs.topology.same_arcs(ag.topology):
         raise ScheduleError(f"allreduce phases run on different topologies "
@@ -491,4 +493,4 @@ def allreduce(reduce_scatter_schedule: StepSchedule,
     second[:, 0] += rs.num_steps
     method = rs.method if rs.method == ag.method else f"{rs.method}+{ag.method}"
     return StepSchedule(ag.topology, p, np.concatenate([rs.sends, second]),
-                        collective="allreduce", method=method, reduce_steps=rs.num_steps)
+                        collective=Collective.ALLREDUCE, method=method, reduce_steps=rs.num_steps)

@@ -8,9 +8,10 @@ from fractions import Fraction
 
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import run_parallel
-from topofinder.finder.baseline_scores import baseline_specs, score_baseline
+from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
+from topofinder.model.collectives import Collective
 
 
 def _ratio(base, best):
@@ -43,7 +44,7 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
     ``jobs`` workers (None: all cores); ``progress(done, count, exprs)`` is told before the
     first and as each one ends."""
     specs = baseline_specs(n, d)
-    score = cached(score_baseline, use_cache)
+    score = cached(score_baseline, use_cache, check_baseline)
     calls = [(s.expr, s.schedule, full_alltoall) for s in specs if s.expr is not None]
     # answered from the cache in this process; the rest in parallel (a worker pool costs
     # more than a warm search)
@@ -76,8 +77,8 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
                                                  ar_tau, f_fast)
             if entry["iteration"]["iteration_s"] is not None:
                 entry["objective_s"] = entry["iteration"]["iteration_s"]
-        speed = {"allreduce": _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
-                 "alltoall": _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
+        speed = {Collective.ALLREDUCE: _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
+                 Collective.ALLTOALL: _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
                  "objective": _ratio(entry["objective_s"], best["objective_s"])}
         entry["speedup"] = speed
         out.append(entry)

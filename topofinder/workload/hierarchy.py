@@ -17,7 +17,7 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.model.files import _capacity, _unify_capacities
 from topofinder.scoring.trees.forestcoll import throughput_optimum
-from topofinder.model.topology import Topology
+from topofinder.model.topology import MAX_NODES, Topology
 
 INTRA_KINDS = ("switch", "nvswitch", "mesh")
 _GBS = {"GB/s": Fraction(1), "Gbps": Fraction(1, 8), "MB/s": Fraction(1, 1000),
@@ -37,10 +37,16 @@ def parse_intra(spec: str) -> tuple[str, Fraction]:
     return kind, bw
 
 
+def check_gpus(servers: int, gpus: int) -> None:
+    """TopofinderError unless ``servers`` servers of ``gpus`` GPUs stay within MAX_NODES."""
+    if not 1 <= gpus <= MAX_NODES // max(1, servers):
+        raise TopofinderError(f"--gpus-per-node must be 1..{MAX_NODES // max(1, servers)} (at "
+                              f"most {MAX_NODES} GPUs in all), got {gpus}")
+
+
 def compose(servers: Topology, gpus: int, intra: str, server_bandwidth: str) -> Topology:
     """The GPU-level fabric of ``servers`` (module docstring); capacities in one physical unit."""
-    if gpus < 1:
-        raise TopofinderError(f"--gpus-per-node must be >= 1, got {gpus}")
+    check_gpus(servers.n, gpus)
     kind, intra_bw = parse_intra(intra)
     total = _capacity(server_bandwidth, f"server bandwidth {server_bandwidth!r}")
     if not isinstance(total, Fraction):

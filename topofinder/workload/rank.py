@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Callable
 
 from topofinder.compute.cache import cached
-from topofinder.finder.frontier import verified_frontier
+from topofinder.finder.frontier import check_frontier, verified_frontier
 from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
@@ -156,9 +156,9 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
-    frontier = cached(verified_frontier, use_cache)(n, d, bidirectional, full_alltoall, kstep,
-                                                    jobs=jobs, use_cache=use_cache,
-                                                    progress=progress)
+    frontier = cached(verified_frontier, use_cache, check_frontier)(
+        n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
+        progress=progress)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
