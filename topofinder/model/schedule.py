@@ -256,9 +256,9 @@ def validate_sources(schedule: StepSchedule, sources) -> None:
     stray = ~np.isin(s[:, 1], sources)
     if stray.any():
         raise ScheduleError(f"{_describe(s[np.argmax(stray)])}: not a shard being replayed")
-    if schedule.collective == "allgather":
+    if schedule.collective == Collective.ALLGATHER:
         _replay_allgather(s, topo.n, p, sources)
-    elif schedule.collective == "reduce-scatter":
+    elif schedule.collective == Collective.REDUCE_SCATTER:
         _replay_reduce_scatter(s, topo.n, p, sources)
     else:
         raise ScheduleError("a replay by sources takes an allgather or a reduce-scatter")
