@@ -186,16 +186,17 @@ def int_rows_json(rows: np.ndarray) -> str:
         return json.dumps(a.tolist())
     s, c = a.shape
     lo, hi = int(a.min()), int(a.max())
-    if hi - lo > _TABLE_RANGE:
+    if hi - lo > _TABLE_RANGE or max(len(str(lo)), len(str(hi))) > 8:
         body = (("[" + ", ".join(["%d"] * c) + "], ") * s) % tuple(a.ravel().tolist())
         return "[" + body[:-2] + "]"
     words = [str(x).encode() for x in range(lo, hi + 1)]
-    width = max(map(len, words))
-    table = np.frombuffer(b"".join(w.rjust(width, b"\0") for w in words), np.uint8)
+    width = next(w for w in (1, 2, 4, 8) if w >= max(map(len, words)))   # one word per cell
+    word = np.dtype(f"u{width}")
+    table = np.frombuffer(b"".join(w.rjust(width, b"\0") for w in words), word)
     out = np.empty((s, 2 + c * (width + 2)), np.uint8)     # "[" cells with ", " "]," " "
     out[:, 0], out[:, -1] = ord("["), ord(" ")
     cells = out[:, 1:-1].reshape(s, c, width + 2)
-    cells[:, :, :width] = table.reshape(-1, width)[a - lo]
+    cells[:, :, :width].view(word)[..., 0] = table[a - lo if lo else a]
     cells[:, :, width:] = np.frombuffer(b", ", np.uint8)
     cells[:, -1, width:] = np.frombuffer(b"],", np.uint8)
     return "[" + out[out != 0].tobytes()[:-2].decode("ascii") + "]"
