@@ -193,13 +193,17 @@ def int_rows_json(rows: np.ndarray) -> str:
     width = next(w for w in (1, 2, 4, 8) if w >= max(map(len, words)))   # one word per cell
     word = np.dtype(f"u{width}")
     table = np.frombuffer(b"".join(w.rjust(width, b"\0") for w in words), word)
-    out = np.empty((s, 2 + c * (width + 2)), np.uint8)     # "[" cells with ", " "]," " "
+    line = 2 + c * (width + 2)                 # "[" cells each with ", " (the last "],") " "
+    text = np.empty(2 + s * line, np.uint8)    # "[" rows "]": padding dropped, no other copy
+    text[0], text[-1] = ord("["), ord("]")
+    out = text[1:-1].reshape(s, line)
     out[:, 0], out[:, -1] = ord("["), ord(" ")
     cells = out[:, 1:-1].reshape(s, c, width + 2)
     cells[:, :, :width].view(word)[..., 0] = table[a - lo if lo else a]
     cells[:, :, width:] = np.frombuffer(b", ", np.uint8)
     cells[:, -1, width:] = np.frombuffer(b"],", np.uint8)
-    return "[" + out[out != 0].tobytes()[:-2].decode("ascii") + "]"
+    cells[-1, -1, -1] = out[-1, -1] = 0        # no ", " after the last row
+    return str(text[text != 0].data, "ascii")
 
 
 def dumps_document(doc: dict) -> str:
