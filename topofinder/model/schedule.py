@@ -40,6 +40,7 @@ SCHEDULE_VERSION = 1
 #: One send row: at step t (1-based) node u sends chunks [lo, hi) of node v's shard to w.
 SEND_COLUMNS = ("t", "v", "lo", "hi", "u", "w")
 _MAX_REPLAY_CELLS = 400_000_000   # node × chunk-segment states a replay may hold in memory
+_DENSE_CODES = 1 << 22            # replay breakpoint codes n·(P+1) found by a bitmap up to this
 
 
 class ScheduleError(TopofinderError):
@@ -357,7 +358,17 @@ class _Segments:
         sources = np.arange(n, dtype=np.int64) if sources is None else sources
         base = np.asarray(sources, np.int64) * (p + 1)
         v, lo, hi = s[:, 1], s[:, 2], s[:, 3]
-        codes = np.unique(np.concatenate([base, base + p, v * (p + 1) + lo, v * (p + 1) + hi]))
+        points = (base, base + p, v * (p + 1) + lo, v * (p + 1) + hi)
+        space = n * (p + 1)
+        self.rank = None                  # code -> segment index, when a bitmap beats sorting
+        if space <= max(_DENSE_CODES, 2 * s.shape[0]):
+            present = np.zeros(space, bool)
+            for x in points:
+                present[x] = True
+            codes = np.flatnonzero(present)
+            self.rank = np.cumsum(present, dtype=np.int64) - 1
+        else:
+            codes = np.unique(np.concatenate(points))
         self.codes = codes
         self.shard = codes // (p + 1)
         self.pos = codes % (p + 1)
@@ -370,6 +381,8 @@ class _Segments:
     def ranges(self, s: np.ndarray):
         """Segment index ranges [a, b) covered by each send's chunk range."""
         v = s[:, 1] * (self.p + 1)
+        if self.rank is not None:         # the rows' codes are breakpoints, all present
+            return self.rank[v + s[:, 2]], self.rank[v + s[:, 3]]
         return (np.searchsorted(self.codes, v + s[:, 2]),
                 np.searchsorted(self.codes, v + s[:, 3]))
 
