@@ -155,7 +155,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         doc = sched.to_dict(_rows=True) if isinstance(sched, StepSchedule) else sched.to_dict()
         if physical is not None:
             doc["physical"] = [int(x) for x in physical]
-        return emit(dumps_document(doc) + "\n", path)
+        return emit(dumps_document(doc, "\n"), path)
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}

@@ -176,12 +176,15 @@ class StepSchedule(StepRows):
 
 #: Largest value range of a send table written through a digit table (int_rows_json).
 _TABLE_RANGE = 1 << 16
+#: Rows of a send table laid out at once by int_rows_json (a cache-sized scratch buffer).
+_JSON_BLOCK = 1 << 15
 
 
 def int_rows_json(rows: np.ndarray) -> str:
     """``json.dumps(rows.tolist())`` of a 2-D integer array, byte for byte, built in bulk: each
-    value's digits come from a table of the values' range, NUL-padded to one width, and the
-    padding is dropped at the end (a 2.1 M-row send table: 0.6 s instead of 2.7 s)."""
+    value's digits come from a table of the values' range, NUL-padded to one machine word, laid
+    out with the brackets and separators, and the padding dropped, block by block (a 2.1 M-row
+    send table: 0.5 s instead of 2.7 s)."""
     a = np.asarray(rows, np.int64)
     if a.size == 0:
         return json.dumps(a.tolist())
@@ -194,25 +197,30 @@ def int_rows_json(rows: np.ndarray) -> str:
     width = next(w for w in (1, 2, 4, 8) if w >= max(map(len, words)))   # one word per cell
     word = np.dtype(f"u{width}")
     table = np.frombuffer(b"".join(w.rjust(width, b"\0") for w in words), word)
-    line = 2 + c * (width + 2)                 # "[" cells each with ", " (the last "],") " "
-    text = np.empty(2 + s * line, np.uint8)    # "[" rows "]": padding dropped, no other copy
-    text[0], text[-1] = ord("["), ord("]")
-    out = text[1:-1].reshape(s, line)
-    out[:, 0], out[:, -1] = ord("["), ord(" ")
-    cells = out[:, 1:-1].reshape(s, c, width + 2)
-    cells[:, :, :width].view(word)[..., 0] = table[a - lo if lo else a]
+    out = np.empty((_JSON_BLOCK, 2 + c * (width + 2)), np.uint8)   # a block of row texts:
+    out[:, 0], out[:, -1] = ord("["), ord(" ")                     # "[" cells each with
+    cells = out[:, 1:-1].reshape(_JSON_BLOCK, c, width + 2)        # ", " (the last "],") " "
     cells[:, :, width:] = np.frombuffer(b", ", np.uint8)
     cells[:, -1, width:] = np.frombuffer(b"],", np.uint8)
-    cells[-1, -1, -1] = out[-1, -1] = 0        # no ", " after the last row
-    return str(text[text != 0].data, "ascii")
+    digits = cells[:, :, :width].view(word)[..., 0]
+    parts = [b"["]
+    for first in range(0, s, _JSON_BLOCK):
+        block = a[first:first + _JSON_BLOCK]
+        digits[:block.shape[0]] = table[block - lo if lo else block]
+        text = out[:block.shape[0]].reshape(-1)
+        parts.append(text[text != 0].tobytes())
+    parts[-1] = parts[-1][:-2] + b"]"                              # no ", " after the last row
+    return b"".join(parts).decode("ascii")
 
 
-def dumps_document(doc: dict) -> str:
-    """``json.dumps(doc)`` (default separators) of a dict whose array values are written as
-    their ``tolist()`` would be, through :func:`int_rows_json`."""
-    return "{" + ", ".join(f"{json.dumps(k)}: " + (int_rows_json(v) if isinstance(v, np.ndarray)
-                                                  else json.dumps(v))
-                           for k, v in doc.items()) + "}"
+def dumps_document(doc: dict, end: str = "") -> str:
+    """``json.dumps(doc) + end`` (default separators) of a dict whose array values are written
+    as their ``tolist()`` would be, through :func:`int_rows_json`; joined once."""
+    parts = ["{"]
+    for k, v in doc.items():
+        parts += [", " if len(parts) > 1 else "", json.dumps(k), ": ",
+                  int_rows_json(v) if isinstance(v, np.ndarray) else json.dumps(v)]
+    return "".join(parts + ["}", end])
 
 
 def parse_object(doc) -> dict:
