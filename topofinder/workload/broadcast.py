@@ -15,8 +15,9 @@ from topofinder.scoring.oneroot.platform import from_topology
 from topofinder.scoring.oneroot.steady import throughput
 from topofinder.model.units import exact
 
-#: Largest N whose broadcast TP a search computes (N − 1 max-flows, about 1 s at N = 1024 on
-#: a loaded core); beyond it the point has no broadcast price and is ranked without it.
+#: Largest N whose broadcast TP a search computes (one max-flow per orbit of the root's stabiliser,
+#: about 1 s at N = 4096 on a loaded core); beyond it a point has no broadcast price (ranked
+#: without it).
 BROADCAST_MAX_N = 4096
 #: The root and port model a search prices the broadcast share with.
 ROOT, PORT_MODEL = 0, "multi"
