@@ -273,33 +273,37 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     atomic_write(out / "frontier.csv", _csv(rows))
     atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
                                                    indent=1) + "\n")
-    best, tps = [], {}
-    for cell in cells:
-        for label, w in zip(spec.labels, spec.workloads):
-            pts = cell["frontier"]
-            times = [w.collective_time(p["allreduce_T_L"],
-                                       float(Fraction(p["allreduce_tau_exact"]))) for p in pts]
-            bcast = [None] * len(pts)
-            if w.broadcast_share > 0:          # priced as search prices it (workload.broadcast)
-                for p in pts:
-                    if p["expr"] not in tps:
-                        tps[p["expr"]] = broadcast_tp(p["expr"])
-                bcast = [w.broadcast_time(cell["d"], tps[p["expr"]]) for p in pts]
-            goal = [w.objective(t, None, b) for t, b in zip(times, bcast)]
-            i = min(range(len(pts)), key=lambda j: (goal[j], pts[j]["T_L"]))
-            best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
-                         "T_L": pts[i]["T_L"], "tau": pts[i]["tau"],
-                         "allreduce_T_L": pts[i]["allreduce_T_L"],
-                         "allreduce_tau_exact": pts[i]["allreduce_tau_exact"],
-                         "allreduce_time_s": times[i],
-                         **({"broadcast_time_s": bcast[i], "objective_s": goal[i]}
-                            if w.broadcast_share > 0 else {})})
+    tps = {}
+    best = [_best_row(cell, label, w, tps) for cell in cells
+            for label, w in zip(spec.labels, spec.workloads)]
     atomic_write(out / "best.csv", _csv(best))
 
     for k in sorted({c["d"] for c in cells}):
         for label in spec.labels:
             plot_best_per_n([b for b in best if b["d"] == k and b["size"] == label],
                             out / f"best_d{k}_{label}.png", degree=k, size_label=label)
+
+
+def _best_row(cell: dict, label: str, w: Workload, tps: dict) -> dict:
+    """best.csv's row for one cell and size: the point of least allreduce time, or with a
+    broadcast share of least objective, the broadcast priced as search prices it
+    (topofinder.workload.broadcast; ``tps`` memoises TP by expression)."""
+    pts = cell["frontier"]
+    times = [w.collective_time(p["allreduce_T_L"], float(Fraction(p["allreduce_tau_exact"])))
+             for p in pts]
+    bcast = [None] * len(pts)
+    if w.broadcast_share > 0:
+        for p in pts:
+            if p["expr"] not in tps:
+                tps[p["expr"]] = broadcast_tp(p["expr"])
+        bcast = [w.broadcast_time(cell["d"], tps[p["expr"]]) for p in pts]
+    goal = [w.objective(t, None, b) for t, b in zip(times, bcast)]
+    i = min(range(len(pts)), key=lambda j: (goal[j], pts[j]["T_L"]))
+    return {"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
+            "T_L": pts[i]["T_L"], "tau": pts[i]["tau"], "allreduce_T_L": pts[i]["allreduce_T_L"],
+            "allreduce_tau_exact": pts[i]["allreduce_tau_exact"], "allreduce_time_s": times[i],
+            **({"broadcast_time_s": bcast[i], "objective_s": goal[i]}
+               if w.broadcast_share > 0 else {})}
 
 
 def _csv(rows: list[dict]) -> str:
