@@ -4,6 +4,7 @@ performance table in docs/performance.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -22,8 +23,10 @@ from topofinder.families.distance_regular import (
 from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
+from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
 from topofinder.resilience.survey import survey
+from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_cost
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary, concurrent_flow
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.allgather.bfb import bfb_score
@@ -305,7 +308,7 @@ def _warm_cache_dir() -> str:
     return str(path)
 
 
-case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
+case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 3.0,
      group="search", repeat=3)(_search_cli(_fresh_cache_dir))
 case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
      setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
@@ -314,28 +317,35 @@ case("search --n 1024 --d 4 --size 64MB --alltoall-share 0.3, cold cache (subpro
     _search_cli(_fresh_cache_dir, "--size", "64MB", "--alltoall-share", "0.3"))
 
 
+def _in_fresh_process(code: str, label: str, max_gb: float) -> list[str]:
+    """Run ``code`` (with ``tf`` = topofinder; it sets ``bad``, a list of strings) in a fresh
+    process with a fresh cache; AssertionError when the process (or a worker it started)
+    peaked above ``max_gb`` GiB resident. Returns ``bad``."""
+    import subprocess
+    import sys
+
+    # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
+    # keeps the parent's high-water mark (the bench process itself, GBs after the
+    # all-to-all cases); workers it starts from RUSAGE_CHILDREN
+    script = ("import re, resource, topofinder as tf\n" + code +
+              "status = open('/proc/self/status').read()\n"
+              "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+              "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+              "print(peak * 1024, *bad)\n")
+    env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    peak = int(out[0]) / 2**30
+    if peak > max_gb:
+        raise AssertionError(f"{label}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+    return out[1:]
+
+
 def _score_at_scale(expr: str, max_gb: float):
     """`score EXPR` in a fresh process with the default settings, failing the case when the
     process (or a worker it started) peaked above ``max_gb`` GB resident."""
     def run(_):
-        import subprocess
-        import sys
-
-        # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
-        # keeps the parent's high-water mark (the bench process itself, GBs after the
-        # all-to-all cases); workers it starts from RUSAGE_CHILDREN
-        script = ("import re, resource, topofinder as tf\n"
-                  f"tf.score({expr!r})\n"
-                  "status = open('/proc/self/status').read()\n"
-                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
-                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-                  "print(peak * 1024)\n")
-        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
-        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        peak = int(out.split()[-1]) / 2**30
-        if peak > max_gb:
-            raise AssertionError(f"score {expr}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+        _in_fresh_process(f"tf.score({expr!r})\nbad = []\n", f"score {expr}", max_gb)
     return run
 
 
@@ -347,6 +357,41 @@ case("score C(100000,{1,316}) (<= 2 GiB)", 10.0, group="scale",
      repeat=3)(_score_at_scale("C(100000,{1,316})", 2.0))
 case("score Pi(4,100000) (not vertex-transitive; <= 4 GiB)", 300.0, group="scale",
      repeat=1)(_score_at_scale("Pi(4,100000)", 4.0))
+
+
+def _search_at_scale(n: int, d: int, max_gb: float):
+    """`search --n N --d D` (baselines included, as by default) in a fresh process with a
+    fresh cache, failing the case when it peaked above ``max_gb`` GiB resident or left a
+    frontier point or a baseline unverified (issue 31's acceptance)."""
+    def run(_):
+        bad = _in_fresh_process(
+            f"r = tf.search({n}, {d}, baselines=True)\n"
+            "bad = [p.expr for p in r.frontier if not p.verified]\n"
+            "bad += [b['expr'] for b in r.baselines if b['expr'] and not b['verified']]\n",
+            f"search {n} {d}", max_gb)
+        if bad:
+            raise AssertionError(f"search {n} {d}: not verified: {', '.join(bad)}")
+    return run
+
+
+case("search --n 10000 --d 8, cold cache, baselines (<= 4 GiB, all verified)", 30.0,
+     group="scale", repeat=1)(_search_at_scale(10_000, 8, 4.0))
+for _d in (4, 8, 16):
+    case(f"search --n 100000 --d {_d}, cold cache, baselines (<= 8 GiB, all verified)",
+         120.0, group="scale", repeat=1)(_search_at_scale(100_000, _d, 8.0))
+
+
+@case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",
+      repeat=3)
+def _ring_by_symmetry(_):
+    orbit = ring_orbit(8, 100_000)
+    replay_by_symmetry(orbit)
+    assert orbit.tau == Fraction(99_999, 100_000)
+
+
+@case("DBT(100000) two-tree (T_L, tau) in closed form", 5.0, group="scale", repeat=3)
+def _two_tree_closed_form(_):
+    two_tree_cost(100_000)
 
 
 #: The verified frontier of `search --n 1024 --d 4` (results/search_N1024_d4.json).

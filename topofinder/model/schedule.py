@@ -245,6 +245,25 @@ def validate(schedule: StepSchedule) -> None:
                                 f"{exc}") from None
 
 
+def validate_sources(schedule: StepSchedule, sources) -> None:
+    """Replay only the shards of ``sources`` (node ids) of an allgather or reduce-scatter whose
+    rows all carry one of those shards: the same checks as :func:`validate`, each shard's
+    spreading being independent of the others'. Used by replay by symmetry (one source per
+    orbit, topofinder.model.symmetric)."""
+    s, topo, p = schedule.sends, schedule.topology, schedule.shard_chunks
+    sources = np.unique(np.asarray(sources, np.int64))
+    _check_rows(s, topo, p)
+    stray = ~np.isin(s[:, 1], sources)
+    if stray.any():
+        raise ScheduleError(f"{_describe(s[np.argmax(stray)])}: not a shard being replayed")
+    if schedule.collective == Collective.ALLGATHER:
+        _replay_allgather(s, topo.n, p, sources)
+    elif schedule.collective == Collective.REDUCE_SCATTER:
+        _replay_reduce_scatter(s, topo.n, p, sources)
+    else:
+        raise ScheduleError("a replay by sources takes an allgather or a reduce-scatter")
+
+
 def _describe(row) -> str:
     t, v, lo, hi, u, w = (int(x) for x in row)
     return f"step {t}: node {u} sends chunks [{lo},{hi}) of node {v}'s shard to node {w}"
@@ -289,9 +308,10 @@ class _Segments:
     """Chunk ranges refined per shard: every lo/hi of a shard's sends is a breakpoint, so each
     send covers whole segments and all nodes share the segmentation of a shard."""
 
-    def __init__(self, s: np.ndarray, n: int, p: int):
+    def __init__(self, s: np.ndarray, n: int, p: int, sources: np.ndarray | None = None):
         self.n, self.p = n, p
-        base = np.arange(n, dtype=np.int64) * (p + 1)
+        sources = np.arange(n, dtype=np.int64) if sources is None else sources
+        base = np.asarray(sources, np.int64) * (p + 1)
         v, lo, hi = s[:, 1], s[:, 2], s[:, 3]
         codes = np.unique(np.concatenate([base, base + p, v * (p + 1) + lo, v * (p + 1) + hi]))
         self.codes = codes
@@ -319,8 +339,10 @@ class _Segments:
         return idx, owner, starts
 
 
-def _replay_allgather(s: np.ndarray, n: int, p: int) -> None:
-    seg = _Segments(s, n, p)
+def _replay_allgather(s: np.ndarray, n: int, p: int, sources: np.ndarray | None = None) -> None:
+    """Allgather replay of the shards of ``sources`` (default all; every row's v must be one
+    of them): the shards spread independently, so a subset replays on its own."""
+    seg = _Segments(s, n, p, sources)
     never = np.iinfo(np.int64).max
     arrival = np.full((n, seg.g), never, np.int64)   # first step after which a node holds it
     arrival[seg.shard, np.arange(seg.g)] = 0
@@ -346,8 +368,10 @@ def _replay_allgather(s: np.ndarray, n: int, p: int) -> None:
                             f"{int(seg.pos[k])} of node {int(seg.shard[k])}'s shard")
 
 
-def _replay_reduce_scatter(s: np.ndarray, n: int, p: int) -> None:
-    seg = _Segments(s, n, p)
+def _replay_reduce_scatter(s: np.ndarray, n: int, p: int,
+                           sources: np.ndarray | None = None) -> None:
+    """Reduce-scatter replay of the shards of ``sources`` (default all), as above."""
+    seg = _Segments(s, n, p, sources)
     count = np.ones((n, seg.g), np.int64)     # contributions in each node's partial sum
     flat = count.reshape(-1)
     if s.shape[0]:

@@ -28,7 +28,8 @@ SEARCH_VERSION = 1
 @dataclass(frozen=True)
 class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
-    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT).
+    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT);
+    ``verified_by``: how it was replayed ("full"; None when not).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
     ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
@@ -62,6 +63,7 @@ class FrontierPoint:
     objective_s: float
     alltoall_gap: float | None = None
     iteration: dict | None = None
+    verified_by: str | None = None
     robust: dict | None = None
     broadcast: dict | None = None
 
@@ -206,7 +208,8 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         alltoall_f_upper=v.alltoall_f_upper, alltoall_bound=v.alltoall_bound,
         alltoall_method=v.alltoall_method, allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=objective,
-        alltoall_gap=v.alltoall_gap, iteration=iteration, broadcast=broadcast)
+        alltoall_gap=v.alltoall_gap, iteration=iteration, verified_by=v.verified_by,
+        broadcast=broadcast)
 
 
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,
