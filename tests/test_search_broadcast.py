@@ -105,6 +105,10 @@ def test_cli_table_and_bad_share(capsys):
     assert main(["search", "--n", "8", "--d", "2", "--broadcast-share", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "broadcast share must be" in err and "\n" not in err
+    assert main(["search", "--n", "8", "--d", "2", "--broadcast-share", "0.3", "--robust",
+                 "--no-cache"]) == 2                 # the worst failure has no broadcast price
+    err = capsys.readouterr().err.strip()
+    assert "--robust" in err and "\n" not in err
 
 
 def test_sweep_spec_reads_the_share(tmp_path):
