@@ -20,6 +20,11 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
                      _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+    if any(Collective.BROADCAST in p for p in result["frontier"]):
+        rows[0] += ("broadcast TP", Collective.BROADCAST)
+        for i, p in enumerate(result["frontier"]):
+            b = p[Collective.BROADCAST]
+            rows[i + 1] += (b["TP_exact"] or "", _us(b["time_s"]))
     if any(p.get("robust") for p in result["frontier"]):
         rows[0] += ("worst failure",)
         for i, p in enumerate(result["frontier"]):

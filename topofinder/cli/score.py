@@ -54,7 +54,8 @@ def _add_oneroot(p) -> None:
                         "its receives) total at most --node-bandwidth")
     g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
     g.add_argument("--node-bandwidth", metavar="B", help="per-node send and receive cap in "
-                   "units of b (a fraction is fine), with --port-model node")
+                   "units of b (a fraction is fine), with --port-model node; default: the "
+                   "node_bandwidth the topology file states (docs/formats.md)")
     g.add_argument("--schedule", metavar="FILE", help="broadcast/reduce: also write the "
                    "replayed periodic schedule JSON (docs/formats.md)")
 

@@ -40,10 +40,11 @@ class Group:
 
 
 def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
-                       cap: np.ndarray | None = None) -> Group:
+                       cap: np.ndarray | None = None, fixed: int | None = None) -> Group:
     """The full automorphism group of the digraph with arcs (tail[e], head[e]) of capacity
-    cap[e] (no parallel arcs: collapse multi-arcs into capacities first; self-loops dropped).
-    Needs python-igraph (bliss)."""
+    cap[e] (no parallel arcs: collapse multi-arcs into capacities first; self-loops dropped);
+    with ``fixed`` a node, its stabiliser (the automorphisms mapping it to itself: the node
+    gets a colour of its own). Needs python-igraph (bliss)."""
     try:
         import igraph
     except ImportError:                                          # pragma: no cover
@@ -73,6 +74,8 @@ def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
         edges = np.argwhere(~present)
     else:
         edges = np.stack([tail, head], 1)
+    if fixed is not None:
+        colours[fixed] = max(colours) + 1
     g = igraph.Graph(n=len(colours), edges=edges.tolist(), directed=True)
     raw = g.automorphism_group(sh="fl", color=colours)
     limit = sys.get_int_max_str_digits()

@@ -36,6 +36,7 @@ from topofinder.scoring.oneroot.exact_lp import (
 )
 from topofinder.scoring.oneroot.platform import Platform
 from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
+from topofinder.scoring.symmetry import automorphism_group
 from topofinder.model.collectives import Collective
 
 COLLECTIVES = (Collective.BROADCAST, Collective.REDUCE, Collective.SCATTER, Collective.GATHER)
@@ -80,10 +81,23 @@ def _destinations(pl: Platform) -> np.ndarray:
     return np.delete(np.arange(pl.n), pl.root)
 
 
-def multiport_broadcast(pl: Platform) -> Throughput:
+def stabiliser_representatives(pl: Platform) -> np.ndarray:
+    """One destination per orbit of the root's stabiliser in Aut(G) (capacities kept): an
+    automorphism fixing the root maps every root→v flow onto a root→p(v) flow of the same
+    value, so min_v maxflow(root, v) needs one max-flow per orbit."""
+    group = automorphism_group(pl.n, pl.src, pl.dst, pl.cap, fixed=pl.root)
+    label = group.orbits()
+    first = np.unique(label, return_index=True)[1]
+    return np.sort(first[first != pl.root])
+
+
+def multiport_broadcast(pl: Platform, symmetry: bool = True) -> Throughput:
     """TP = min_v maxflow(root, v) on the capacities (Edmonds' branching theorem), exact; the
-    certificate is the minimum root cut (its capacity equals TP)."""
-    tp, v, side = maxflows(pl, pl.cap, _destinations(pl))
+    certificate is the minimum root cut (its capacity equals TP). ``symmetry``: one max-flow
+    per orbit of the root's stabiliser (:func:`stabiliser_representatives`), else one per
+    destination."""
+    targets = stabiliser_representatives(pl) if symmetry else _destinations(pl)
+    tp, v, side = maxflows(pl, pl.cap, targets)
     crossing = side[pl.src] & ~side[pl.dst]
     assert int(pl.cap[crossing].sum()) == tp
     return Throughput(Collective.BROADCAST, Fraction(tp),
