@@ -13,6 +13,7 @@ import networkx as nx
 import pytest
 
 from topofinder.cli.main import main
+from topofinder.model.collectives import Collective
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "topofinder"
@@ -191,3 +192,30 @@ def test_no_function_over_80_lines(layer):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > 80]
     assert not long, long
+
+
+def _collective_literals(path: Path) -> list[str]:
+    """``line value`` of every string constant (docstrings aside) that spells a collective."""
+    tree = ast.parse(path.read_text())
+    names = {c.value for c in Collective}
+    docstrings = {id(body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and (body := node.body) and isinstance(body[0], ast.Expr)}
+    return [f"{node.lineno} {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names
+            and id(node) not in docstrings]
+
+
+def test_collective_names_come_from_the_enum():
+    """Collective names are spelled once, in model/collectives.py; code says Collective.X."""
+    home = PACKAGE / "model" / "collectives.py"
+    found = [f"{path.relative_to(ROOT)}:{hit}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path != home for hit in _collective_literals(path)]
+    assert found == []
+
+
+def test_the_collective_check_sees_a_planted_literal(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""allgather in a docstring is prose."""\nKIND = "reduce-scatter"\n')
+    assert _collective_literals(planted) == ["2 'reduce-scatter'"]

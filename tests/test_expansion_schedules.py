@@ -128,15 +128,22 @@ def test_hand_made_bases_are_bw_optimal(name):
     assert a.tau == Fraction(n - 1, n)
 
 
+def expanded(name: str, schedule, operation, prediction, k: int):
+    """Base ``name``, its k-fold expanded schedule (replay-validated, on exactly the arcs of
+    ``operation``) and the paper's prediction (N, d, T_L, τ) for it."""
+    a = base(name)
+    b = schedule(a, k)
+    validate(b)
+    assert b.topology.same_arcs(operation(a.topology, k))
+    return a, b, prediction(*facts(a), k)
+
+
 # ---- line graph --------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("times", [1, 2])
 def test_line_graph_schedule_matches_prediction(name, times):
-    a = base(name)
-    b = es.line_graph_schedule(a, times)
-    validate(b)
-    assert b.topology.same_arcs(operations.line_graph(a.topology, times))
-    n, d, t_l, tau = predict.predict_line_graph(*facts(a), times=times)
+    a, b, (n, d, t_l, tau) = expanded(name, es.line_graph_schedule, operations.line_graph,
+                                      predict.predict_line_graph, times)
     assert (b.topology.n, b.topology.degree) == (n, d)
     if lg_exact(a):
         assert (b.num_steps, b.tau) == (t_l, tau)
@@ -178,11 +185,8 @@ def test_line_graph_reduce_scatter_by_reverse_symmetry():
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("factor", [2, 3])
 def test_degree_schedule_matches_prediction(name, factor):
-    a = base(name)
-    b = es.degree_schedule(a, factor)
-    validate(b)
-    assert b.topology.same_arcs(operations.degree_expansion(a.topology, factor))
-    n, d, t_l, tau = predict.predict_degree_expansion(*facts(a), factor)
+    _, b, (n, d, t_l, tau) = expanded(name, es.degree_schedule, operations.degree_expansion,
+                                      predict.predict_degree_expansion, factor)
     assert (b.topology.n, b.topology.degree, b.num_steps, b.tau) == (n, d, t_l, tau)
     assert b.tau == Fraction(n - 1, n)           # Cor 11.1: BW optimality is preserved
 

@@ -99,17 +99,25 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path):
                                             err.strip() == "topofinder: interrupted")
 
 
-@pytest.mark.parametrize("plan, schedule, says", [
-    ("plan_c6.csv", "schedule_version2.json", "version 2"),
-    ("plan_c6.csv", "schedule_broadcast.json", "collective 'broadcast'"),
-    ("plan_c6.csv", "schedule_step0.json", "steps >= 1"),
-    ("plan_c6.csv", "schedule_shard_out_of_range.json", "0 <= lo < hi <= P"),
-    ("plan_c6.csv", "schedule_columns_reversed.json", "columns"),
-    ("plan_fibre_twice.csv", "schedule_c6.json", "two fibres"),
-    ("plan_port_twice.csv", "schedule_c6.json", "two fibres")])
-def test_check_validates_the_plan_and_the_document_first(plan, schedule, says, capsys):
-    text = _one_line_exit_2(["check", str(HOSTILE / plan), str(HOSTILE / schedule)], capsys)
-    assert says in text
+#: (plan, schedule) pairs that ``check`` must refuse, by what its one line says; every plan
+#: and schedule not named here is the valid C6 one.
+BAD_CHECK_INPUTS = {
+    "version 2": {"schedule": "schedule_version2.json"},
+    "collective 'broadcast'": {"schedule": "schedule_broadcast.json"},
+    "steps >= 1": {"schedule": "schedule_step0.json"},
+    "0 <= lo < hi <= P": {"schedule": "schedule_shard_out_of_range.json"},
+    "columns": {"schedule": "schedule_columns_reversed.json"},
+    "two fibres": {"plan": "plan_fibre_twice.csv"},
+    "two fibres ": {"plan": "plan_port_twice.csv"},
+}
+
+
+@pytest.mark.parametrize("says", BAD_CHECK_INPUTS)
+def test_check_validates_the_plan_and_the_document_first(says, capsys):
+    files = {"plan": "plan_c6.csv", "schedule": "schedule_c6.json", **BAD_CHECK_INPUTS[says]}
+    text = _one_line_exit_2(["check", str(HOSTILE / files["plan"]),
+                             str(HOSTILE / files["schedule"])], capsys)
+    assert says.strip() in text
 
 
 def test_the_valid_pair_still_checks(capsys):

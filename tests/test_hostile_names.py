@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from topofinder.cli.main import main
@@ -38,6 +38,13 @@ def _hosts(out: str, fmt: str) -> list[str]:
     if fmt == "rankfile":
         return [line.split("=", 1)[1].rsplit(" slot=0", 1)[0] for line in out.splitlines()]
     return [shlex.split(line)[0] for line in out.splitlines()]
+
+
+def _kept(names: list[str]) -> list[str] | None:
+    """The names a topology keeps: names that are just its ranks 0..N−1 in order are no names
+    (``Topology.labels`` None, docs of model/topology.py), and rank files call those hosts
+    node0, node1, …"""
+    return None if names == [str(r) for r in range(len(names))] else names
 
 
 def _no_formula_cells(out: str) -> None:
@@ -95,6 +102,7 @@ _NAME = st.text(st.one_of(st.characters(), st.sampled_from(list("$`;|&<>(){}[]'\
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(_NAME, min_size=2, max_size=5, unique=True))
+@example(["0", "1"])                             # names that are the ranks: no names at all
 def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
     """Any names in a JSON topology: each rank format is refused in one line, or reads back
     the same names in rank order, CSV has no formula cell and torchrun lines are valid bash
@@ -105,11 +113,12 @@ def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
         if code != 0:
             assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
             continue
-        assert _hosts(out, fmt) == names
+        hosts = _kept(names) or [f"node{r}" for r in range(len(names))]
+        assert _hosts(out, fmt) == hosts
         if fmt == "csv":
             _no_formula_cells(out)
         else:
-            assert all(HOST_NAME.fullmatch(x) for x in names)
+            assert all(HOST_NAME.fullmatch(x) for x in hosts)
         if fmt == "torchrun" and shutil.which("bash"):
             assert subprocess.run(["bash", "-n"], input=out, text=True).returncode == 0
             for r, line in enumerate(out.splitlines()):
@@ -119,6 +128,7 @@ def test_fuzzed_names_through_every_rank_format(tmp_path, capsys, names):
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(_NAME, min_size=2, max_size=4, unique=True))
+@example(["0", "1"])
 def test_accepted_names_survive_every_topology_format(tmp_path, capsys, names):
     """A topology whose names topofinder accepts is written in each format and read back with
     the same names in the same rank order, or the format is refused in one line."""
@@ -135,4 +145,5 @@ def test_accepted_names_survive_every_topology_format(tmp_path, capsys, names):
         if code != 0:
             assert code == 2 and len(err.strip().splitlines()) == 1
             continue
-        assert list(read_topology(str(out)).labels) == names, fmt
+        labels = read_topology(str(out)).labels
+        assert (labels and list(labels)) == _kept(names), fmt

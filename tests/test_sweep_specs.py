@@ -11,13 +11,13 @@ from topofinder.batch import sweep
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
 
-GOOD = 'name = "t"\ndegrees = [2]\nn = [8, 9]\n'
-
-
 def _spec(tmp_path, text: str):
     path = tmp_path / "spec.toml"
     path.write_text(text)
     return path
+
+
+GOOD = 'name = "t"\ndegrees = [2]\nn = [8, 9]\n'
 
 
 @pytest.mark.parametrize("text,words", [
@@ -33,6 +33,10 @@ def _spec(tmp_path, text: str):
     ('name = "t"\ndegrees = [9]\nn = [4]\n', "no cell"),
     ('name = "t"\ndegrees = [2]\nn_min = 2\nn_max = 100000000\n', "cells"),
     ('name = "t"\ndegrees = [2]\nn = [8]\nverify = 1\n', "true or false"),
+    ('degrees = []\nn = [8]', "degrees"),
+    ('degrees = [2]\nn_min = 10\nn_max = 5', "n_min"),
+    ("degrees = [2]\nn = [8]\ncolour = 'red'", "unknown key"),
+    ('degrees = [2\n', "not valid TOML"),
 ])
 def test_bad_specs_are_refused_in_one_line(tmp_path, text, words):
     with pytest.raises(TopofinderError) as err:

@@ -170,12 +170,22 @@ def test_switch_markers_in_every_format(tmp_path):
     ("switch 9\n0 1\n1 0\n", "appears on no arc"),
     ("0 1 5GB/s\n1 0 3\n", "carry a bandwidth unit"),
     ("0 1 5furlongs\n1 0 5furlongs\n", "unknown bandwidth"),
+    # node bandwidth caps (issue 30): refused in one line naming the file and line
+    ("0 1\n1 0\nnode_bandwidth 0\n", ":3: node_bandwidth must be a positive number"),
+    ("0 1\nnode_bandwidth -2\n1 0\n", ":2: node_bandwidth must be a positive number"),
+    ("node_bandwidth fast\n0 1\n1 0\n", ":1: node_bandwidth must be a positive number"),
+    ("node_bandwidth 3 4\n0 1\n1 0\n", ":1: expected one 'node_bandwidth B' line"),
+    ("node_bandwidth 3\nnode_bandwidth 4\n0 1\n1 0\n", ":2: expected one"),
+    ("node_bandwidth 3/0\n0 1\n1 0\n", ":1: node_bandwidth must be"),
+    ("node_bandwidth 3GB/s\n0 1\n1 0\n", "carries a unit but the capacities do not"),
+    ("node_bandwidth 3\n0 1 1GB/s\n1 0 1GB/s\n", "give node_bandwidth one too"),
 ])
 def test_bad_switch_or_unit_input(tmp_path, text, message):
     path = tmp_path / "bad.txt"
     path.write_text(text)
-    with pytest.raises(TopofinderError, match=message):
+    with pytest.raises(TopofinderError, match=message) as exc:
         read_topology(str(path))
+    assert "\n" not in str(exc.value) and str(path) in str(exc.value)
 
 
 def test_gbps_and_gbs_mix_to_one_unit(tmp_path):

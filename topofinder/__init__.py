@@ -31,7 +31,8 @@ API_NAMES = ("Source", "load", "score", "schedule", "load_schedule", "relabel", 
              "SweepResult", "Workload", "MoEWorkload", "load_moe", "StepSchedule", "TreeSchedule",
              "AllToAllSchedule", "FC_TIME_LIMIT", "DEFAULT_INTRA", "SCHEDULE_FORMATS",
              "CATALOG_PRESETS", "AFFINE_TRIES", "AFFINE_SEED", "MAX_BENCH_REPEAT",
-             "RUN_DESCRIPTION", "failed", "fail", "bypass", "spare", "PAIR_BUDGET")
+             "RUN_DESCRIPTION", "failed", "fail", "bypass", "spare", "PAIR_BUDGET",
+             "Collective")
 
 __all__ = ["Topology", "TopofinderError", "__version__", *API_NAMES]
 

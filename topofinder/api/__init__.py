@@ -48,6 +48,7 @@ from topofinder import API_NAMES
 from topofinder.errors import TopofinderError
 from topofinder.finder.describe import FC_TIME_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.collectives import Collective
 from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology

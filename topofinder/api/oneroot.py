@@ -8,9 +8,10 @@ import os
 from topofinder.api.topology import Source, emit, load
 from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.scoring.oneroot.summary import oneroot_schedule, oneroot_score
+from topofinder.model.collectives import Collective
 
 
-def score_oneroot(source: Source, collective: str = "broadcast", *, root: int = 0,
+def score_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
                   port_model: str = "one", node_bandwidth=None, compare: bool = True) -> dict:
     """The steady-state throughput of a one-root ``collective`` (broadcast, reduce, scatter,
     gather) from ``root`` under ``port_model`` ("one", "multi", or "node" with
@@ -24,7 +25,7 @@ def score_oneroot(source: Source, collective: str = "broadcast", *, root: int = 
     return oneroot_score(load(source), collective, root, port_model, node_bandwidth, compare)
 
 
-def schedule_oneroot(source: Source, collective: str = "broadcast", *, root: int = 0,
+def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
                      port_model: str = "one", node_bandwidth=None,
                      path: str | os.PathLike | None = None) -> PeriodicSchedule:
     """The periodic broadcast (or reduce) schedule at the optimal TP, replayed (weighted trees

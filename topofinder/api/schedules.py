@@ -8,7 +8,6 @@ mapping, and write it as JSON, MSCCL XML or npz (docs/formats.md).
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -22,18 +21,20 @@ from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_st
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
-from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
+from topofinder.model.schedule import (COLLECTIVES, StepSchedule, dumps_document, parse_object,
+                                       validate)
 from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
+from topofinder.model.collectives import Collective
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
 SCHEDULE_FORMATS = ("json", "xml", "npz")
 
 
-def schedule(source: Source, collective: str = "allgather", kind: str = "steps", *,
+def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str = "steps", *,
              low_trees: bool = False, trees_per_root: int | None = None,
              steps: int | None = None) -> Schedule:
     """The replay-validated schedule `topofinder export --what schedule` writes.
@@ -152,10 +153,10 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         save_npz(sched, path)
         return None
     if fmt == "json":
-        doc = sched.to_dict()
+        doc = sched.to_dict(_rows=True) if isinstance(sched, StepSchedule) else sched.to_dict()
         if physical is not None:
             doc["physical"] = [int(x) for x in physical]
-        return emit(json.dumps(doc) + "\n", path)
+        return emit(dumps_document(doc, "\n"), path)
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
@@ -166,7 +167,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
-                       *, collective: str = "allgather", kind: str = "steps",
+                       *, collective: str = Collective.ALLGATHER, kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
                        announce=None, **xml_options) -> tuple[Schedule, str | None]:
@@ -192,7 +193,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if renaming is not None:
         built = relabel_schedule(built, renaming)
     if kind == "trees" and fmt != "json":
-        if collective != "allgather" and fmt != "xml":
+        if collective != Collective.ALLGATHER and fmt != "xml":
             raise TopofinderError(f"{collective} tree schedules are written as json or xml")
         if built.topology.has_switches:
             raise TopofinderError("tree schedules with routes through switches are written as "

@@ -84,6 +84,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
     workload = network_workload(workload, moe)
+    if robust and workload is not None and workload.broadcast_share:
+        raise TopofinderError("search: --robust prices the worst failure's allreduce and "
+                              "all-to-all only; drop --broadcast-share or --robust")
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress)

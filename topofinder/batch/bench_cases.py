@@ -4,6 +4,7 @@ performance table in docs/performance.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -22,8 +23,10 @@ from topofinder.families.distance_regular import (
 from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
 from topofinder.model.operations import line_graph
+from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
 from topofinder.resilience.survey import survey
+from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_cost
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary, concurrent_flow
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.allgather.bfb import bfb_score
@@ -31,6 +34,7 @@ from topofinder.scoring.trees.forestcoll import optimal_trees
 from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.scoring.oneroot.summary import oneroot_score
+from topofinder.model.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -252,11 +256,12 @@ def _alltoall(topo_fn, max_gap):
 
 
 case("all-to-all f C(1024,{23,24}) (N=1024, d=4; symmetry, certified gap <= 1e-6)", 60.0,
-     group="alltoall", repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
+     group=Collective.ALLTOALL, repeat=3)(_alltoall(lambda: circulant(1024, [23, 24]), 1e-6))
 case("all-to-all f L^3(C(16,{3,4})) (N=1024, d=4; 32 orbits, certified gap <= 1e-4)", 60.0,
-     group="alltoall", repeat=1)(_alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
+     group=Collective.ALLTOALL, repeat=1)(
+    _alltoall(lambda: line_graph(circulant(16, [3, 4]), 3), 1e-4))
 case("all-to-all f Pi(4,1024) (N=1024, d=4; 51 orbits, certified gap <= 1e-4)", 60.0,
-     group="alltoall", repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
+     group=Collective.ALLTOALL, repeat=1)(_alltoall(lambda: generalized_kautz(4, 1024), 1e-4))
 
 
 def _alltoall_score(expr: str, max_gap: float):
@@ -269,7 +274,7 @@ def _alltoall_score(expr: str, max_gap: float):
 
 
 for _expr in ("Pi(4,1024)", "L^3(C(16,{3,4}))", "L(DBJMod(2,4)^2)", "L^2(Diamond^2)"):
-    case(f"all-to-all bracket (score default, gap <= 1 %) {_expr}", 20.0, group="alltoall",
+    case(f"all-to-all bracket (score default, gap <= 1 %) {_expr}", 20.0, group=Collective.ALLTOALL,
          repeat=1)(_alltoall_score(_expr, 0.01))
 
 
@@ -303,7 +308,7 @@ def _warm_cache_dir() -> str:
     return str(path)
 
 
-case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 10.0,
+case("search --n 1024 --d 4, verified frontier, cold cache (subprocess)", 3.0,
      group="search", repeat=3)(_search_cli(_fresh_cache_dir))
 case("search --n 1024 --d 4, warm cache (subprocess)", 1.0, group="search", repeat=3,
      setup=lambda: _search_cli(_warm_cache_dir)(None))(_search_cli(_warm_cache_dir))
@@ -312,44 +317,48 @@ case("search --n 1024 --d 4 --size 64MB --alltoall-share 0.3, cold cache (subpro
     _search_cli(_fresh_cache_dir, "--size", "64MB", "--alltoall-share", "0.3"))
 
 
+def _in_fresh_process(code: str, label: str, max_gb: float) -> list[str]:
+    """Run ``code`` (with ``tf`` = topofinder; it sets ``bad``, a list of strings) in a fresh
+    process with a fresh cache; AssertionError when the process (or a worker it started)
+    peaked above ``max_gb`` GiB resident. Returns ``bad``."""
+    import subprocess
+    import sys
+
+    # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
+    # keeps the parent's high-water mark (the bench process itself, GBs after the
+    # all-to-all cases); workers it starts from RUSAGE_CHILDREN
+    script = ("import re, resource, topofinder as tf\n" + code +
+              "status = open('/proc/self/status').read()\n"
+              "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+              "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+              "print(peak * 1024, *bad)\n")
+    env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    peak = int(out[0]) / 2**30
+    if peak > max_gb:
+        raise AssertionError(f"{label}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+    return out[1:]
+
+
 def _score_at_scale(expr: str, max_gb: float):
     """`score EXPR` in a fresh process with the default settings, failing the case when the
     process (or a worker it started) peaked above ``max_gb`` GB resident."""
-    return _peak_within(f"tf.score({expr!r})\n", f"score {expr}", max_gb)
+    def run(_):
+        _in_fresh_process(f"tf.score({expr!r})\nbad = []\n", f"score {expr}", max_gb)
+    return run
 
 
 def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
     """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
-    process: written or refused (one-line TopofinderError), within ``max_gb`` GB."""
-    code = ("try:\n"
+    process: written or refused (one-line TopofinderError), within ``max_gb`` GiB."""
+    code = ("bad = []\ntry:\n"
             f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={coll!r})\n"
             "except tf.TopofinderError:\n"
             "    pass\n")
-    return _peak_within(code, f"export {expr} {coll} xml", max_gb)
 
-
-def _peak_within(code: str, what: str, max_gb: float):
-    """Run ``code`` (``tf`` is topofinder) in a fresh process, failing when it (or a worker
-    it started) peaked above ``max_gb`` GB resident."""
     def run(_):
-        import subprocess
-        import sys
-
-        # the process's own peak from VmHWM: ru_maxrss of a child started by vfork + exec
-        # keeps the parent's high-water mark (the bench process itself, GBs after the
-        # all-to-all cases); workers it starts from RUSAGE_CHILDREN
-        script = ("import re, resource, topofinder as tf\n"
-                  f"{code}"
-                  "status = open('/proc/self/status').read()\n"
-                  "own = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
-                  "peak = max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-                  "print(peak * 1024)\n")
-        env = dict(__import__("os").environ, TOPOFINDER_CACHE=_fresh_cache_dir())
-        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        peak = int(out.split()[-1]) / 2**30
-        if peak > max_gb:
-            raise AssertionError(f"{what}: peak memory {peak:.2f} GiB > {max_gb:g} GiB")
+        _in_fresh_process(code, f"export {expr} {coll} xml", max_gb)
     return run
 
 
@@ -364,6 +373,41 @@ case("score C(100000,{1,316}) (<= 2 GiB)", 10.0, group="scale",
      repeat=3)(_score_at_scale("C(100000,{1,316})", 2.0))
 case("score Pi(4,100000) (not vertex-transitive; <= 4 GiB)", 300.0, group="scale",
      repeat=1)(_score_at_scale("Pi(4,100000)", 4.0))
+
+
+def _search_at_scale(n: int, d: int, max_gb: float):
+    """`search --n N --d D` (baselines included, as by default) in a fresh process with a
+    fresh cache, failing the case when it peaked above ``max_gb`` GiB resident or left a
+    frontier point or a baseline unverified (issue 31's acceptance)."""
+    def run(_):
+        bad = _in_fresh_process(
+            f"r = tf.search({n}, {d}, baselines=True)\n"
+            "bad = [p.expr for p in r.frontier if not p.verified]\n"
+            "bad += [b['expr'] for b in r.baselines if b['expr'] and not b['verified']]\n",
+            f"search {n} {d}", max_gb)
+        if bad:
+            raise AssertionError(f"search {n} {d}: not verified: {', '.join(bad)}")
+    return run
+
+
+case("search --n 10000 --d 8, cold cache, baselines (<= 4 GiB, all verified)", 30.0,
+     group="scale", repeat=1)(_search_at_scale(10_000, 8, 4.0))
+for _d in (4, 8, 16):
+    case(f"search --n 100000 --d {_d}, cold cache, baselines (<= 8 GiB, all verified)",
+         120.0, group="scale", repeat=1)(_search_at_scale(100_000, _d, 8.0))
+
+
+@case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",
+      repeat=3)
+def _ring_by_symmetry(_):
+    orbit = ring_orbit(8, 100_000)
+    replay_by_symmetry(orbit)
+    assert orbit.tau == Fraction(99_999, 100_000)
+
+
+@case("DBT(100000) two-tree (T_L, tau) in closed form", 5.0, group="scale", repeat=3)
+def _two_tree_closed_form(_):
+    two_tree_cost(100_000)
 
 
 #: The verified frontier of `search --n 1024 --d 4` (results/search_N1024_d4.json).
@@ -391,7 +435,8 @@ def _export_failed(fmt: str):
 
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run([sys.executable, "-m", "topofinder", "export", "L^3(C(16,{1,6}))",
-                            "--what", "schedule", "--collective", "allreduce", "--fail-node",
+                            "--what", "schedule", "--collective", Collective.ALLREDUCE,
+                            "--fail-node",
                             "5", "--format", fmt, "-o", f"{tmp}/s.{fmt}"], check=True,
                            capture_output=True)
     return run
@@ -406,18 +451,18 @@ for _fmt in ("json", "npz"):
 @case("one-port broadcast Pi(4,1024) + best tree/DAG (exact, certified)", 10.0,
       setup=lambda: generalized_kautz(4, 1024), repeat=3, group="oneroot")
 def _oneroot_pi1024(topo):
-    out = oneroot_score(topo, "broadcast", 0, "one")
+    out = oneroot_score(topo, Collective.BROADCAST, 0, "one")
     assert out["TP_exact"] == "1/1" and out["certificate"]["kind"] == "port-row"
 
 
 @case("one-port broadcast C(10000,{1,5,25,125}) (N=10^4 vertex-transitive)", 60.0,
       setup=lambda: circulant(10000, [1, 5, 25, 125]), repeat=1, group="oneroot")
 def _oneroot_c10000(topo):
-    oneroot_score(topo, "broadcast", 0, "one", compare=False)
+    oneroot_score(topo, Collective.BROADCAST, 0, "one", compare=False)
 
 
 @case("multi-port broadcast Torus(100,100) (N=10^4, min cut over 9999 max-flows)", 60.0,
       setup=lambda: torus(100, 100), repeat=1, group="oneroot")
 def _oneroot_torus_multi(topo):
-    out = oneroot_score(topo, "broadcast", 0, "multi", compare=False)
+    out = oneroot_score(topo, Collective.BROADCAST, 0, "multi", compare=False)
     assert out["TP_exact"] == "4/1"

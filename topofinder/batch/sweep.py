@@ -12,6 +12,8 @@ A spec names node counts, degrees and workloads:
     alpha = "10us"
     bandwidth = "100Gbps"
     sizes = ["1MB", "100MB"]       # one "best topology per N" ranking per size
+    broadcast_share = 0.0          # optional: best.csv ranks by the mix with a one-root
+                                   # broadcast of the same size (as search --broadcast-share)
 
 Every (N, d) cell is written to results/<name>/cells/N<N>_d<d>.json atomically as soon as it
 is done, so an interrupted sweep resumes where it stopped (done cells are skipped) and produces
@@ -34,6 +36,7 @@ from topofinder.compute.output import note_input, write_text
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
+from topofinder.workload.broadcast import broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.finder.frontier import predicted_frontier
 from topofinder.finder.verify import allreduce_price
@@ -64,7 +67,7 @@ MAX_CELLS = 50_000
 MAX_DEGREE = 16
 #: Most workload sizes per spec (each gets a best.csv ranking and a plot per degree).
 MAX_SIZES = 16
-_WORKLOAD_KEYS = {"alpha", "bandwidth", "sizes", "alltoall_share"}
+_WORKLOAD_KEYS = {"alpha", "bandwidth", "sizes", "alltoall_share", "broadcast_share"}
 
 
 def _int(value) -> bool:
@@ -150,12 +153,13 @@ def load_spec(path: str | Path) -> Spec:
         if not isinstance(w.get(key, ""), str):
             raise TopofinderError(f"sweep: workload.{key} must be a string such as "
                                   f"{'10us' if key == 'alpha' else '100Gbps'!r}")
-    share = w.get("alltoall_share", 0.0)
-    if isinstance(share, bool) or not isinstance(share, (int, float)):
-        raise TopofinderError(f"sweep: workload.alltoall_share must be a number in [0, 1], "
-                              f"got {share!r}")
+    shares = [w.get(key, 0.0) for key in ("alltoall_share", "broadcast_share")]
+    for key, share in zip(("alltoall_share", "broadcast_share"), shares):
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
+            raise TopofinderError(f"sweep: workload.{key} must be a number in [0, 1], "
+                                  f"got {share!r}")
     workloads = tuple(Workload.from_strings(w.get("alpha", "10us"), w.get("bandwidth", "100Gbps"),
-                                            s, share) for s in sizes)
+                                            s, *shares) for s in sizes)
     return Spec(name, tuple(cells), bidirectional, verify, workloads, tuple(sizes))
 
 
@@ -269,24 +273,37 @@ def write_summaries(spec: Spec, cells: list[dict], out: Path) -> None:
     atomic_write(out / "frontier.csv", _csv(rows))
     atomic_write(out / "frontier.json", json.dumps({"spec": spec.name, "cells": cells},
                                                    indent=1) + "\n")
-    best = []
-    for cell in cells:
-        for label, w in zip(spec.labels, spec.workloads):
-            pts = cell["frontier"]
-            times = [w.collective_time(p["allreduce_T_L"],
-                                       float(Fraction(p["allreduce_tau_exact"]))) for p in pts]
-            i = min(range(len(pts)), key=lambda j: (times[j], pts[j]["T_L"]))
-            best.append({"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
-                         "T_L": pts[i]["T_L"], "tau": pts[i]["tau"],
-                         "allreduce_T_L": pts[i]["allreduce_T_L"],
-                         "allreduce_tau_exact": pts[i]["allreduce_tau_exact"],
-                         "allreduce_time_s": times[i]})
+    tps = {}
+    best = [_best_row(cell, label, w, tps) for cell in cells
+            for label, w in zip(spec.labels, spec.workloads)]
     atomic_write(out / "best.csv", _csv(best))
 
     for k in sorted({c["d"] for c in cells}):
         for label in spec.labels:
             plot_best_per_n([b for b in best if b["d"] == k and b["size"] == label],
                             out / f"best_d{k}_{label}.png", degree=k, size_label=label)
+
+
+def _best_row(cell: dict, label: str, w: Workload, tps: dict) -> dict:
+    """best.csv's row for one cell and size: the point of least allreduce time, or with a
+    broadcast share of least objective, the broadcast priced as search prices it
+    (topofinder.workload.broadcast; ``tps`` memoises TP by expression)."""
+    pts = cell["frontier"]
+    times = [w.collective_time(p["allreduce_T_L"], float(Fraction(p["allreduce_tau_exact"])))
+             for p in pts]
+    bcast = [None] * len(pts)
+    if w.broadcast_share > 0:
+        for p in pts:
+            if p["expr"] not in tps:
+                tps[p["expr"]] = broadcast_tp(p["expr"])
+        bcast = [w.broadcast_time(cell["d"], tps[p["expr"]]) for p in pts]
+    goal = [w.objective(t, None, b) for t, b in zip(times, bcast)]
+    i = min(range(len(pts)), key=lambda j: (goal[j], pts[j]["T_L"]))
+    return {"N": cell["N"], "d": cell["d"], "size": label, "expr": pts[i]["expr"],
+            "T_L": pts[i]["T_L"], "tau": pts[i]["tau"], "allreduce_T_L": pts[i]["allreduce_T_L"],
+            "allreduce_tau_exact": pts[i]["allreduce_tau_exact"], "allreduce_time_s": times[i],
+            **({"broadcast_time_s": bcast[i], "objective_s": goal[i]}
+               if w.broadcast_share > 0 else {})}
 
 
 def _csv(rows: list[dict]) -> str:

@@ -35,6 +35,7 @@ from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
 from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
                                        StepSchedule)
 from topofinder.model.topology import MAX_NODES, Topology
+from topofinder.model.collectives import Collective
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,9 @@ def read_sends(path) -> Sends:
             rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
                     for u, w in t["edges"]]
             kind = "trees"
-        elif doc.get("collective") == "alltoall":       # rows t, u, w, src, dst, amount
+        elif doc.get("collective") == Collective.ALLTOALL:       # rows t, u, w, src, dst, amount
             rows = [(r[0], r[3], 0, 0, r[1], r[2]) for r in doc["sends"]]
-            kind = "alltoall"
+            kind = Collective.ALLTOALL
         else:
             rows, kind = doc["sends"], "steps"
         arr = np.array(rows, np.int64).reshape(-1, 6)
@@ -116,8 +117,9 @@ def read_sends(path) -> Sends:
 def _check_header(doc: dict, path) -> None:
     """The schedule document's format, version, kind, collective, columns and num_nodes are
     ones `export --what schedule` writes (docs/formats.md); TopofinderError else."""
-    kind, coll = doc.get("kind", "steps"), doc.get("collective", "allgather")
-    allowed = ("allgather", "reduce-scatter") if kind == "trees" else (*COLLECTIVES, ALLTOALL)
+    kind, coll = doc.get("kind", "steps"), doc.get("collective", Collective.ALLGATHER)
+    allowed = ((Collective.ALLGATHER, Collective.REDUCE_SCATTER) if kind == "trees"
+               else (*COLLECTIVES, ALLTOALL))
     columns = list(ALLTOALL_COLUMNS if coll == ALLTOALL else SEND_COLUMNS)
     n = doc["num_nodes"]
     problem = (
@@ -146,7 +148,7 @@ def _check_ranges(doc: dict, rows: np.ndarray, kind: str, path) -> None:
         if not isinstance(p, int) or p < 1:
             raise TopofinderError(f"schedule {path}: shard_chunks must be a positive integer")
         bad |= (lo < 0) | (hi > p) | (lo >= hi)
-    if kind == "alltoall":
+    if kind == Collective.ALLTOALL:
         amounts = np.array([r[5] for r in doc["sends"]], dtype=float)
         bad |= ~(amounts > 0)
     if bad.any():
@@ -227,7 +229,7 @@ def _describe(sends: Sends, row, plan: PatchPlan) -> str:
 
     if sends.kind == "trees":
         return f"tree {t} (root {v}): edge {name(u)} -> {name(w)}"
-    if sends.kind == "alltoall":
+    if sends.kind == Collective.ALLTOALL:
         return f"step {t}: {name(u)} sends (part of) a piece from node {v} to {name(w)}"
     return f"step {t}: {name(u)} sends chunks [{lo},{hi}) of node {v}'s shard to {name(w)}"
 

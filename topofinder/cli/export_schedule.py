@@ -8,15 +8,16 @@ import time
 
 from topofinder import api
 from topofinder.cli.common import source
+from topofinder.api import Collective
 
 
 def add_options(p) -> None:
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
-    p.add_argument("--collective", choices=["allgather", "reduce-scatter", "allreduce",
-                                            "alltoall"],
-                   default="allgather",
+    p.add_argument("--collective", choices=[Collective.ALLGATHER, Collective.REDUCE_SCATTER,
+                                            Collective.ALLREDUCE, Collective.ALLTOALL],
+                   default=Collective.ALLGATHER,
                    help="schedule: which collective (default allgather). Steps: reduce-scatter "
                         "is an allgather run backwards, allreduce is reduce-scatter then "
                         "allgather, alltoall is a k-step schedule of piece fractions from a "
@@ -72,7 +73,7 @@ def run(args, renaming=None) -> int:
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), **xml)
-    if args.collective == "alltoall":
+    if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
               f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "

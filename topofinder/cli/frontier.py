@@ -6,11 +6,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.cli.common import table
+from topofinder.api import Collective
 
 
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
-    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", "allreduce",
+    rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
              "all-to-all", "schedule")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
@@ -19,6 +20,11 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
                      _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+    if any(Collective.BROADCAST in p for p in result["frontier"]):
+        rows[0] += ("broadcast TP", Collective.BROADCAST)
+        for i, p in enumerate(result["frontier"]):
+            b = p[Collective.BROADCAST]
+            rows[i + 1] += (b["TP_exact"] or "", _us(b["time_s"]))
     if any(p.get("robust") for p in result["frontier"]):
         rows[0] += ("worst failure",)
         for i, p in enumerate(result["frontier"]):
@@ -94,7 +100,7 @@ def _format_iterations(result: dict) -> list[str]:
 def _format_baselines(result: dict) -> list[str]:
     """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
     moe = "moe" in result
-    rows = [("baseline", "expression", "T_L", "tau", "schedule", "allreduce", "all-to-all",
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE, "all-to-all",
              "speedup allreduce", "speedup all-to-all")
             + (("speedup iteration",) if moe else ())]
     notes = []
@@ -105,7 +111,7 @@ def _format_baselines(result: dict) -> list[str]:
         sp = b["speedup"]
         rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
                      b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
-                     _speed(sp["allreduce"]), _speed(sp["alltoall"]))
+                     _speed(sp[Collective.ALLREDUCE]), _speed(sp[Collective.ALLTOALL]))
                     + ((_speed(sp["objective"]),) if moe else ()))
         if b["note"]:
             notes.append(f"{b['name']}: {b['note']}")

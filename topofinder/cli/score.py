@@ -8,6 +8,7 @@ from topofinder import api
 from topofinder.cli.common import (
     add_undirected, bracket_progress, json_text, source, stage_progress, stderr_is_tty,
 )
+from topofinder.api import Collective
 
 
 def add(sub) -> None:
@@ -40,7 +41,8 @@ def add(sub) -> None:
 
 def _add_oneroot(p) -> None:
     g = p.add_argument_group("one-root collectives in steady state (docs/algorithms.md)")
-    g.add_argument("--collective", choices=["broadcast", "reduce", "scatter", "gather"],
+    g.add_argument("--collective", choices=[Collective.BROADCAST, Collective.REDUCE,
+                                        Collective.SCATTER, Collective.GATHER],
                    default=None,
                    help="instead of the allgather scores: the exact steady-state throughput "
                         "TP (unit messages per unit time; a unit message takes 1/C on a link "
@@ -52,7 +54,8 @@ def _add_oneroot(p) -> None:
                         "its receives) total at most --node-bandwidth")
     g.add_argument("--root", type=int, default=0, metavar="R", help="root node (default 0)")
     g.add_argument("--node-bandwidth", metavar="B", help="per-node send and receive cap in "
-                   "units of b (a fraction is fine), with --port-model node")
+                   "units of b (a fraction is fine), with --port-model node; default: the "
+                   "node_bandwidth the topology file states (docs/formats.md)")
     g.add_argument("--schedule", metavar="FILE", help="broadcast/reduce: also write the "
                    "replayed periodic schedule JSON (docs/formats.md)")
 

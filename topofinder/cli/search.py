@@ -39,6 +39,12 @@ def add(sub) -> None:
     p.add_argument("--alltoall-share", default="0", metavar="S",
                    help="share in [0, 1] of the ranking objective given to all-to-all of the "
                         "same per-node size (default 0)")
+    p.add_argument("--broadcast-share", default="0", metavar="S",
+                   help="share in [0, 1] of the ranking objective given to a one-root broadcast "
+                        "of the same size, priced exactly at the steady-state multi-port "
+                        "throughput TP from root 0 (time M/(TP*b), b = B/d; every root alike on "
+                        "a vertex-transitive topology); the shares add up to at most 1 "
+                        "(default 0)")
     p.add_argument("--bidirectional", action="store_true",
                    help="only topologies duplex cabling can realise")
     p.add_argument("--jobs", type=int, default=None, help="parallel workers (default: all cores)")
@@ -78,7 +84,7 @@ def run(args) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise TopofinderError(f"search: --plot {args.plot}: give a .png or .svg file name")
     workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size,
-                                         args.alltoall_share)
+                                         args.alltoall_share, args.broadcast_share)
     result = api.search(args.n, args.d, workload, bidirectional=args.bidirectional,
                         jobs=args.jobs, use_cache=not args.no_cache, progress=True,
                         kstep=args.kstep, baselines=not args.no_baselines,

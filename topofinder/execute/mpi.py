@@ -34,12 +34,14 @@ from topofinder.execute.plan import (
     rank_plan, read_document,
 )
 from topofinder.workload.cost import parse_bandwidth, parse_size, parse_time
+from topofinder.model.collectives import Collective
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT = 0, 1, 2
 DTYPES = {"float32": (np.float32, 24), "float64": (np.float64, 53)}   # (type, mantissa bits)
-MPI_NAMES = {"broadcast": "MPI_Bcast", "reduce": "MPI_Reduce",
-             "allgather": "MPI_Allgather", "reduce-scatter": "MPI_Reduce_scatter_block",
-             "allreduce": "MPI_Allreduce"}
+MPI_NAMES = {Collective.BROADCAST: "MPI_Bcast", Collective.REDUCE: "MPI_Reduce",
+             Collective.ALLGATHER: "MPI_Allgather",
+             Collective.REDUCE_SCATTER: "MPI_Reduce_scatter_block",
+             Collective.ALLREDUCE: "MPI_Allreduce"}
 _PROG = "topofinder run"
 
 
@@ -197,32 +199,33 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
     bound = min(1000, (2 ** mantissa - 1) // n)
     rng = np.random.default_rng([options["seed"], rank])
     coll, root = program.collective, program.root
-    src = rng.integers(-bound, bound + 1, shard if coll == "allgather" else count).astype(dtype)
-    ref = np.empty(shard if coll == "reduce-scatter" else count, dtype)
+    length = shard if coll == Collective.ALLGATHER else count
+    src = rng.integers(-bound, bound + 1, length).astype(dtype)
+    ref = np.empty(shard if coll == Collective.REDUCE_SCATTER else count, dtype)
 
     def reference():
-        if coll == "allgather":
+        if coll == Collective.ALLGATHER:
             comm.Allgather(src, ref)
-        elif coll == "reduce-scatter":
+        elif coll == Collective.REDUCE_SCATTER:
             comm.Reduce_scatter_block(src, ref)
-        elif coll == "broadcast":
+        elif coll == Collective.BROADCAST:
             ref[:] = src
             comm.Bcast(ref, root=root)
-        elif coll == "reduce":
+        elif coll == Collective.REDUCE:
             comm.Reduce(src, ref, root=root)
         else:
             comm.Allreduce(src, ref)
 
     reference()
-    checked = coll != "reduce" or rank == root      # a reduce ends at the root only
+    checked = coll != Collective.REDUCE or rank == root      # a reduce ends at the root only
     expected = ref.copy()
     work = np.empty(count, dtype)
-    result = work[own] if coll == "reduce-scatter" else work
+    result = work[own] if coll == Collective.REDUCE_SCATTER else work
 
     def schedule():
-        if coll == "allgather":
+        if coll == Collective.ALLGATHER:
             work[own] = src
-        elif coll != "broadcast" or rank == root:
+        elif coll != Collective.BROADCAST or rank == root:
             work[:] = src
         for step in steps:
             tag = step.t % 32768
@@ -271,9 +274,9 @@ def _execute(MPI, comm, program: Program, options: dict) -> dict:
 def _bus_factor(collective: str, n: int) -> float:
     """nccl-tests' busbw / algbw: (n−1)/n for allgather and reduce-scatter, 2(n−1)/n for
     allreduce, 1 for broadcast and reduce."""
-    if collective in ("broadcast", "reduce"):
+    if collective in (Collective.BROADCAST, Collective.REDUCE):
         return 1.0
-    return (2.0 if collective == "allreduce" else 1.0) * (n - 1) / n
+    return (2.0 if collective == Collective.ALLREDUCE else 1.0) * (n - 1) / n
 
 
 def _rates(m_bytes: int, seconds: float | None, factor: float) -> dict:

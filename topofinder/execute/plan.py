@@ -30,10 +30,11 @@ from topofinder.families.build import document_topology
 from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.tree_schedule import TreeSchedule
+from topofinder.model.collectives import Collective
 
 
 #: One-root collectives (paper 003): the buffer is the root's message.
-ONE_ROOT = ("broadcast", "reduce")
+ONE_ROOT = (Collective.BROADCAST, Collective.REDUCE)
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,9 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
             tree_tau = trees.tau()
         except TopofinderError:
             tree_tau = None          # an edge off the topology: no prediction, still runs
-        return Program("allgather", topo.n, steps.shard_chunks, steps.sends, 0, "trees",
+        return Program(Collective.ALLGATHER, topo.n, steps.shard_chunks, steps.sends, 0, "trees",
                        topo.expr, trees.method, steps, tree_tau, pipeline)
-    if doc.get("collective") == "alltoall":
+    if doc.get("collective") == Collective.ALLTOALL:
         raise TopofinderError("run executes allgather, reduce-scatter and allreduce schedules; "
                               "all-to-all schedules are exported, not run")
     try:
@@ -123,8 +124,8 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
     if pipeline != 1:
         raise TopofinderError("--pipeline applies to tree schedules only")
     check_rows(sched.sends, sched.topology.n, sched.shard_chunks)
-    reduce_steps = {"allgather": 0, "reduce-scatter": sched.num_steps,
-                    "allreduce": sched.reduce_steps}[sched.collective]
+    reduce_steps = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: sched.num_steps,
+                    Collective.ALLREDUCE: sched.reduce_steps}[sched.collective]
     return Program(sched.collective, sched.topology.n, sched.shard_chunks, sched.sends,
                    reduce_steps, "steps", sched.topology.expr, sched.method, sched)
 
@@ -149,11 +150,11 @@ def oneroot_program(doc: dict, batches: int = 1) -> Program:
     sends = np.array(rows, np.int64)
     sends[:, 0] = np.unique(sends[:, 0], return_inverse=True)[1] + 1
     steps = int(sends[:, 0].max())
-    if sched.collective == "reduce":
+    if sched.collective == Collective.REDUCE:
         sends[:, 0] = steps + 1 - sends[:, 0]
         sends[:, [4, 5]] = sends[:, [5, 4]]
     return Program(sched.collective, sched.n, batches * per_period, sends,
-                   steps if sched.collective == "reduce" else 0, "oneroot",
+                   steps if sched.collective == Collective.REDUCE else 0, "oneroot",
                    sched.topology or "(one-root schedule)", "periodic", None, None, batches,
                    sched.root)
 
@@ -204,7 +205,7 @@ def tree_steps(trees: TreeSchedule, pipeline: int = 1) -> StepSchedule:
         raise TopofinderError(f"root {short[0]}: tree weights sum to "
                               f"{Fraction(nxt[short[0]], denom)}, not 1")
     return StepSchedule(trees.topology, p, np.array(rows, np.int64).reshape(-1, 6),
-                        collective="allgather", method=trees.method or "trees")
+                        collective=Collective.ALLGATHER, method=trees.method or "trees")
 
 
 def _edges_by_depth(tree, n: int, index: int):

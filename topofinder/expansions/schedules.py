@@ -19,6 +19,7 @@ from topofinder.model import operations
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -30,7 +31,7 @@ def _rows(a: StepSchedule) -> np.ndarray:
 
 
 def _allgather(a: StepSchedule, what: str) -> None:
-    if a.collective != "allgather":
+    if a.collective != Collective.ALLGATHER:
         raise TopofinderError(f"{what} expands allgather schedules, got a {a.collective} "
                               f"schedule (expand the allgather, then reverse it)")
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from topofinder.errors import TopofinderError
 from topofinder.model.topology import MAX_NODES
+from topofinder.model.collectives import Collective
 
 TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 SENDS = ("s", "rcs", "rrs", "rrcs")
@@ -68,11 +69,13 @@ class Runtime:
 
 RUNTIMES = {
     "msccl-executor": Runtime("msccl-executor", 64, 32 * 32, 32, 72, 32, 4096, 1024, 16, 255,
-                              {"allgather": "allgather", "reduce-scatter": "reducescatter",
-                               "allreduce": "allreduce"}, True),
+                              {Collective.ALLGATHER: Collective.ALLGATHER,
+                               Collective.REDUCE_SCATTER: "reducescatter",
+                               Collective.ALLREDUCE: Collective.ALLREDUCE}, True),
     "msccl": Runtime("msccl", 256, 216, 32, 72, 32, 4096, 1024, 16, 255,
-                     {"allgather": "allgather", "reduce-scatter": "reduce_scatter",
-                      "allreduce": "allreduce"}, False),
+                     {Collective.ALLGATHER: Collective.ALLGATHER,
+                      Collective.REDUCE_SCATTER: "reduce_scatter",
+                      Collective.ALLREDUCE: Collective.ALLREDUCE}, False),
 }
 INT16_MAX, INT8_MAX = 32767, 127
 
@@ -141,8 +144,8 @@ class Algo:
     gpus: list
 
 
-_COLL = {"allgather": "allgather", "reducescatter": "reduce-scatter",
-         "reduce_scatter": "reduce-scatter", "allreduce": "allreduce"}
+_COLL = {Collective.ALLGATHER: Collective.ALLGATHER, "reducescatter": Collective.REDUCE_SCATTER,
+         "reduce_scatter": Collective.REDUCE_SCATTER, Collective.ALLREDUCE: Collective.ALLREDUCE}
 
 
 def parse(text) -> Algo:
@@ -263,8 +266,8 @@ def _check_algo(algo: Algo, rt: Runtime) -> None:
     c = algo.collective
     g0 = algo.gpus[0]
     ic, oc = g0.i_chunks, g0.o_chunks
-    want = {"allgather": oc == n * ic, "reduce-scatter": ic == n * oc,
-            "allreduce": ic == oc}[c]
+    want = {Collective.ALLGATHER: oc == n * ic, Collective.REDUCE_SCATTER: ic == n * oc,
+            Collective.ALLREDUCE: ic == oc}[c]
     if not want or algo.nchunksperloop != max(ic, oc):
         raise MscclCheckError(f"{where}: i_chunks={ic}, o_chunks={oc}, nchunksperloop="
                               f"{algo.nchunksperloop} do not fit {c} on {n} gpus")
@@ -419,7 +422,7 @@ class _Mem:
         self.writer, self.readers = {}, {}
         r = g.id
         full_i = g.i_chunks
-        if algo.collective == "allgather":
+        if algo.collective == Collective.ALLGATHER:
             for e in range(full_i):
                 self.cells[self.phys("i", e)] = (r * full_i + e, 1 << r)
         else:
@@ -429,11 +432,11 @@ class _Mem:
     def phys(self, buf: str, off: int):
         if not self.inplace:
             return (buf, off)
-        if self.coll == "allgather" and buf == "i":
+        if self.coll == Collective.ALLGATHER and buf == "i":
             return ("o", self.rank * self.size["i"] + off)
-        if self.coll == "reduce-scatter" and buf == "o":
+        if self.coll == Collective.REDUCE_SCATTER and buf == "o":
             return ("i", self.rank * self.size["o"] + off)
-        if self.coll == "allreduce" and buf == "o":
+        if self.coll == Collective.ALLREDUCE and buf == "o":
             return ("i", off)
         return (buf, off)
 
@@ -658,10 +661,10 @@ def _check_result(algo: Algo, mems: dict, inplace: bool) -> None:
     full = (1 << n) - 1
     for g in algo.gpus:
         mem = mems[g.id]
-        if algo.collective == "allgather":
+        if algo.collective == Collective.ALLGATHER:
             ic = g.i_chunks
             expect = [(x, 1 << (x // ic)) for x in range(g.o_chunks)]
-        elif algo.collective == "reduce-scatter":
+        elif algo.collective == Collective.REDUCE_SCATTER:
             expect = [(g.id * g.o_chunks + c, full) for c in range(g.o_chunks)]
         else:
             expect = [(e, full) for e in range(g.o_chunks)]

@@ -21,6 +21,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule
+from topofinder.model.collectives import Collective
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
@@ -54,7 +55,7 @@ def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
         trees = schedule.trees
         sizes = [len(t.edges) for t in trees]
         edges = np.array([e for t in trees for e in t.edges], np.int64).reshape(-1, 2)
-        arrays.update(kind=np.array("trees"), collective=np.array("allgather"),
+        arrays.update(kind=np.array("trees"), collective=np.array(Collective.ALLGATHER),
                       roots=_narrow([t.root for t in trees]),
                       weight_num=np.array([t.weight.numerator for t in trees], np.int64),
                       weight_den=np.array([t.weight.denominator for t in trees], np.int64),

@@ -13,6 +13,7 @@ from pathlib import Path
 from topofinder.compute.output import atomic_output
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import moore_bound_steps
+from topofinder.model.collectives import Collective
 
 FORMATS = ("png", "svg")
 
@@ -108,8 +109,8 @@ def _baseline_panel(ax, result: dict, bases: list[dict]) -> None:
     best = result["frontier"][result["recommended"]]
     rows = [("recommended\n" + str(best["expr"]), best, None)]
     rows += [(f"{b['name']}\n{b['expr']}", b, b.get("speedup") or {}) for b in bases]
-    kinds = [("allreduce_time_s", "allreduce", "allreduce", "tab:blue"),
-             ("alltoall_time_s", "all-to-all", "alltoall", "tab:purple")]
+    kinds = [("allreduce_time_s", Collective.ALLREDUCE, Collective.ALLREDUCE, "tab:blue"),
+             ("alltoall_time_s", "all-to-all", Collective.ALLTOALL, "tab:purple")]
     if "moe" in result:
         kinds.append(("iteration", "MoE iteration", "objective", "tab:gray"))
     height = 0.8 / len(kinds)

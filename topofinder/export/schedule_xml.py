@@ -84,6 +84,7 @@ from topofinder.export.msccl_check import (
 )
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
 PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
@@ -116,11 +117,11 @@ class _Prog:
 
     def phys(self, buf, off):
         if self.inplace:
-            if self.coll == "allgather" and buf == "i":
+            if self.coll == Collective.ALLGATHER and buf == "i":
                 return ("o", self.u * self.kp + off)
-            if self.coll == "reduce-scatter" and buf == "o":
+            if self.coll == Collective.REDUCE_SCATTER and buf == "o":
                 return ("i", self.u * self.kp + off)
-            if self.coll == "allreduce" and buf == "o":
+            if self.coll == Collective.ALLREDUCE and buf == "o":
                 return ("i", off)
         return (buf, off)
 
@@ -210,7 +211,7 @@ class _Prog:
 def _layout(coll: str, n: int, p: int, k: int, slot=None):
     """(position of channel-0 chunk c of shard v, shift of channel j in i/o buffers);
     allreduce puts shard v at ``slot[v]`` (:func:`shard_slots`)."""
-    if coll == "allreduce":
+    if coll == Collective.ALLREDUCE:
         return (lambda v, c: int(slot[v]) * p + c), (lambda j: j * n * p)
     return (lambda v, c: v * k * p + c), (lambda j: j * p)
 
@@ -224,7 +225,7 @@ def shard_slots(topology: Topology, coll: str) -> np.ndarray:
     head), so on L^k(G) the shards an allgather step brings over an arc — those whose walks
     end in the sender's walk prefix — are one interval of slots."""
     n = topology.n
-    if coll != "allreduce":
+    if coll != Collective.ALLREDUCE:
         return np.arange(n)
     src, dst = topology.src, topology.dst
     levels = []
@@ -294,11 +295,11 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     ``stage``: the writer's option (None: direct or staged, whichever fits)."""
     rt, limit = _options(runtime, channels, max_steps)
     coll = collective or schedule.collective
-    if collective and schedule.collective != "allgather":
+    if collective and schedule.collective != Collective.ALLGATHER:
         raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
     what = f"MSCCL XML ({rt.name}) for {schedule.topology.expr} {coll}"
     tbs = _check_shape(schedule, channels, rt, what)
-    if not schedule.sends.shape[0] or collective == "reduce-scatter":
+    if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
         return                      # (an allgather checked as reduce-scatter reads scratch)
     n = schedule.topology.n
     direct, staged = _instruction_bounds(schedule, channels, coll, stage)
@@ -373,16 +374,17 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     on both ends (paper 001 §7)."""
     n, p, steps = schedule.topology.n, schedule.shard_chunks, schedule.num_steps
     t, v, lo, hi, u, w = (schedule.sends[:, i] for i in range(6))
-    reduce_until = {"allgather": 0, "reduce-scatter": steps,
-                    "allreduce": schedule.reduce_steps}[schedule.collective]
+    reduce_until = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: steps,
+                    Collective.ALLREDUCE: schedule.reduce_steps}[schedule.collective]
     link = u * n + w
     ag = t > reduce_until
     span = steps + 1
     slots = shard_slots(schedule.topology, coll)
-    bound = _reduce_bound(schedule, reduce_until, p if coll == "allreduce" else k * p, slots)
+    bound = _reduce_bound(schedule, reduce_until, p if coll == Collective.ALLREDUCE else k * p,
+                          slots)
     if not ag.any():
         return bound, None
-    kp = k * p if coll != "allreduce" else p
+    kp = k * p if coll != Collective.ALLREDUCE else p
     at = slots[v[ag]] * kp
     start, end, key = at + lo[ag], at + hi[ag], link[ag] * span + t[ag]
     order = np.lexsort((start, key))
@@ -465,14 +467,14 @@ class _Lowering:
         self.pos, _ = _layout(self.coll, self.n, self.p, k,
                               shard_slots(schedule.topology, self.coll))
         self.progs = place_threadblocks(schedule, inplace, k, lanes)
-        self.reduce_until = {"allgather": 0, "reduce-scatter": schedule.num_steps,
-                             "allreduce": schedule.reduce_steps}[self.coll]
+        self.reduce_until = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: schedule.num_steps,
+                             Collective.ALLREDUCE: schedule.reduce_steps}[self.coll]
         self.loc = [{} for _ in range(self.n)]
         self.remaining = defaultdict(int)
 
     def own_out(self, w: int, c: int):
         """Where rank w's own reduced chunk c ends: its output."""
-        return ("o", c) if self.coll == "reduce-scatter" else ("o", self.pos(w, c))
+        return ("o", c) if self.coll == Collective.REDUCE_SCATTER else ("o", self.pos(w, c))
 
 
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
@@ -536,7 +538,7 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     _initial_data(st, s, inplace)
-    started_ag = st.coll == "allgather"
+    started_ag = st.coll == Collective.ALLGATHER
     steps, first = np.unique(s[:, 0], return_index=True) if s.shape[0] else ([], [])
     bounds = list(first) + [s.shape[0]]
     for j, t in enumerate(list(steps)):
@@ -565,7 +567,7 @@ def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
     """Where every rank's input sits before step 1 (allgather: its shard, copied to the output
     unless in place); for reduce phases, the count of sends of each rank's own chunks."""
     n, p, pos = st.n, st.p, st.pos
-    if st.coll == "allgather":
+    if st.coll == Collective.ALLGATHER:
         for u in range(n):
             if inplace:
                 for c in range(p):
@@ -793,7 +795,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
     further lanes (:func:`assign_lanes`, aiming 1/8 below the limit since the new
     threadblocks' dependencies add nops, then 1/4). The first that fits, else
     TopofinderError."""
-    tries = [stage] if stage is not None or schedule.collective == "reduce-scatter" \
+    tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
     room = (rt.max_nodes - 2 - n) // k              # XML steps one rank's parser can hold
@@ -872,10 +874,10 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
         "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
         "reduce_scatter_steps": str(schedule.reduce_steps),
-        "layout": "channel" if coll == "allreduce" else "shard", **(extra or {})})
+        "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})})
     slots = shard_slots(topo, coll)
-    i_chunks = kp if coll == "allgather" else n * kp
-    o_chunks = kp if coll == "reduce-scatter" else n * kp
+    i_chunks = kp if coll == Collective.ALLGATHER else n * kp
+    o_chunks = kp if coll == Collective.REDUCE_SCATTER else n * kp
     for prog in progs:
         used = prog.emitted()
         ntb = len(used)
@@ -886,7 +888,7 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                                           "s_chunks": str(k * scratch)})
         if topo.labels is not None:
             gpu.set("label", topo.labels[prog.u])
-        if coll == "allreduce":
+        if coll == Collective.ALLREDUCE:
             gpu.set("slot", str(slots[prog.u]))
         sidx = {}
         for b in used:
@@ -1019,7 +1021,7 @@ def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:
     return StepSchedule(topology, doc["shard_chunks"], doc["sends"],
                         collective=doc["collective"],
                         reduce_steps=doc["reduce_scatter_steps"]
-                        if doc["collective"] == "allreduce" else 0)
+                        if doc["collective"] == Collective.ALLREDUCE else 0)
 
 
 def trees_as_steps(trees) -> StepSchedule:
@@ -1030,21 +1032,21 @@ def trees_as_steps(trees) -> StepSchedule:
     has its children's partials first; allreduce (``reduce_scatter`` and ``allgather``
     trees) runs the first then the second, sharing P. (The runtime pipelines these sends;
     the steps only fix the order.)"""
-    phases = [trees.reduce_scatter, trees.allgather] if hasattr(trees, "allgather") \
+    phases = [trees.reduce_scatter, trees.allgather] if hasattr(trees, Collective.ALLGATHER) \
         else [trees]
     every = [t for ph in phases for t in ph.trees]
     p = lcm(*[Fraction(t.weight).denominator for t in every]) if every else 1
     rows, heights = [], []
     for ph in phases:
-        inward = ph.collective == "reduce-scatter"
+        inward = ph.collective == Collective.REDUCE_SCATTER
         part = _tree_rows(ph.trees, p, inward)
         height, offset = max((r[0] for r in part), default=0), sum(heights)
         rows += [((height - r[0] + 1 if inward else r[0]) + offset, *r[1:]) for r in part]
         heights.append(height)
-    coll = "allreduce" if len(phases) == 2 else phases[0].collective
+    coll = Collective.ALLREDUCE if len(phases) == 2 else phases[0].collective
     return StepSchedule(phases[0].topology, p, np.array(rows, np.int64).reshape(-1, 6),
                         collective=coll, method=phases[-1].method or "trees",
-                        reduce_steps=heights[0] if coll == "allreduce" else 0)
+                        reduce_steps=heights[0] if coll == Collective.ALLREDUCE else 0)
 
 
 def _tree_rows(trees, p: int, inward: bool) -> list:

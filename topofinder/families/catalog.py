@@ -32,6 +32,7 @@ from topofinder.model.topology import Topology
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.schedule import validate
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 
 #: The shipped catalog (package data ``topofinder.catalog_data``, the repository's catalog/).
@@ -199,7 +200,7 @@ def make_entry(topology: Topology, schedule: StepSchedule, provenance: dict) -> 
     if schedule.topology is not topology and not schedule.topology.same_arcs(topology):
         raise TopofinderError(f"catalog: the schedule is for {schedule.topology.expr}, not "
                               f"for the arcs of {topology.expr}")
-    if schedule.collective != "allgather":
+    if schedule.collective != Collective.ALLGATHER:
         raise TopofinderError("catalog: entries store allgather schedules")
     if topology.heterogeneous:
         raise TopofinderError("catalog: entries are homogeneous topologies (capacity 1)")

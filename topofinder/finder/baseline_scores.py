@@ -1,6 +1,8 @@
 """The baselines a search is compared with (paper 001 §8.2–8.4, Fig. 7, Table 4), built and
 scored by the same code as frontier points: the baseline's own schedule replayed
-(model.schedule.validate), BFB and ForestColl on its topology, and the all-to-all flow.
+(model.schedule.validate; the ring by symmetry, model.symmetric), BFB and ForestColl on its
+topology, and the all-to-all flow. Past the replay limit a baseline never fails a search: its
+(T_L, τ) come from exact closed forms, marked ``verified`` false (native_cost).
 
 - ShiftedRing(d,N) with the ring schedule (T_L = N−1, τ = (N−1)/N); any even d.
 - DBT(N), NCCL's double binary tree, with the two-tree schedule; degree 4, so only at d = 4.
@@ -19,11 +21,12 @@ from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import ALLTOALL_MAX_VARIABLES, REPLAY_LIMIT, allgather_schedule
 from topofinder.model.bounds import check_claim
 from topofinder.model.schedule import validate
+from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.units import exact
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.allgather.ring_and_two_tree import (
-    double_tree_cut_bound, ring_allgather, two_tree_allgather,
+    double_tree_cut_bound, ring_orbit, two_tree_allgather, two_tree_cost,
 )
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 
@@ -111,27 +114,52 @@ def baseline_specs(n: int, d: int) -> list[BaselineSpec]:
     return specs
 
 
-def _native_schedule(expr: str, schedule: str):
+def native_cost(expr: str, schedule: str) -> tuple[int, Fraction, str | None]:
+    """(T_L, τ, verified_by) of the baseline's own allgather. The ring is replayed by symmetry
+    (one source and the rotation, topofinder.model.symmetric) at every N; the others are built
+    and replayed in full ("full") while N²·d ≤ REPLAY_LIMIT, else take their exact closed
+    forms (verified_by None): the two-tree schedule's loads from subtree distance counts
+    (two_tree_cost), the torus's BFB cost from the exact scorer."""
     topo = parse(expr)
     if schedule == "ring":
-        return ring_allgather(topo.degree, topo.n)
+        orbit = ring_orbit(topo.degree, topo.n)
+        replay_by_symmetry(orbit)
+        return orbit.num_steps, orbit.tau, "symmetry"
+    if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+        sched = (two_tree_allgather(topo.n) if schedule == "double-binary-tree"
+                 else allgather_schedule(from_expression(expr)))
+        validate(sched)
+        return sched.num_steps, sched.tau, "full"
     if schedule == "double-binary-tree":
-        return two_tree_allgather(topo.n)
-    return allgather_schedule(from_expression(expr))
+        return (*two_tree_cost(topo.n), None)
+    best = bfb.bfb_score(topo)
+    return best.T_L, best.tau, None
 
 
 def score_baseline(expr: str, schedule: str, full_alltoall: bool) -> dict:
-    """The verified numbers of one baseline: its own allgather replayed (T_L, τ; allreduce =
-    the reverse reduce-scatter (Thm 2, every baseline is bidirectional) + allgather), BFB and
-    ForestColl on the same topology, and the all-to-all flow (a certified bracket when
-    ``full_alltoall`` — for an asymmetric baseline only up to BRACKET_MAX_ASYMMETRIC nodes —
-    else the cheap exact-or-bound of frontier points; DBT's upper end is its tree-cut bound)."""
+    """The numbers of one baseline: its own allgather (native_cost: replayed, by symmetry for
+    the ring, or in closed form beyond the replay limit; allreduce = the reverse
+    reduce-scatter (Thm 2, every baseline is bidirectional) + allgather), and — on
+    vertex-transitive baselines or within the replay limit (``_topology_facts``) — diameter,
+    BFB and ForestColl on the same topology and the all-to-all flow."""
     topo = parse(expr)
-    if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
-        raise TopofinderError(f"baseline {expr}: N²·d above the replay limit")
-    sched = _native_schedule(expr, schedule)
-    validate(sched)
-    t_l, tau = sched.num_steps, sched.tau
+    t_l, tau, verified_by = native_cost(expr, schedule)
+    out = {"expr": expr, "schedule": schedule, "verified": verified_by is not None,
+           "verified_by": verified_by, "T_L": t_l, "tau": exact(tau),
+           "allreduce_T_L": 2 * t_l, "allreduce_tau": exact(2 * tau)}
+    if topo.vertex_transitive or topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+        out.update(_topology_facts(topo, schedule, full_alltoall))
+    else:                               # every one of these is quadratic in N without symmetry
+        out.update(alltoall_f=None, alltoall_f_upper=None, alltoall_gap=None,
+                   alltoall_method="not computed: no symmetry and N²·d above the replay limit")
+    return out
+
+
+def _topology_facts(topo, schedule: str, full_alltoall: bool) -> dict:
+    """Diameter, BFB and ForestColl on the baseline's topology, and its all-to-all flow (a
+    certified bracket when ``full_alltoall`` — for an asymmetric baseline only up to
+    BRACKET_MAX_ASYMMETRIC nodes — else the cheap exact-or-bound of frontier points; DBT's
+    upper end is its tree-cut bound)."""
     best = bfb.bfb_score(topo)
     fc = throughput_optimum(topo)
     if full_alltoall and (topo.vertex_transitive or topo.n <= BRACKET_MAX_ASYMMETRIC):
@@ -146,10 +174,7 @@ def score_baseline(expr: str, schedule: str, full_alltoall: bool) -> dict:
                        alltoall_method=a2a["alltoall_method"] + " + tree-cut bound")
             if a2a["alltoall_f"] is not None:
                 a2a["alltoall_gap"] = max(0.0, (cut - a2a["alltoall_f"]) / cut)
-    return {"expr": expr, "schedule": sched.method or schedule, "verified": True,
-            "T_L": t_l, "tau": exact(tau), "allreduce_T_L": 2 * t_l,
-            "allreduce_tau": exact(2 * tau), "diameter": topo.diameter,
-            "bfb_T_L": best.T_L, "bfb_tau": exact(best.tau),
+    return {"diameter": topo.diameter, "bfb_T_L": best.T_L, "bfb_tau": exact(best.tau),
             "tau_fc": float(fc.tau), "tau_fc_exact": exact(fc.tau),
             "alltoall_f": a2a["alltoall_f"], "alltoall_f_upper": a2a["alltoall_f_upper"],
             "alltoall_method": a2a["alltoall_method"], "alltoall_gap": a2a["alltoall_gap"]}

@@ -12,20 +12,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from topofinder.compute.cache import record
 from topofinder.errors import TopofinderError
 from topofinder.scoring.allgather import bfb
+from topofinder.scoring.allgather import bfb_bits
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
+from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.families.build import parse
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
-from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
+from topofinder.model.schedule import (
+    ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
+)
+from topofinder.model.symmetric import (
+    OrbitSchedule, check_group, line_graph_action, replay_by_symmetry, rotation,
+)
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 #: all-to-all in `search`: by default the exact symmetry-reduced LP when it has at most this
 #: many variables, else only the certified hop-count upper bound (f reported as None); when the
@@ -53,9 +63,16 @@ def _reverse_symmetric(topo: Topology) -> bool:
     return topo.n <= 32 and topo.is_reverse_symmetric()
 
 
+#: Largest N at which a base that is neither vertex-transitive nor within the streamed BFB
+#: scorer's in-neighbour limit (bfb_bits.MAX_SLOTS) is scored: the scorer then holds an N×N
+#: distance matrix, 40 GB at N = 10^5 (Pi(8,100000) took the machine's 24 GiB and was killed)
+DENSE_SCORE_MAX_NODES = 16_384
+
+
 def score_base(expr: str, source: str) -> dict | None:
     """Exact (T_L, τ) and expansion flags of one base; None when it is not usable (not
-    strongly connected, not regular)."""
+    strongly connected, not regular, or beyond DENSE_SCORE_MAX_NODES without a streamed
+    scorer)."""
     if source == "catalog":
         entry = catalog.load_entry(expr)
         topo = catalog.catalog_topology(expr)
@@ -63,6 +80,10 @@ def score_base(expr: str, source: str) -> dict | None:
     else:
         topo = parse(expr)
         if not topo.is_regular or not topo.strongly_connected:
+            return None
+        dense = not topo.vertex_transitive and \
+            topo.link_matrix.getnnz(axis=0).max() > bfb_bits.MAX_SLOTS
+        if dense and topo.n > DENSE_SCORE_MAX_NODES:
             return None
         score = bfb.bfb_score(topo)
         t_l, tau = score.T_L, score.tau
@@ -139,12 +160,59 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
             "loop_free": topo.self_loops == 0}
 
 
+def _orbit_bfb(topo: Topology) -> OrbitSchedule | None:
+    """The BFB allgather of a Cayley graph of Z_N (rotation x ↦ x+1 an automorphism) made
+    equivariant: receiver 0's optimal in-link plan translated to every receiver, as node 0's
+    sends (a row (t, v, lo, hi, u, 0) becomes (t, 0, lo, hi, u−v, −v)). Each receiver's
+    loads are receiver 0's, so τ is BFB's optimum (vertex-transitive: U_t = U_{0,t}).
+    None when the rotation is not a free automorphism (checked) or the base is too large to
+    schedule (N²·d > REPLAY_LIMIT)."""
+    n = topo.n
+    if n * n * topo.degree > REPLAY_LIMIT:
+        return None
+    try:
+        check_group(topo, [rotation(n)])
+    except ScheduleError:
+        return None
+    full = bfb.bfb_schedule(topo)
+    s = full.sends[full.sends[:, 5] == 0]
+    rows = np.stack([s[:, 0], np.zeros_like(s[:, 0]), s[:, 2], s[:, 3], (s[:, 4] - s[:, 1]) % n,
+                     (-s[:, 1]) % n], axis=1)
+    return OrbitSchedule(topo, full.shard_chunks, rows, (rotation(n),), method="bfb")
+
+
+def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
+    """The recipe's allgather as one source per orbit (topofinder.model.symmetric), for line
+    graphs L^k of a BFB-scheduled Cayley graph of Z_N (the rotation acts freely on every
+    line graph's nodes, G's arcs: line_graph_action); None for other recipes. Line graph of
+    an orbit schedule: Def 1 applied to the representatives' sends gives exactly the sends of
+    the shards of L(G)'s nodes v'v with v a representative — one per orbit of L(G)."""
+    if recipe.op == "base":
+        return _orbit_bfb(parse(recipe.base_expr)) if recipe.source == "bfb" else None
+    if recipe.op != "line":
+        return None
+    child = symmetric_allgather(recipe.children[0])
+    if child is None:
+        return None
+    g = child.topology
+    try:
+        gens = line_graph_action(g, child.generators)
+    except ScheduleError:
+        return None
+    lg = line_graph_schedule(StepSchedule(g, child.shard_chunks, child.sends))
+    keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
+    return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
+                         method="line-graph")
+
+
 @record
 @dataclass(frozen=True)
 class VerifiedPoint:
     """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
     T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
-    schedule (False beyond REPLAY_LIMIT: the exact predicted values). ``allreduce_*``: the
+    schedule (False beyond REPLAY_LIMIT without a symmetry: the exact predicted values);
+    ``verified_by``: "full" or "symmetry" (topofinder.model.symmetric), None when not
+    replayed. ``allreduce_*``: the
     reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
     of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
     concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
@@ -153,6 +221,7 @@ class VerifiedPoint:
     T_L: int
     tau: Fraction
     verified: bool
+    verified_by: str | None
     allreduce_T_L: int
     allreduce_tau: Fraction
     schedule: str
@@ -173,14 +242,19 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
     bound only) unless ``full_alltoall``."""
     if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
-        topo, t_l, tau, verified = (build_topology(candidate.recipe), candidate.t_l,
-                                    candidate.tau, False)
+        orbit = symmetric_allgather(candidate.recipe)
+        if orbit is None:
+            topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
+                                           candidate.tau, None)
+        else:
+            replay_by_symmetry(orbit)
+            topo, t_l, tau, verified_by = orbit.topology, orbit.num_steps, orbit.tau, "symmetry"
         method = candidate.recipe.method
         rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
-        topo, t_l, tau, verified = schedule.topology, schedule.num_steps, schedule.tau, True
+        topo, t_l, tau, verified_by = schedule.topology, schedule.num_steps, schedule.tau, "full"
         method = schedule.method
         if candidate.recipe.method.removesuffix("+kstep") == method:
             method = candidate.recipe.method    # the named construction: say if k-step is inside
@@ -195,7 +269,8 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
     else:
         a2a = alltoall_summary(topo, max_variables=ALLTOALL_MAX_VARIABLES)
     return VerifiedPoint(
-        expr=candidate.expr, T_L=t_l, tau=Fraction(tau), verified=verified,
+        expr=candidate.expr, T_L=t_l, tau=Fraction(tau), verified=verified_by is not None,
+        verified_by=verified_by,
         allreduce_T_L=rs_t_l + t_l, allreduce_tau=Fraction(rs_tau + tau), schedule=method,
         diameter=topo.diameter, bidirectional=bool(topo.bidirectional),
         moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=Fraction(fc.tau),
@@ -216,7 +291,7 @@ def reduce_scatter_of(allgather: StepSchedule) -> StepSchedule:
     optimal BFB schedule of G^T reversed (Thm 1), which may cost more."""
     if _reversible(allgather.topology):
         return reduce_scatter(allgather)
-    return bfb.bfb_schedule(allgather.topology, collective="reduce-scatter")
+    return bfb.bfb_schedule(allgather.topology, collective=Collective.REDUCE_SCATTER)
 
 
 def allreduce_price(candidate) -> tuple[int, Fraction]:
@@ -243,14 +318,14 @@ def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int,
     return rs.T_L, rs.tau
 
 
-def collective_schedule(recipe: Recipe, collective: str = "allgather") -> StepSchedule:
+def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:
     """The recipe's schedule for ``collective``: the allgather itself; the reduce-scatter of
     :func:`reduce_scatter_of`; the allreduce as reduce-scatter then allgather (Appendix B)."""
     allgather = allgather_schedule(recipe)
-    if collective == "allgather":
+    if collective == Collective.ALLGATHER:
         return allgather
     rs = reduce_scatter_of(allgather)
-    return rs if collective == "reduce-scatter" else allreduce(rs, allgather)
+    return rs if collective == Collective.REDUCE_SCATTER else allreduce(rs, allgather)
 
 
 def check_score(args: tuple, score: dict | None) -> None:

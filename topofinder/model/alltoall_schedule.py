@@ -29,8 +29,9 @@ from topofinder.model.schedule import (SCHEDULE_FORMAT, SCHEDULE_VERSION, Schedu
                                        StepRows, check_send_rows, link_capacity,
                                        read_document)
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
-COLLECTIVE = "alltoall"
+COLLECTIVE = Collective.ALLTOALL
 #: One send row: at step t node u sends ``amount`` of piece (src, dst) to w.
 ALLTOALL_COLUMNS = ("t", "u", "w", "src", "dst", "amount")
 #: Absolute tolerance (in pieces) of every replay comparison.

@@ -4,9 +4,12 @@ GraphML.
 Edge list: one ``u v [capacity]`` line per arc u→v (a k-fold multi-arc is k lines, a duplex
 link two lines), ``#`` starts a comment; capacity is an integer in units of the base link
 bandwidth b (default 1), or a physical bandwidth such as ``300GB/s`` or ``200Gbps`` (then every
-capacity must carry a unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s).
-JSON is networkx's node-link format of a MultiDiGraph with a ``capacity`` per edge and
-``"switch": true`` on switch nodes; GraphML the same graph in GraphML. Files read may use any
+capacity must carry a unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s);
+a line ``node_bandwidth B`` states the per-node send and receive cap of the ``node`` port model
+(one-root collectives; B a positive integer, decimal or ``p/q`` in capacity units, or with a
+unit such as ``400GB/s`` when the capacities carry units). JSON is networkx's node-link format
+of a MultiDiGraph with a ``capacity`` per edge, ``"switch": true`` on switch nodes and the cap
+as the graph attribute ``node_bandwidth``; GraphML the same graph in GraphML. Files read may use any
 node names (host names such as ``gpu-00``); nodes are numbered 0..N−1 (the ranks): by an
 explicit rank when the file gives one (``# node RANK NAME`` lines of an edge list, a ``rank``
 attribute on every JSON/GraphML node), else integer names in increasing order, others in order
@@ -68,6 +71,8 @@ def topology_text(topo: Topology, fmt: str) -> str:
             head += "".join(f"# node {i} {x}\n" for i, x in enumerate(names))
         if topo.has_switches:
             head += "switch " + " ".join(names[s] for s in topo.switches.tolist()) + "\n"
+        if topo.node_cap is not None:
+            head += f"node_bandwidth {topo.node_cap}{unit or ''}\n"
         src = [names[u] for u in topo.src.tolist()]
         dst = [names[w] for w in topo.dst.tolist()]
         if topo.heterogeneous or unit:
@@ -148,6 +153,54 @@ def _capacity(token, where: str):
     return value * _PREFIX[key[:1]] * _KIND[key[1:]]
 
 
+_NODE_CAP = re.compile(r"(\d+(?:\.\d+)?|\d+/0*[1-9]\d*)\s*([A-Za-z]+/?[A-Za-z]*)?")
+
+
+def _node_cap(token, where: str) -> tuple[Fraction, bool]:
+    """A node bandwidth cap: (value, False) in capacity units from an int, '3', '1.5' or
+    '3/2', or (value in GB/s, True) from a bandwidth such as '400GB/s' or '3/2Tbps'."""
+    bad = TopofinderError(f"{where}: node_bandwidth must be a positive number (e.g. 4, 1.5, "
+                          f"3/2) or a bandwidth such as '400GB/s', got {str(token)[:40]!r}")
+    if isinstance(token, bool) or not isinstance(token, (int, str)):
+        raise bad
+    m = _NODE_CAP.fullmatch(str(token).strip())
+    if m is None:
+        raise bad
+    value, unit = Fraction(m.group(1)), m.group(2)
+    if value <= 0 or value > MAX_CAPACITY ** 2:
+        raise bad
+    if unit is None:
+        return value, False
+    key = unit.replace("/s", "ps")
+    if key[:1] not in _PREFIX or key[1:] not in _KIND:
+        raise bad
+    return value * _PREFIX[key[:1]] * _KIND[key[1:]], True
+
+
+def _cap_in_units(path: str, node_cap, unit: str | None, physical: str | None):
+    """The node cap in the topology's capacity units (None if the file states none): a
+    bandwidth with a unit is converted into the capacities' unit; a bare number next to
+    capacities written with units is refused (its unit would be ambiguous)."""
+    if node_cap is None:
+        return None
+    value, has_unit = node_cap
+    if has_unit:
+        if unit is None:
+            raise TopofinderError(f"{path}: node_bandwidth carries a unit but the capacities "
+                                  f"do not; give both units or neither")
+        return value / dict(_OUTPUT_UNITS)[unit]
+    if physical is not None:
+        raise TopofinderError(f"{path}: the capacities carry bandwidth units; give "
+                              f"node_bandwidth one too (e.g. 400GB/s)")
+    return value
+
+
+def _line_of(text: str, needle: str) -> int | str:
+    """The 1-based line of the first ``needle`` in ``text`` ('?' if absent)."""
+    at = text.find(needle)
+    return "?" if at < 0 else text.count("\n", 0, at) + 1
+
+
 def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
     """Arcs with integer capacities: unitless as given, or all converted to the coarsest of
     GB/s, Gbps, MB/s, Mbps in which every physical bandwidth is an integer."""
@@ -167,7 +220,7 @@ def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
 
 
 def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
-    arcs, declared, switches = [], {}, []
+    arcs, declared, switches, cap_b = [], {}, [], None
     for lineno, line in enumerate(text.splitlines(), 1):
         directive = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(\S+)\s*", line)
         if directive:
@@ -183,6 +236,12 @@ def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
             if len(fields) < 2:
                 raise TopofinderError(f"{path}:{lineno}: 'switch' needs at least one node")
             switches += fields[1:]
+            continue
+        if fields[0].lower() == "node_bandwidth":
+            if len(fields) != 2 or cap_b is not None:
+                raise TopofinderError(f"{path}:{lineno}: expected one 'node_bandwidth B' line "
+                                      f"with one value")
+            cap_b = _node_cap(fields[1], f"{path}:{lineno}")
             continue
         if len(fields) not in (2, 3):
             raise TopofinderError(f"{path}:{lineno}: expected 'u v [capacity]' or "
@@ -202,11 +261,13 @@ def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
     if missing:
         raise TopofinderError(f"{path}: switch {missing[0]!r} appears on no arc")
     if undirected:
-        return _topology(path, labels, arcs, directed=False, ranked=ranked, switches=switches)
-    topo = _topology(path, labels, arcs, directed=True, ranked=ranked, switches=switches)
+        return _topology(path, labels, arcs, directed=False, ranked=ranked, switches=switches,
+                         node_cap=cap_b)
+    topo = _topology(path, labels, arcs, directed=True, ranked=ranked, switches=switches,
+                     node_cap=cap_b)
     if undirected is None and not topo.strongly_connected:
         cables = _topology(path, labels, arcs, directed=False, ranked=ranked,
-                           switches=switches)
+                           switches=switches, node_cap=cap_b)
         if cables.strongly_connected:
             raise TopofinderError(
                 f"{path}: read as one arc per line (u -> v), {topo.unreachable_text()}, but as "
@@ -251,11 +312,14 @@ def _read_json(path: str, text: str, undirected: bool | None = None) -> Topology
             raise TopofinderError(f"{path}: {key}[{i}] needs 'source' and 'target'")
         cap = _capacity(edge.get("capacity", 1), f"{path}: {key}[{i}]")
         arcs.append((edge["source"], edge["target"], cap))
-    unit = (data.get("graph") or {}).get("capacity_unit") if isinstance(data.get("graph"),
-                                                                         dict) else None
+    graph = data.get("graph") if isinstance(data.get("graph"), dict) else {}
+    cap_b = graph.get("node_bandwidth")
+    if cap_b is not None:
+        line = _line_of(text, '"node_bandwidth"')
+        cap_b = _node_cap(cap_b, f"{path}:{line}")
     return _topology(path, labels, arcs, ranked=ranked,
                      directed=not undirected and bool(data.get("directed", True)),
-                     switches=switches, unit=unit)
+                     switches=switches, unit=graph.get("capacity_unit"), node_cap=cap_b)
 
 
 def _is_switch(attrs: dict) -> bool:
@@ -283,20 +347,27 @@ def _read_graphml(path: str, text: str, undirected: bool | None = None) -> Topol
     for i, (u, w, data) in enumerate(g.edges(data=True)):
         cap = _capacity(data.get("capacity", 1), f"{path}: edge {i} ({u} -> {w})")
         arcs.append((u, w, cap))
+    cap_b = g.graph.get("node_bandwidth")
+    if cap_b is not None:
+        line = _line_of(text, f">{cap_b}</data>")
+        cap_b = _node_cap(cap_b, f"{path}:{line}")
     return _topology(path, labels, arcs, directed=not undirected and g.is_directed(),
-                     ranked=ranked, switches=switches, unit=g.graph.get("capacity_unit"))
+                     ranked=ranked, switches=switches, unit=g.graph.get("capacity_unit"),
+                     node_cap=cap_b)
 
 
 def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool = False,
-              switches=(), unit: str | None = None) -> Topology:
+              switches=(), unit: str | None = None, node_cap=None) -> Topology:
     """Renumber labels 0..N−1 (in the given order when ``ranked``, else integer-like labels
     numerically, others in given order) and build, keeping the names; an undirected edge is a
-    pair of arcs; physical capacities share one unit."""
+    pair of arcs; physical capacities share one unit, and the node cap (from _node_cap) is
+    stated in it."""
     arcs, physical = _unify_capacities(path, arcs)
     if unit is not None and unit not in dict(_OUTPUT_UNITS):
         raise TopofinderError(f"{path}: capacity_unit {ascii(str(unit))[:40]} is not one of "
                               f"{', '.join(dict(_OUTPUT_UNITS))}")
     unit = physical or unit
+    node_cap = _cap_in_units(path, node_cap, unit, physical)
     names = [check_name(str(x), f"{path}: node {i}") for i, x in enumerate(labels)]
     if len(set(names)) != len(names):
         raise TopofinderError(f"{path}: node labels repeat")
@@ -318,6 +389,6 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool 
     sw = sorted(index[str(x)] for x in switches) or None
     if len(names) < 2:
         return Topology(len(names), src, dst, expr=path, capacity=cap, switches=sw,
-                        capacity_unit=unit)
+                        capacity_unit=unit, node_cap=node_cap)
     return Topology(len(names), src, dst, expr=path, capacity=cap, labels=names, switches=sw,
-                    capacity_unit=unit)
+                    capacity_unit=unit, node_cap=node_cap)

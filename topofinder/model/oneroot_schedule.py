@@ -27,6 +27,7 @@ import numpy as np
 
 from topofinder.model.schedule import ScheduleError
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 ONEROOT_FORMAT = "topofinder-oneroot-schedule"
 ONEROOT_VERSION = 1
@@ -46,7 +47,7 @@ class PeriodicSchedule:
     period: Fraction
     trees: tuple
     slots: tuple
-    collective: str = "broadcast"
+    collective: str = Collective.BROADCAST
     topology: str = ""
 
     @property
@@ -81,7 +82,7 @@ class PeriodicSchedule:
                        tuple(tuple(lk) for lk in doc["links"]), Fraction(doc["period"]),
                        tuple((int(t["weight"]), tuple(t["parent"])) for t in doc["trees"]),
                        tuple((Fraction(s["duration"]), tuple(tuple(r) for r in s["sends"]))
-                             for s in doc["slots"]), doc.get("collective", "broadcast"),
+                             for s in doc["slots"]), doc.get("collective", Collective.BROADCAST),
                        str(doc.get("topology", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ScheduleError(f"malformed one-root schedule: {exc}") from None

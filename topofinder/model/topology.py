@@ -10,6 +10,7 @@ collectives run between compute nodes only (paper 002 §4: V = V_c ∪ V_s).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 
 import networkx as nx
@@ -44,6 +45,9 @@ class Topology:
     the input stated one; None means capacities are in units of the base link bandwidth b.
     ``labels``: the name of every node (rank) as the input file gave it (host names such as
     ``gpu-00``), a tuple of N distinct strings; None means the names are the ranks 0..N−1.
+    ``node_cap``: the per-node send and receive bandwidth cap B (a positive Fraction, in
+    capacity units) the input file stated for the ``node`` port model of the one-root
+    collectives (docs/algorithms.md); None when it stated none.
     """
 
     n: int
@@ -57,6 +61,7 @@ class Topology:
     switches: np.ndarray | None = None
     capacity_unit: str | None = None
     labels: tuple[str, ...] | None = field(default=None, repr=False)
+    node_cap: Fraction | None = None
 
     def __post_init__(self):
         n = int(self.n)
@@ -98,6 +103,11 @@ class Topology:
             if labels == tuple(str(i) for i in range(n)):
                 labels = None
             object.__setattr__(self, "labels", labels)
+        if self.node_cap is not None:
+            if not isinstance(self.node_cap, (int, Fraction)) or self.node_cap <= 0:
+                raise TopofinderError(f"{self.expr}: node bandwidth cap must be a positive "
+                                      f"number, got {self.node_cap!r}")
+            object.__setattr__(self, "node_cap", Fraction(self.node_cap))
 
     # ---- basic facts -------------------------------------------------------------------
     def __str__(self) -> str:
@@ -222,7 +232,7 @@ class Topology:
                         vertex_transitive=self.vertex_transitive,
                         reverse_isomorphism=self.reverse_isomorphism,
                         switches=self.switches, capacity_unit=self.capacity_unit,
-                        labels=self.labels)
+                        labels=self.labels, node_cap=self.node_cap)
 
     def renamed(self, expr: str) -> "Topology":
         """The same arcs under another expression."""
@@ -231,7 +241,7 @@ class Topology:
                         vertex_transitive=self.vertex_transitive,
                         reverse_isomorphism=self.reverse_isomorphism,
                         switches=self.switches, capacity_unit=self.capacity_unit,
-                        labels=self.labels)
+                        labels=self.labels, node_cap=self.node_cap)
 
     # ---- distances -----------------------------------------------------------------------
     @cached_property
@@ -313,7 +323,8 @@ class Topology:
     # ---- networkx ------------------------------------------------------------------------
     def to_networkx(self) -> nx.MultiDiGraph:
         """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``; switch
-        nodes carry ``switch=True``."""
+        nodes carry ``switch=True``; a node bandwidth cap is the graph attribute
+        ``node_bandwidth`` ("p/q" or "p", capacity units)."""
         g = nx.MultiDiGraph(name=self.expr)
         g.add_nodes_from(range(self.n))
         if self.switches is not None:
@@ -321,6 +332,8 @@ class Topology:
                 g.nodes[v]["switch"] = True
         if self.capacity_unit is not None:
             g.graph["capacity_unit"] = self.capacity_unit
+        if self.node_cap is not None:
+            g.graph["node_bandwidth"] = str(self.node_cap)
         g.add_edges_from((int(u), int(w), {"capacity": int(c)})
                          for u, w, c in zip(self.src, self.dst, self.arc_capacity))
         return g

@@ -32,6 +32,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.schedule import SCHEDULE_FORMAT, SCHEDULE_VERSION
 from topofinder.model.topology import Topology
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 
 def link_capacities(topo: Topology) -> dict[tuple[int, int], int]:
@@ -120,7 +121,7 @@ class TreeSchedule:
     topology: Topology
     trees: tuple[Tree, ...] = field(default_factory=tuple)
     method: str = ""            # how the trees were built (reported, not checked)
-    collective: str = "allgather"
+    collective: str = Collective.ALLGATHER
 
     def __post_init__(self):
         object.__setattr__(self, "trees", tuple(self.trees))
@@ -203,8 +204,8 @@ class TreeSchedule:
             trees = [Tree(t["root"], Fraction(t["weight"]), [tuple(e) for e in t["edges"]],
                           _routes_from(t.get("routes", [])))
                      for t in doc["trees"]]
-            collective = doc.get("collective", "allgather")
-            if collective not in ("allgather", "reduce-scatter"):
+            collective = doc.get("collective", Collective.ALLGATHER)
+            if collective not in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
                 raise TopofinderError(f"tree schedule collective {collective!r}: expected "
                                       "allgather or reduce-scatter")
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
@@ -257,11 +258,11 @@ def problems(schedule: TreeSchedule, tau: Fraction | None = None) -> list[str]:
     tree weights are positive and sum to 1 per compute node; and, when ``tau`` (M/B) is
     given, every link's load fits its capacity at that time: (B/N)·load ≤ tau·C.
     """
-    if schedule.collective == "reduce-scatter":
+    if schedule.collective == Collective.REDUCE_SCATTER:
         flipped = TreeSchedule(schedule.topology.transpose(),
                                [t.reversed() for t in schedule.trees], schedule.method)
         return problems(flipped, tau)
-    if schedule.collective != "allgather":
+    if schedule.collective != Collective.ALLGATHER:
         return [f"collective {schedule.collective!r}: trees describe allgather or "
                 "reduce-scatter"]
     topo = schedule.topology

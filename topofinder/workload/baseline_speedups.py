@@ -9,8 +9,10 @@ from fractions import Fraction
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
+from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
+from topofinder.model.collectives import Collective
 
 
 def _ratio(base, best):
@@ -69,15 +71,20 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
         # at the bracket's upper f: the fastest the baseline can be (speedups are lower bounds)
         f_fast = v["alltoall_f_upper"]
         entry["alltoall_time_s"] = workload.alltoall_time(n, d, f_fast)
+        bcast_s = None
+        if workload.broadcast_share > 0:
+            tp = broadcast_tp(spec.expr)
+            bcast_s = workload.broadcast_time(d, tp)
+            entry[Collective.BROADCAST] = broadcast_column(tp, bcast_s)
         entry["objective_s"] = workload.objective(entry["allreduce_time_s"],
-                                                  entry["alltoall_time_s"])
+                                                  entry["alltoall_time_s"], bcast_s)
         if moe is not None:
             entry["iteration"] = iteration_split(moe, workload, n, d, v["allreduce_T_L"],
                                                  ar_tau, f_fast)
             if entry["iteration"]["iteration_s"] is not None:
                 entry["objective_s"] = entry["iteration"]["iteration_s"]
-        speed = {"allreduce": _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
-                 "alltoall": _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
+        speed = {Collective.ALLREDUCE: _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
+                 Collective.ALLTOALL: _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
                  "objective": _ratio(entry["objective_s"], best["objective_s"])}
         entry["speedup"] = speed
         out.append(entry)

@@ -6,7 +6,9 @@ bytes), latency in s/ms/us/µs/ns. Internally: seconds, bytes, bytes per second.
 
 Allreduce of M bytes takes 2·(T_L·α + τ·M/B) (reduce-scatter + allgather, Appendix B);
 all-to-all with M bytes per node takes (M/N)/(f·b) with b = B/d the link bandwidth and f the
-maximum concurrent flow at link capacity 1 (docs/algorithms.md).
+maximum concurrent flow at link capacity 1 (docs/algorithms.md); a one-root broadcast of M
+bytes in steady state takes M/(TP·b), TP the exact steady-state throughput in unit messages per
+unit time (paper 003; topofinder.workload.broadcast).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from topofinder.errors import TopofinderError
+from topofinder.model.collectives import Collective
 
 _SIZE_UNITS = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4,
                "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4}
@@ -109,27 +113,28 @@ def _positive_float(text: str, what: str) -> float:
 @dataclass(frozen=True)
 class Workload:
     """α (s), node bandwidth B (bytes/s), allreduce size profile [(bytes, weight)], and the
-    share of the objective given to all-to-all of the same per-node sizes (0..1)."""
+    shares of the objective given to all-to-all of the same per-node sizes and to a one-root
+    broadcast of the same sizes (each 0..1, together at most 1; allreduce gets the rest)."""
 
     alpha_s: float = 10e-6
     bandwidth_Bps: float = 100e9 / 8
     sizes: tuple[tuple[float, float], ...] = ((1024.0 ** 2, 1.0),)
     alltoall_share: float = 0.0
     labels: dict = field(default_factory=dict, compare=False)
+    broadcast_share: float = 0.0
 
     @classmethod
     def from_strings(cls, alpha="10us", bandwidth="100Gbps", size="1MB",
-                     alltoall_share: float | str = 0.0) -> "Workload":
-        try:
-            share = float(alltoall_share)
-        except (TypeError, ValueError):
-            share = float("nan")
-        if not 0.0 <= share <= 1.0:
-            raise TopofinderError(f"all-to-all share must be a number in [0, 1] (e.g. 0.3), got "
-                                  f"{alltoall_share!r}")
+                     alltoall_share: float | str = 0.0,
+                     broadcast_share: float | str = 0.0) -> "Workload":
+        share = _share(alltoall_share, "all-to-all")
+        bshare = _share(broadcast_share, Collective.BROADCAST)
+        if share + bshare > 1.0:
+            raise TopofinderError(f"the all-to-all and broadcast shares add up to "
+                                  f"{share + bshare:g}; together they must be at most 1")
         return cls(parse_time(alpha), parse_bandwidth(bandwidth),
                    tuple(parse_size_profile(size)), share,
-                   {"alpha": alpha, "bandwidth": bandwidth, "size": size})
+                   {"alpha": alpha, "bandwidth": bandwidth, "size": size}, bshare)
 
     def allreduce_time(self, t_l: float, tau: float) -> float:
         """Expected allreduce seconds 2·(T_L·α + τ·M/B) over the size profile."""
@@ -149,14 +154,40 @@ class Workload:
         b = self.bandwidth_Bps / d
         return sum(w * (m / n) / (f * b) for m, w in self.sizes)
 
-    def objective(self, allreduce_s: float, alltoall_s: float | None) -> float:
-        """The time a point is ranked by: allreduce, mixed with all-to-all by the share."""
-        if self.alltoall_share == 0.0 or alltoall_s is None:
+    def broadcast_time(self, d: int, tp: Fraction | None) -> float | None:
+        """Expected steady-state broadcast seconds M/(TP·b), b = B/d, over the size profile
+        (paper 003: K messages take K/TP unit times asymptotically)."""
+        if tp is None or tp <= 0:
+            return None
+        return float(Fraction(sum(w * m for m, w in self.sizes)) * d
+                     / (Fraction(self.bandwidth_Bps) * tp))
+
+    def objective(self, allreduce_s: float, alltoall_s: float | None,
+                  broadcast_s: float | None = None) -> float:
+        """The time a point is ranked by: allreduce, mixed with all-to-all and broadcast by
+        their shares (a part without a time is left out, its share going to allreduce)."""
+        a = self.alltoall_share if alltoall_s is not None else 0.0
+        c = self.broadcast_share if broadcast_s is not None else 0.0
+        if a == 0.0 and c == 0.0:
             return allreduce_s
-        return (1.0 - self.alltoall_share) * allreduce_s + self.alltoall_share * alltoall_s
+        return ((1.0 - a - c) * allreduce_s + (a * alltoall_s if a else 0.0)
+                + (c * broadcast_s if c else 0.0))
 
     def describe(self) -> dict:
         return {"alpha_s": self.alpha_s, "bandwidth_Bps": self.bandwidth_Bps,
                 "sizes": [{"bytes": m, "weight": w} for m, w in self.sizes],
-                "alltoall_share": self.alltoall_share, **{k: str(v) for k, v in
-                                                           self.labels.items()}}
+                "alltoall_share": self.alltoall_share,
+                **({"broadcast_share": self.broadcast_share} if self.broadcast_share else {}),
+                **{k: str(v) for k, v in self.labels.items()}}
+
+
+def _share(text, what: str) -> float:
+    """A share of the objective: a number in [0, 1]."""
+    try:
+        share = float(text)
+    except (TypeError, ValueError):
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:
+        raise TopofinderError(f"{what} share must be a number in [0, 1] (e.g. 0.3), got "
+                              f"{text!r}")
+    return share

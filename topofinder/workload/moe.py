@@ -37,9 +37,10 @@ from pathlib import Path
 from topofinder.errors import TopofinderError
 from topofinder.compute.output import note_input
 from topofinder.workload.cost import parse_bandwidth, parse_size, parse_time
+from topofinder.model.collectives import Collective
 
 _SECTIONS = {"network": {"alpha", "bandwidth"}, "compute": {"forward", "backward"},
-             "allreduce": {"buckets", "overlap"}, "alltoall": {"size", "count"},
+             Collective.ALLREDUCE: {"buckets", "overlap"}, Collective.ALLTOALL: {"size", "count"},
              "source": None}
 
 
@@ -123,7 +124,7 @@ def load_moe(path: str | Path) -> MoEWorkload:
         for k in value:
             if k not in allowed:
                 _fail(path, f"unknown key {k!r} in [{key}] (accepted: {', '.join(sorted(allowed))})")
-    for needed in ("compute", "allreduce", "alltoall"):
+    for needed in ("compute", Collective.ALLREDUCE, Collective.ALLTOALL):
         if needed not in doc:
             _fail(path, f"missing section [{needed}]")
 
@@ -136,17 +137,17 @@ def load_moe(path: str | Path) -> MoEWorkload:
         except TopofinderError as exc:
             _fail(path, f"[{section}] {key}: {exc}")
 
-    buckets = doc["allreduce"].get("buckets")
+    buckets = doc[Collective.ALLREDUCE].get("buckets")
     if not isinstance(buckets, list) or not buckets:
         _fail(path, "[allreduce] buckets must be a non-empty list of sizes such as [\"25MB\"]")
     try:
         sizes = tuple(parse_size(str(b)) for b in buckets)
     except TopofinderError as exc:
         _fail(path, f"[allreduce] buckets: {exc}")
-    overlap = doc["allreduce"].get("overlap", True)
+    overlap = doc[Collective.ALLREDUCE].get("overlap", True)
     if not isinstance(overlap, bool):
         _fail(path, "[allreduce] overlap must be true or false")
-    count = doc["alltoall"].get("count")
+    count = doc[Collective.ALLTOALL].get("count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         _fail(path, "[alltoall] count must be a whole number >= 0")
     net = doc.get("network", {})
@@ -154,7 +155,7 @@ def load_moe(path: str | Path) -> MoEWorkload:
         forward_s=get("compute", "forward", parse_time),
         backward_s=get("compute", "backward", parse_time),
         buckets=sizes, overlap=overlap,
-        alltoall_bytes=get("alltoall", "size", parse_size), alltoall_count=count,
+        alltoall_bytes=get(Collective.ALLTOALL, "size", parse_size), alltoall_count=count,
         alpha_s=get("network", "alpha", parse_time) if "alpha" in net else None,
         bandwidth_Bps=get("network", "bandwidth", parse_bandwidth) if "bandwidth" in net
         else None,

@@ -13,9 +13,11 @@ from topofinder.finder.frontier import check_frontier, verified_frontier
 from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
+from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
 from topofinder.model.units import exact
+from topofinder.model.collectives import Collective
 
 
 #: The search document's identity (docs/formats.md, schema ``search.schema.json``).
@@ -26,11 +28,14 @@ SEARCH_VERSION = 1
 @dataclass(frozen=True)
 class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
-    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT).
+    from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT);
+    ``verified_by``: how it was replayed ("full"; None when not).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
     ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
-    worst single failure (topofinder.resilience.robust)."""
+    worst single failure (topofinder.resilience.robust). ``broadcast`` (a workload with a
+    broadcast share): the exact multi-port broadcast TP from root 0 and its time
+    (topofinder.workload.broadcast); absent from the document otherwise."""
 
     expr: str
     T_L: int
@@ -58,7 +63,9 @@ class FrontierPoint:
     objective_s: float
     alltoall_gap: float | None = None
     iteration: dict | None = None
+    verified_by: str | None = None
     robust: dict | None = None
+    broadcast: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,9 @@ class SearchResult:
 
     def _points(self) -> list[dict]:
         points = [asdict(p) for p in self.frontier]
+        for p in points:
+            if p[Collective.BROADCAST] is None:
+                del p[Collective.BROADCAST]
         if self.hierarchy is not None:
             for p, extra in zip(points, self.hierarchy.scores):
                 p.update(extra)
@@ -129,7 +139,7 @@ class SearchResult:
 
 
 def _flat(point: dict) -> dict:
-    for key in ("iteration", "robust"):
+    for key in ("iteration", "robust", Collective.BROADCAST):
         split = point.get(key)
         if isinstance(split, dict):
             point = {k: v for k, v in point.items() if k != key}
@@ -158,7 +168,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
-                            by_alltoall=with_alltoall)
+                            by_alltoall=with_alltoall,
+                            by_broadcast=workload.broadcast_share > 0)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
     priced = None
     if baselines:
@@ -174,7 +185,11 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
     allreduce_tau = float(v.allreduce_tau)
     allreduce = workload.collective_time(v.allreduce_T_L, allreduce_tau)
     alltoall = workload.alltoall_time(c.n, c.d, v.alltoall_f)
-    objective = workload.objective(allreduce, alltoall)
+    broadcast = None
+    if workload.broadcast_share > 0:
+        tp = broadcast_tp(c.expr)
+        broadcast = broadcast_column(tp, workload.broadcast_time(c.d, tp))
+    objective = workload.objective(allreduce, alltoall, broadcast and broadcast["time_s"])
     iteration = None
     if moe is not None:
         iteration = iteration_split(moe, workload, c.n, c.d, v.allreduce_T_L, allreduce_tau,
@@ -193,26 +208,35 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         alltoall_f_upper=v.alltoall_f_upper, alltoall_bound=v.alltoall_bound,
         alltoall_method=v.alltoall_method, allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=objective,
-        alltoall_gap=v.alltoall_gap, iteration=iteration)
+        alltoall_gap=v.alltoall_gap, iteration=iteration, verified_by=v.verified_by,
+        broadcast=broadcast)
 
 
-def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False
-                   ) -> list[FrontierPoint]:
+def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,
+                   by_broadcast: bool = False) -> list[FrontierPoint]:
     """Pareto in verified (T_L, τ) — and all-to-all time when ``by_alltoall`` (the workload
     has an all-to-all part), so a topology best for all-to-all (paper 001 §8.3: generalized
     Kautz) is kept even when another matches its (T_L, τ). Among equal points keep the
     shorter expression. The all-to-all time is the certified one (at the bracket's lower f);
-    a point without it counts as infinitely slow there."""
+    a point without it counts as infinitely slow there. Likewise the broadcast time when
+    ``by_broadcast`` (a broadcast share)."""
     def a2a(p):
         if not by_alltoall:
             return 0.0
         return float("inf") if p.alltoall_time_s is None else p.alltoall_time_s
 
-    key = {id(p): (p.T_L, Fraction(p.tau_exact), a2a(p), len(p.expr), p.expr) for p in points}
+    def bcast(p):
+        if not by_broadcast:
+            return 0.0
+        t = p.broadcast["time_s"]
+        return float("inf") if t is None else t
+
+    key = {id(p): (p.T_L, Fraction(p.tau_exact), a2a(p), bcast(p), len(p.expr), p.expr)
+           for p in points}
     pool = sorted(points, key=lambda p: key[id(p)])
     keep = []
     for p in pool:
         if not any(q.T_L <= p.T_L and Fraction(q.tau_exact) <= Fraction(p.tau_exact)
-                   and a2a(q) <= a2a(p) for q in keep):
+                   and a2a(q) <= a2a(p) and bcast(q) <= bcast(p) for q in keep):
             keep.append(p)
     return keep

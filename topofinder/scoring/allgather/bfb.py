@@ -38,6 +38,7 @@ from topofinder.model.operations import cartesian_product
 from topofinder.model.topology import Topology
 from topofinder.model.reach import distances_to as reach_distances_to, in_slots
 from topofinder.scoring.allgather import bfb_bits
+from topofinder.model.collectives import Collective
 
 MAX_SUBSET_BITS = 16        # generator: subset transform up to this many in-neighbours
 DENSE_SLOTS = 64            # from this many in-neighbours, distances to a few nodes by bit rows
@@ -467,7 +468,7 @@ def _flow_check(prob, count, group, slot, caps, prob_t, lam_a, lam_b):
 
 # ---- generator ----------------------------------------------------------------------------
 def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
-                 collective: str = "allgather") -> StepSchedule:
+                 collective: str = Collective.ALLGATHER) -> StepSchedule:
     """The optimal BFB schedule of ``topo`` (LP (1) / LP (14) capacities, solved as one
     batched integral max-flow over the distinct per-(u, t) problems).
 
@@ -475,16 +476,16 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     An integer P: splits rounded down at chunk boundaries, τ ≤ optimum + d·Σ_t max_u|N_t(u)|
     /(N·P) ≤ the bound of Thm 20. ``collective``: "allgather", "reduce-scatter" (Appendix B:
     Thm 2 when a reverse isomorphism is known, else Thm 1 on G^T) or "allreduce"."""
-    if collective == "reduce-scatter":
+    if collective == Collective.REDUCE_SCATTER:
         if topo.bidirectional or topo.reverse_isomorphism is not None:
             return reduce_scatter(bfb_schedule(topo, shard_chunks=shard_chunks))
         return reduce_scatter(bfb_schedule(topo.transpose(), shard_chunks=shard_chunks),
                                topology=topo)
-    if collective == "allreduce":
+    if collective == Collective.ALLREDUCE:
         return allreduce(bfb_schedule(topo, shard_chunks=shard_chunks,
-                                      collective="reduce-scatter"),
+                                      collective=Collective.REDUCE_SCATTER),
                          bfb_schedule(topo, shard_chunks=shard_chunks))
-    if collective != "allgather":
+    if collective != Collective.ALLGATHER:
         raise TopofinderError(f"collective {collective!r}: use allgather, reduce-scatter or "
                               f"allreduce")
     if shard_chunks is not None and (int(shard_chunks) != shard_chunks or shard_chunks < 1):

@@ -26,21 +26,37 @@ from scipy.sparse.csgraph import shortest_path
 from topofinder.families.shifted_ring_dbt import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
-from topofinder.model.schedule import StepSchedule
+from topofinder.model.schedule import StepSchedule, link_capacity
+from topofinder.model.symmetric import OrbitSchedule
+
+
+def _ring_rows(d: int, m: int, v: np.ndarray) -> np.ndarray:
+    """The ring allgather's sends of the shards ``v``: chunk k of v's shard travels ring k
+    (shift δ_k), leaving node v + (t−1)·δ_k at step t = 1..m−1."""
+    steps = [sign * s for s in ring_shifts(d, m) for sign in (1, -1)]
+    rows = []
+    for k, delta in enumerate(steps):
+        t = np.repeat(np.arange(1, m), v.size)
+        vv = np.tile(v, m - 1)
+        u = (vv + (t - 1) * delta) % m
+        rows.append(np.stack([t, vv, np.full(t.size, k), np.full(t.size, k + 1), u,
+                              (u + delta) % m], axis=1))
+    return np.concatenate(rows)
 
 
 def ring_allgather(d: int, m: int) -> StepSchedule:
     """The ring allgather of ShiftedRing(d,m): d chunks per shard, chunk k on ring k."""
-    topo = shifted_ring(d, m)
-    steps = [sign * s for s in ring_shifts(d, m) for sign in (1, -1)]
-    v = np.arange(m)
-    rows = []
-    for k, delta in enumerate(steps):
-        for t in range(1, m):
-            u = (v + (t - 1) * delta) % m
-            rows.append(np.stack([np.full(m, t), v, np.full(m, k), np.full(m, k + 1), u,
-                                  (u + delta) % m], axis=1))
-    return StepSchedule(topo, d, np.concatenate(rows), method="ring")
+    return StepSchedule(shifted_ring(d, m), d, _ring_rows(d, m, np.arange(m)), method="ring")
+
+
+def ring_orbit(d: int, m: int) -> OrbitSchedule:
+    """The same ring allgather as node 0's sends and the rotation x ↦ x+1 (mod m): the
+    rotation maps every ring onto itself and shard v's sends onto shard v+1's, so the
+    schedule is their equivariant extension (topofinder.model.symmetric), replayed from one
+    source with d·(m−1) rows."""
+    rotation = (np.arange(m) + 1) % m
+    return OrbitSchedule(shifted_ring(d, m), d, _ring_rows(d, m, np.zeros(1, np.int64)),
+                         (rotation,), method="ring")
 
 
 def tree_distances(parent: np.ndarray) -> np.ndarray:
@@ -65,6 +81,65 @@ def two_tree_allgather(m: int) -> StepSchedule:
             rows.append(np.stack([dw[v, arc], v, np.full(v.size, j), np.full(v.size, j + 1),
                                   u[arc], w[arc]], axis=1))
     return StepSchedule(topo, 2, np.concatenate(rows), method="double-binary-tree")
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Hop depth of every node below its tree's root (parent −1)."""
+    depth = np.zeros(parent.size, np.int64)
+    up = parent.copy()
+    while np.any(up >= 0):
+        has = up >= 0
+        depth[has] += 1
+        up = np.where(has, parent[np.maximum(up, 0)], -1)
+    return depth
+
+
+def _tree_histograms(parent: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """below[x, s]: nodes of x's subtree at distance s from x; every[x, s]: nodes of the whole
+    tree at distance s from x (s < width), level by level in O(N·width)."""
+    depth = _depths(parent)
+    below = np.zeros((parent.size, width), np.int64)
+    below[:, 0] = 1
+    for level in range(int(depth.max()), 0, -1):
+        c = np.flatnonzero(depth == level)
+        np.add.at(below, (parent[c][:, None], np.arange(1, width)[None, :]), below[c, :-1])
+    every = below.copy()
+    for level in range(1, int(depth.max()) + 1):
+        c = np.flatnonzero(depth == level)
+        outside = every[parent[c], :-1].copy()              # from the parent, one hop more
+        outside[:, 1:] -= below[c, :-2]                     # less c's own subtree
+        every[c, 1:] += outside
+    return below, every
+
+
+def two_tree_cost(m: int) -> tuple[int, Fraction]:
+    """(T_L, τ) of :func:`two_tree_allgather` without building it, exact in O(N·diameter):
+    the arc c → parent(c) of tree j carries at step t the halves of the v in c's subtree at
+    distance t−1 from c; the arc parent(c) → c those of the v outside it at distance t−1 from
+    the parent. Loads of an edge in both trees add on its 2-fold link; τ = (B/(N·2))·Σ_t
+    max_link load_t / cap (docs/model.md)."""
+    topo = double_binary_tree(m)
+    width = 2 * m.bit_length() + 3                       # > twice a binary tree's depth
+    keys, loads = [], []
+    for parent in double_tree_parents(m):
+        below, every = _tree_histograms(parent, width)
+        c = np.flatnonzero(parent >= 0)
+        p = parent[c]
+        up = np.zeros((c.size, width + 1), np.int64)
+        up[:, 1:] = below[c]                             # step t: distance t−1 below c
+        down = np.zeros((c.size, width + 1), np.int64)
+        down[:, 1:] = every[p]
+        down[:, 2:] -= below[c, :-1]
+        keys += [c * m + p, p * m + c]
+        loads += [up, down]
+    uniq, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    total = np.zeros((uniq.size, width + 1), np.int64)
+    np.add.at(total, inv.reshape(-1), np.concatenate(loads))
+    cap = link_capacity(topo, uniq // m, uniq % m)
+    scaled = (total * (2 // cap)[:, None]).max(axis=0)   # capacities are 1 or 2
+    steps = int(np.flatnonzero(scaled)[-1])
+    tau = Fraction(int(scaled.sum()), 2) * Fraction(topo.node_bandwidth, m * 2)
+    return steps, tau
 
 
 def double_tree_cut_bound(m: int) -> Fraction:

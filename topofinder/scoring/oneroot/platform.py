@@ -84,7 +84,8 @@ def check_port_model(port_model: str, bandwidth) -> Fraction | None:
             raise TopofinderError("--node-bandwidth needs --port-model node")
         return None
     if bandwidth is None:
-        raise TopofinderError("--port-model node needs --node-bandwidth B (units of b)")
+        raise TopofinderError("--port-model node needs --node-bandwidth B (units of b) or a "
+                              "topology file that states node_bandwidth")
     try:
         b = Fraction(str(bandwidth))
     except (ValueError, ZeroDivisionError):
@@ -129,7 +130,10 @@ def _check_reachable(n: int, src, dst, root: int, name: str) -> None:
 
 def from_topology(topo: Topology, root: int = 0, port_model: str = "one",
                   bandwidth=None) -> Platform:
-    """The Platform of a Topology (costs 1/capacity)."""
+    """The Platform of a Topology (costs 1/capacity). Under ``node`` a missing ``bandwidth``
+    is the cap the topology file states (Topology.node_cap); a given one overrides it."""
+    if port_model == "node" and bandwidth is None:
+        bandwidth = topo.node_cap
     return make_platform(topo.n, topo.src, topo.dst,
                          np.ones(topo.src.size, np.int64) if topo.capacity is None
                          else topo.capacity, root, port_model, bandwidth, topo.expr)

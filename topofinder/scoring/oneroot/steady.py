@@ -36,8 +36,10 @@ from topofinder.scoring.oneroot.exact_lp import (
 )
 from topofinder.scoring.oneroot.platform import Platform
 from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
+from topofinder.scoring.symmetry import automorphism_group
+from topofinder.model.collectives import Collective
 
-COLLECTIVES = ("broadcast", "reduce", "scatter", "gather")
+COLLECTIVES = (Collective.BROADCAST, Collective.REDUCE, Collective.SCATTER, Collective.GATHER)
 #: Float max-flow scale for the cut separation (capacities n_e·SCALE/max n, rounded down).
 _SCALE = 2**40
 #: Relative tolerance under which a float cut counts as violated.
@@ -79,13 +81,27 @@ def _destinations(pl: Platform) -> np.ndarray:
     return np.delete(np.arange(pl.n), pl.root)
 
 
-def multiport_broadcast(pl: Platform) -> Throughput:
+def stabiliser_representatives(pl: Platform) -> np.ndarray:
+    """One destination per orbit of the root's stabiliser in Aut(G) (capacities kept): an
+    automorphism fixing the root maps every root→v flow onto a root→p(v) flow of the same
+    value, so min_v maxflow(root, v) needs one max-flow per orbit."""
+    group = automorphism_group(pl.n, pl.src, pl.dst, pl.cap, fixed=pl.root)
+    label = group.orbits()
+    first = np.unique(label, return_index=True)[1]
+    return np.sort(first[first != pl.root])
+
+
+def multiport_broadcast(pl: Platform, symmetry: bool = True) -> Throughput:
     """TP = min_v maxflow(root, v) on the capacities (Edmonds' branching theorem), exact; the
-    certificate is the minimum root cut (its capacity equals TP)."""
-    tp, v, side = maxflows(pl, pl.cap, _destinations(pl))
+    certificate is the minimum root cut (its capacity equals TP). ``symmetry``: one max-flow
+    per orbit of the root's stabiliser (:func:`stabiliser_representatives`), else one per
+    destination."""
+    targets = stabiliser_representatives(pl) if symmetry else _destinations(pl)
+    tp, v, side = maxflows(pl, pl.cap, targets)
     crossing = side[pl.src] & ~side[pl.dst]
     assert int(pl.cap[crossing].sum()) == tp
-    return Throughput("broadcast", Fraction(tp), tuple(Fraction(int(c)) for c in pl.cap), pl,
+    return Throughput(Collective.BROADCAST, Fraction(tp),
+                      tuple(Fraction(int(c)) for c in pl.cap), pl,
                       {"kind": "min-cut", "sink": v,
                        "source_side": np.flatnonzero(side).tolist(),
                        "cut_capacity": tp})
@@ -240,7 +256,7 @@ def flow_broadcast(pl: Platform) -> Throughput:
     for q in DENOMINATORS:
         rates = [Fraction(float(t)).limit_denominator(q) for t in x_f[:m]]
         if _ports_hold(pl, rates) and _exact_feasible(pl, rates, dual[0]) is None:
-            return Throughput("broadcast", dual[0], tuple(rates), pl,
+            return Throughput(Collective.BROADCAST, dual[0], tuple(rates), pl,
                               {"kind": "lp-dual", "primal": "rates", "form": "SSB (003 §5.2)",
                                "rows": len(lp.rows),
                                "nonzero_duals": sum(1 for y in dual[1] if y)})
@@ -278,7 +294,8 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
     tree_tp, parent = greedy_tree(pl)
     bound, row = port_bound(pl)
     if tree_tp == bound:                     # one port row already caps TP at the tree's rate
-        return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
+        return Throughput(Collective.BROADCAST, tree_tp,
+                          _tree_rates(pl, parent, tree_tp), pl,
                           {"kind": "port-row", "primal": "tree", "node": row[0],
                            "row": row[1], "bound": bound})
     if (pl.n - 1) * pl.m <= FLOW_FORM_CELLS:
@@ -292,7 +309,8 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
         if floats[2] <= float(tree_tp) * (1 + _TOL):
             sol = solve_exact(lp, floats)
             if sol.value == tree_tp:         # the relaxation's bound is met by one tree
-                return Throughput("broadcast", tree_tp, _tree_rates(pl, parent, tree_tp), pl,
+                return Throughput(Collective.BROADCAST, tree_tp,
+                                  _tree_rates(pl, parent, tree_tp), pl,
                                   _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
         new, core = _in_out_cuts(pl, floats[0][:pl.m], floats[2], core)
         if not new:
@@ -306,7 +324,7 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
             cuts.append(side)
     else:
         raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
-    return Throughput("broadcast", sol.value, tuple(sol.x[:pl.m]), pl,
+    return Throughput(Collective.BROADCAST, sol.value, tuple(sol.x[:pl.m]), pl,
                       _lp_certificate(lp, sol, cuts, first_cut_row, "lp"))
 
 
@@ -332,21 +350,21 @@ def scatter(pl: Platform) -> Throughput:
         outs = np.flatnonzero(pl.src == v).tolist()
         lp.add(ins + outs + [pl.m], [1] * len(ins) + [-1] * len(outs) + [-1], "=", 0)
     sol = solve_exact(lp)
-    return Throughput("scatter", sol.value, tuple(sol.x[:pl.m]), pl,
+    return Throughput(Collective.SCATTER, sol.value, tuple(sol.x[:pl.m]), pl,
                       {"kind": "lp-dual", "rows": len(lp.rows),
                        "row_duals": {i: y for i, y in enumerate(sol.y[:first]) if y},
                        "node_potentials": {int(v): y for v, y in
                                            zip(_destinations(pl), sol.y[first:]) if y}})
 
 
-def throughput(pl: Platform, collective: str = "broadcast") -> Throughput:
+def throughput(pl: Platform, collective: str = Collective.BROADCAST) -> Throughput:
     """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``)."""
     if collective not in COLLECTIVES:
         raise TopofinderError(f"collective {collective!r} unknown; use one of "
                               f"{', '.join(COLLECTIVES)}")
-    if collective in ("reduce", "gather"):
+    if collective in (Collective.REDUCE, Collective.GATHER):
         pl = pl.reversed()
-    if collective in ("broadcast", "reduce"):
+    if collective in (Collective.BROADCAST, Collective.REDUCE):
         res = multiport_broadcast(pl) if pl.port_model == "multi" else lp_broadcast(pl)
     else:
         res = scatter(pl)

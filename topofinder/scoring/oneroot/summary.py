@@ -15,6 +15,7 @@ from topofinder.scoring.oneroot.platform import from_topology
 from topofinder.scoring.oneroot.steady import Throughput, throughput
 from topofinder.scoring.oneroot.structures import best_dag, weighted_trees
 from topofinder.scoring.oneroot.tree_heuristic import best_tree
+from topofinder.model.collectives import Collective
 
 #: Beyond this many nodes the best-DAG comparison is skipped (one LP per tried order).
 DAG_MAX_NODES = 2048
@@ -48,7 +49,7 @@ def _compare(res: Throughput) -> dict:
     return out
 
 
-def oneroot_score(topo: Topology, collective: str = "broadcast", root: int = 0,
+def oneroot_score(topo: Topology, collective: str = Collective.BROADCAST, root: int = 0,
                   port_model: str = "one", bandwidth=None, compare: bool = True) -> dict:
     """TP exact with its certificate, plus the best tree and DAG for broadcast/reduce.
     TP is in unit messages per unit time (a unit message takes 1/C on a capacity-C link):
@@ -60,16 +61,16 @@ def oneroot_score(topo: Topology, collective: str = "broadcast", root: int = 0,
            "node_bandwidth": None if pl.bandwidth is None else exact(pl.bandwidth),
            "TP": float(res.value), "TP_exact": exact(res.value),
            "certificate": _text(res.certificate)}
-    if compare and collective in ("broadcast", "reduce"):
+    if compare and collective in (Collective.BROADCAST, Collective.REDUCE):
         out |= _compare(res)
     return out
 
 
-def oneroot_schedule(topo: Topology, collective: str = "broadcast", root: int = 0,
+def oneroot_schedule(topo: Topology, collective: str = Collective.BROADCAST, root: int = 0,
                      port_model: str = "one", bandwidth=None) -> PeriodicSchedule:
     """The replayed periodic schedule at the optimal TP (003 §5.3–5.4); for reduce, the
     broadcast schedule of G^T (run it backwards, combining instead of copying)."""
-    if collective not in ("broadcast", "reduce"):
+    if collective not in (Collective.BROADCAST, Collective.REDUCE):
         raise TopofinderError(f"periodic schedules are built for broadcast and reduce, not "
                               f"{collective!r}")
     res = throughput(from_topology(topo, root, port_model, bandwidth), collective)

@@ -22,11 +22,12 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.tree_schedule import Tree, TreeSchedule
+from topofinder.model.collectives import Collective
 
 
 def trees_from_steps(schedule: StepSchedule) -> TreeSchedule:
     """The first-receipt trees of every chunk segment of every shard (module docstring)."""
-    if schedule.collective != "allgather":
+    if schedule.collective != Collective.ALLGATHER:
         raise TopofinderError("trees are read off allgather step schedules only")
     topo, p = schedule.topology, schedule.shard_chunks
     s = np.asarray(schedule.sends, np.int64)

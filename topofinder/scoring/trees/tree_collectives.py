@@ -35,8 +35,9 @@ from topofinder.scoring.trees.line_trees import line_graph_trees
 from topofinder.families.syntax import Unary, parse_tree, to_text
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule, validate
+from topofinder.model.collectives import Collective
 
-COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
+COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 
 
 def _line_graph_trees(topo: Topology, opt, prefer_low: bool = False) -> TreeSchedule | None:
@@ -98,7 +99,7 @@ def reduce_scatter_trees(topo: Topology, **kw):
     else:
         flipped, tau = allgather_trees(topo.transpose(), **kw)
     sched = TreeSchedule(topo, [t.reversed() for t in flipped.trees],
-                         method=flipped.method, collective="reduce-scatter")
+                         method=flipped.method, collective=Collective.REDUCE_SCATTER)
     validate(sched, tau)
     return sched, tau
 
@@ -123,7 +124,7 @@ class AllreduceTrees:
     def to_dict(self, _tuples: bool = False) -> dict:
         tau = self.tau()
         doc = {"format": SCHEDULE_FORMAT, "version": SCHEDULE_VERSION,
-               "collective": "allreduce", "kind": "trees",
+               "collective": Collective.ALLREDUCE, "kind": "trees",
                "topology": self.allgather.topology.expr,
                "num_nodes": self.allgather.topology.n, "tau": float(tau),
                "tau_exact": exact(tau)}
@@ -131,7 +132,7 @@ class AllreduceTrees:
             doc["lp5_tau"] = self.lp.tau
             doc["lp5_exact"] = self.lp.exact
         doc["reduce_scatter"] = self.reduce_scatter.to_dict(_tuples)
-        doc["allgather"] = self.allgather.to_dict(_tuples)
+        doc[Collective.ALLGATHER] = self.allgather.to_dict(_tuples)
         return doc
 
     def to_json(self) -> str:
@@ -147,11 +148,11 @@ def allreduce_trees(topo: Topology, *, with_lp: bool = True, **kw) -> AllreduceT
 
 def collective_trees(topo: Topology, collective: str, **kw):
     """The tree schedule of ``collective`` (one of COLLECTIVES)."""
-    if collective == "allgather":
+    if collective == Collective.ALLGATHER:
         return allgather_trees(topo, **kw)[0]
-    if collective == "reduce-scatter":
+    if collective == Collective.REDUCE_SCATTER:
         return reduce_scatter_trees(topo, **kw)[0]
-    if collective == "allreduce":
+    if collective == Collective.ALLREDUCE:
         return allreduce_trees(topo, **kw)
     raise TopofinderError(f"unknown collective {collective!r}; accepted: "
                           f"{', '.join(COLLECTIVES)}")

@@ -1,0 +1,60 @@
+"""Planning at scale (issue 31): baselines past the replay limit take closed forms equal to
+their full replay on small N, a search never fails on a baseline, and bases that would need an
+N×N matrix are left out instead of exhausting memory."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from topofinder.finder import baseline_scores as baselines, verify
+from topofinder.model.schedule import validate
+from topofinder.scoring.allgather.ring_and_two_tree import (
+    ring_allgather, two_tree_allgather, two_tree_cost,
+)
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 8, 17, 64, 100, 255, 1024])
+def test_two_tree_closed_form_equals_replay(m):
+    s = two_tree_allgather(m)
+    validate(s)
+    assert two_tree_cost(m) == (s.num_steps, s.tau)
+
+
+@pytest.mark.parametrize("expr, schedule", [("ShiftedRing(4,64)", "ring"),
+                                            ("DBT(64)", "double-binary-tree"),
+                                            ("Torus(8,8)", "bfb"), ("Torus(4,4,4)", "bfb")])
+def test_closed_forms_past_the_limit_equal_the_replayed_values(monkeypatch, expr, schedule):
+    replayed = baselines.native_cost(expr, schedule)
+    assert replayed[2] in ("full", "symmetry")
+    monkeypatch.setattr(baselines, "REPLAY_LIMIT", 10)
+    closed = baselines.native_cost(expr, schedule)
+    assert closed[:2] == replayed[:2]
+    # the ring is replayed by symmetry at any size; the others fall back to closed forms
+    assert closed[2] == ("symmetry" if schedule == "ring" else None)
+
+
+def test_ring_by_symmetry_equals_the_full_ring():
+    full = ring_allgather(6, 35)
+    validate(full)
+    assert baselines.native_cost("ShiftedRing(6,35)", "ring") == (34, full.tau, "symmetry")
+    assert full.tau == Fraction(34, 35)
+
+
+def test_a_baseline_past_the_limit_is_scored_not_refused(monkeypatch):
+    monkeypatch.setattr(baselines, "REPLAY_LIMIT", 10)
+    v = baselines.score_baseline("DBT(32)", "double-binary-tree", False)
+    assert v["verified"] is False and v["verified_by"] is None
+    assert (v["T_L"], Fraction(v["tau"])) == two_tree_cost(32)
+    assert v["alltoall_f_upper"] is None and "not computed" in v["alltoall_method"]
+    t = baselines.score_baseline("Torus(4,8)", "bfb", False)     # vertex-transitive: all facts
+    assert t["verified"] is False and t["diameter"] == 6 and t["alltoall_f"] is not None
+
+
+def test_dense_bases_beyond_the_limit_are_left_out(monkeypatch):
+    assert verify.score_base("Pi(8,64)", "bfb") is not None       # 8 in-neighbours > 6 slots
+    monkeypatch.setattr(verify, "DENSE_SCORE_MAX_NODES", 63)
+    assert verify.score_base("Pi(8,64)", "bfb") is None
+    assert verify.score_base("Pi(4,64)", "bfb") is not None       # streamed scorer: any N
+    assert verify.score_base("C(64,{1,7,21,30})", "bfb") is not None   # vertex-transitive

@@ -1,0 +1,160 @@
+"""Replay by symmetry (topofinder.model.symmetric) against full replay: one source per orbit
+of a checked free abelian automorphism group gives the same verdict, T_L, step loads and τ as
+replaying every source of the extended schedule, and a planted wrong send fails both."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from topofinder.families.build import parse
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import build_schedule, symmetric_allgather
+from topofinder.model.schedule import ScheduleError, StepSchedule, validate
+from topofinder.model.symmetric import (
+    OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
+    replay_by_symmetry, rotation,
+)
+from topofinder.scoring.allgather.ring_and_two_tree import ring_allgather, ring_orbit
+from topofinder.scoring.allgather.bfb import bfb_schedule
+
+
+def _circulant(expr, m):
+    return parse(expr), [rotation(m)]
+
+
+def _line(expr, m, times=1):
+    g = parse(expr)
+    gens = [rotation(m)]
+    for _ in range(times):
+        gens = line_graph_action(g, gens)
+        g = parse(f"L({g.expr})")
+    return g, gens
+
+
+def _product(left, right, ml, mr):
+    topo = parse(f"{left} x {right}")
+    return topo, product_action([ml, mr], [[rotation(ml)], [rotation(mr)]])
+
+
+#: (topology, generators of a free abelian automorphism group), N ≤ 4096
+CASES = {
+    "C(16,{1,6})": lambda: _circulant("C(16,{1,6})", 16),
+    "C(64,{1,7,21})": lambda: _circulant("C(64,{1,7,21})", 64),
+    "DC(27,{1,3})": lambda: _circulant("DC(27,{1,3})", 27),
+    "ShiftedRing(6,200)": lambda: _circulant("ShiftedRing(6,200)", 200),
+    "Torus(8,8)": lambda: (parse("Torus(8,8)"),
+                           product_action([8, 8], [[rotation(8)], [rotation(8)]])),
+    "Torus(4,4,4)": lambda: (parse("Torus(4,4,4)"),
+                             product_action([4, 4, 4], [[rotation(4)]] * 3)),
+    "L(C(16,{1,6}))": lambda: _line("C(16,{1,6})", 16),
+    "L^2(C(8,{1,3}))": lambda: _line("C(8,{1,3})", 8, 2),
+    "L(DC(32,{1,5}))": lambda: _line("DC(32,{1,5})", 32),
+    "C(16,{1,6}) x C(8,{1,3})": lambda: _product("C(16,{1,6})", "C(8,{1,3})", 16, 8),
+    "L(C(64,{1,7}))": lambda: _line("C(64,{1,7})", 64),
+    "C(1024,{1,32})": lambda: _circulant("C(1024,{1,32})", 1024),
+}
+
+
+CASES["C(4096,{1,64})"] = lambda: _circulant("C(4096,{1,64})", 4096)      # slow: 17M rows
+
+
+def _orbit(name):
+    """The representatives' sends of the topology's BFB schedule, as an orbit schedule (its
+    extension is a valid schedule: each source's sends are an automorphism's image of a
+    valid broadcast)."""
+    topo, gens = CASES[name]()
+    full = bfb_schedule(topo)
+    reps = check_group(topo, gens).reps
+    rows = full.sends[np.isin(full.sends[:, 1], reps)]
+    return OrbitSchedule(topo, full.shard_chunks, rows, tuple(gens), method="bfb")
+
+
+@pytest.mark.parametrize("name", sorted(CASES) + [
+    pytest.param("C(4096,{1,64})", marks=pytest.mark.slow)])
+def test_symmetry_replay_agrees_with_full_replay(name):
+    orbit = _orbit(name)
+    assert orbit.topology.n <= 4096
+    replay_by_symmetry(orbit)
+    full = expand(orbit)
+    assert full.num_sends == orbit.num_sends * orbit.topology.n // orbit.action.reps.size
+    validate(full)
+    assert (orbit.num_steps, orbit.step_loads, orbit.tau) == \
+        (full.num_steps, full.step_loads, full.tau)
+    assert orbit_schedule_of(full, orbit.generators).num_sends == orbit.num_sends
+
+
+@pytest.mark.parametrize("name", ["C(16,{1,6})", "L(C(16,{1,6}))", "Torus(8,8)",
+                                  "C(16,{1,6}) x C(8,{1,3})"])
+def test_planted_wrong_send_fails_both(name):
+    orbit = _orbit(name)
+    s = orbit.sends.copy()
+    i = int(np.flatnonzero(s[:, 0] >= 2)[0])      # a forwarded chunk, sent before it arrives
+    s[i, 0] = 1
+    bad = OrbitSchedule(orbit.topology, orbit.shard_chunks, s, orbit.generators)
+    with pytest.raises(ScheduleError, match="does not hold"):
+        replay_by_symmetry(bad)
+    with pytest.raises(ScheduleError, match="does not hold"):
+        validate(expand(bad))
+    dropped = OrbitSchedule(orbit.topology, orbit.shard_chunks, np.delete(orbit.sends, i, 0),
+                            orbit.generators)
+    with pytest.raises(ScheduleError):
+        replay_by_symmetry(dropped)
+    with pytest.raises(ScheduleError):
+        validate(expand(dropped))
+
+
+def test_a_wrong_send_outside_the_representatives_breaks_equivariance():
+    full = expand(_orbit("C(16,{1,6})"))
+    s = full.sends.copy()
+    i = int(np.flatnonzero((s[:, 1] != 0) & (s[:, 0] >= 2))[0])
+    s[i, 0] = 1
+    planted = StepSchedule(full.topology, full.shard_chunks, s)
+    with pytest.raises(ScheduleError, match="does not hold"):
+        validate(planted)
+    with pytest.raises(ScheduleError, match="not equivariant"):
+        orbit_schedule_of(planted, [rotation(16)])
+
+
+@pytest.mark.parametrize("d, m", [(2, 9), (4, 64), (6, 35), (8, 100)])
+def test_ring_schedule_is_equivariant_and_replays_from_one_source(d, m):
+    full = ring_allgather(d, m)
+    orbit = ring_orbit(d, m)
+    assert orbit_schedule_of(full, orbit.generators).num_sends == orbit.num_sends
+    replay_by_symmetry(orbit)
+    assert (orbit.num_steps, orbit.tau) == (m - 1, (full.tau)) == (m - 1, type(full.tau)(m - 1, m))
+
+
+def test_group_checks():
+    topo = parse("K(4)")
+    with pytest.raises(ScheduleError, match="not an automorphism"):
+        check_group(parse("C(8,{1,3})"), [np.array([1, 0, 2, 3, 4, 5, 6, 7])])
+    swap01 = np.array([1, 0, 2, 3])
+    both = np.array([1, 0, 3, 2])
+    with pytest.raises(ScheduleError, match="does not act freely"):
+        check_group(topo, [swap01, both])           # (2 3) = swap01·both fixes node 0
+    with pytest.raises(ScheduleError, match="commute"):
+        check_group(topo, [np.array([1, 2, 3, 0]), np.array([1, 0, 2, 3])])
+    with pytest.raises(ScheduleError, match="differ in size"):
+        check_group(topo, [swap01])
+
+
+@pytest.mark.parametrize("expr", ["C(16,{1,6})", "L(C(16,{1,6}))", "L^3(C(16,{1,6}))",
+                                  "L^2(C(64,{1,14}))", "L(DC(32,{1,5}))"])
+def test_frontier_line_graphs_by_symmetry_equal_their_full_replay(expr):
+    """finder.verify.symmetric_allgather (used past REPLAY_LIMIT): its extension is a valid
+    schedule with the same T_L and τ as the named construction built in full."""
+    recipe = from_expression(expr)
+    orbit = symmetric_allgather(recipe)
+    replay_by_symmetry(orbit)
+    full = build_schedule(recipe)
+    validate(full)
+    extended = expand(orbit)
+    validate(extended)
+    assert (orbit.num_steps, orbit.tau) == (full.num_steps, full.tau) == \
+        (extended.num_steps, extended.tau)
+
+
+def test_recipes_without_a_known_group_are_not_symmetric():
+    assert symmetric_allgather(from_expression("Pi(4,64)")) is None
+    assert symmetric_allgather(from_expression("L(C(4,{1,2}))")) is None   # parallel arcs
