@@ -353,7 +353,7 @@ def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
     """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
     process: written or refused (one-line TopofinderError), within ``max_gb`` GiB."""
     code = ("bad = []\ntry:\n"
-            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={coll!r})\n"
+            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r})\n"
             "except tf.TopofinderError:\n"
             "    pass\n")
 
@@ -364,7 +364,7 @@ def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
 
 case("export L^3(C(16,{1,6})) allreduce --format xml (N=1024: written or refused with the "
      "figure; <= 2 GiB)", 30.0, group="scale", repeat=1)(
-    _export_xml_at_scale("L^3(C(16,{1,6}))", "allreduce", 2.0))
+    _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0))
 case("score Pi(4,10000) (not vertex-transitive; <= 1 GiB)", 5.0, group="scale",
      repeat=3)(_score_at_scale("Pi(4,10000)", 1.0))
 case("score Torus(316,316) (N=99856; <= 2 GiB)", 10.0, group="scale",

@@ -3,6 +3,7 @@ schedule as json, MSCCL XML or npz (:func:`topofinder.api.export_schedule_of`)."
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -55,8 +56,10 @@ def add_options(p) -> None:
 
 
 def _announce(args):
-    """For XML written to a file: one stderr line with its size, before it is written."""
-    if args.format != "xml" or args.output in (None, "-"):
+    """For XML written to a file: one stderr line with its size, before it is written (none
+    when the file's directory is missing: the write's own error line is the answer)."""
+    if args.format != "xml" or args.output in (None, "-") or not os.path.isdir(
+            os.path.dirname(os.path.abspath(args.output))):
         return None
     return lambda text: print(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB, writing "
                               f"{args.output}", file=sys.stderr)
