@@ -4,14 +4,17 @@ The schedules here are written by hand (not by any generator), so expected value
 the α-β model of DESIGN §1 directly.
 """
 
+import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from topofinder.families import bi_ring, uni_ring
-from topofinder.model.schedule import (ScheduleError, StepSchedule, allreduce, reduce_scatter, refine,
-                                 reverse, validate)
+from topofinder.model.collectives import Collective
+from topofinder.model.schedule import (ScheduleError, StepSchedule, allreduce, int_rows_json,
+                                       reduce_scatter, refine, reverse, validate)
+from topofinder.scoring.allgather.bfb import bfb_schedule
 
 
 def ring4_allgather():
@@ -153,3 +156,34 @@ def test_bad_construction_is_a_clear_error():
         StepSchedule(bi_ring(2, 4), 2, np.zeros((0, 6)), collective="broadcast")
     with pytest.raises(ScheduleError, match="shard_chunks"):
         StepSchedule(bi_ring(2, 4), 0, np.zeros((0, 6)))
+
+
+def test_bulk_json_is_byte_equal_to_json_dumps():
+    """int_rows_json (digit table, and the %-format path for wide ranges) and to_json write
+    exactly what json.dumps of the tolist() rows writes."""
+    ag = ring4_allgather()
+    schedules = [ag, allreduce(reduce_scatter(ag), refine(ag, 3)), refine(ag, 10 ** 6),
+                 bfb_schedule(bi_ring(2, 16), collective=Collective.ALLREDUCE)]
+    for s in schedules:
+        assert s.to_json() == json.dumps(s.to_dict())
+    rng = np.random.default_rng(7)
+    for rows in (np.array([[0, -1, 9, 10, -(2 ** 63), 2 ** 63 - 1]]), np.zeros((0, 6), int),
+                 rng.integers(-999, 1000, (300, 6)), rng.integers(0, 10, (5, 1)),
+                 rng.integers(10 ** 7, 10 ** 7 + 9, (4, 2)), np.array([[-5]])):
+        assert int_rows_json(rows) == json.dumps(rows.tolist())
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r.__setitem__(8, (1, 2, 0, 1, 1, 0)), "does not hold"),
+    (lambda r: r.pop(), "incomplete allgather"),
+])
+def test_replay_of_wide_chunk_ranges_sorts_breakpoints(edit, message):
+    """P = 2·10^6 leaves the breakpoint bitmap (n·(P+1) codes) for sorted codes: the same
+    verdicts, and the failing chunk named at its refined position."""
+    ag = refine(ring4_allgather(), 10 ** 6)
+    validate(ag)
+    validate(reduce_scatter(ag))
+    rows = [tuple(r) for r in ring4_allgather().sends.tolist()]
+    edit(rows)
+    with pytest.raises(ScheduleError, match=message):
+        validate(refine(with_rows(ring4_allgather(), rows), 10 ** 6))

@@ -8,7 +8,6 @@ mapping, and write it as JSON, MSCCL XML or npz (docs/formats.md).
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -22,7 +21,8 @@ from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_st
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import allgather_schedule, collective_schedule
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
-from topofinder.model.schedule import COLLECTIVES, StepSchedule, parse_object, validate
+from topofinder.model.schedule import (COLLECTIVES, StepSchedule, dumps_document, parse_object,
+                                       validate)
 from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
@@ -152,10 +152,10 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         save_npz(sched, path)
         return None
     if fmt == "json":
-        doc = sched.to_dict()
+        doc = sched.to_dict(_rows=True) if isinstance(sched, StepSchedule) else sched.to_dict()
         if physical is not None:
             doc["physical"] = [int(x) for x in physical]
-        return emit(json.dumps(doc) + "\n", path)
+        return emit(dumps_document(doc, "\n"), path)
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}

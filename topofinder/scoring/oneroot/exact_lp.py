@@ -19,7 +19,6 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from topofinder.errors import TopofinderError
 
@@ -58,6 +57,7 @@ def solve_float(lp: LP, objective: dict | None = None, fix: dict | None = None
                 ) -> tuple[np.ndarray, np.ndarray, float]:
     """HiGHS dual simplex on ``lp`` (or on its rows with another ``objective`` to maximise
     and columns ``fix``ed to values): (x, y, value) in floating point; y ≥ 0 on ≤ rows."""
+    from scipy.optimize import linprog      # heavy (0.3 s): loaded on first use, as kstep's
     le = [i for i, r in enumerate(lp.rows) if r[2] == "<="]
     eq = [i for i, r in enumerate(lp.rows) if r[2] == "="]
 
