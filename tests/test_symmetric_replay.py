@@ -140,9 +140,11 @@ def test_group_checks():
 
 
 @pytest.mark.parametrize("expr", ["C(16,{1,6})", "L(C(16,{1,6}))", "L^3(C(16,{1,6}))",
-                                  "L^2(C(64,{1,14}))", "L(DC(32,{1,5}))"])
+                                  "L^2(C(64,{1,14}))", "L(DC(32,{1,5}))", "L^2(C(4,{1,2}))",
+                                  "L(C(6,{1,3}))"])
 def test_frontier_line_graphs_by_symmetry_equal_their_full_replay(expr):
-    """finder.verify.symmetric_allgather (used past REPLAY_LIMIT): its extension is a valid
+    """finder.verify.symmetric_allgather (search's replay by symmetry; C(4,{1,2}) and
+    C(6,{1,3}) have parallel arcs, so L's group maps the j-th parallel arc to the j-th): its extension is a valid
     schedule with the same T_L and τ as the named construction built in full."""
     recipe = from_expression(expr)
     orbit = symmetric_allgather(recipe)
@@ -157,4 +159,15 @@ def test_frontier_line_graphs_by_symmetry_equal_their_full_replay(expr):
 
 def test_recipes_without_a_known_group_are_not_symmetric():
     assert symmetric_allgather(from_expression("Pi(4,64)")) is None
-    assert symmetric_allgather(from_expression("L(C(4,{1,2}))")) is None   # parallel arcs
+
+
+def test_line_graph_action_on_parallel_arcs():
+    """C(4,{1,2}) has two arcs u→u+2: the rotation lifted to L(C(4,{1,2})) is a free
+    automorphism group (check_group), the full line-graph schedule is equivariant under it, and
+    a permutation that is no automorphism of the base is refused."""
+    g = parse("C(4,{1,2})")
+    gens = line_graph_action(g, [rotation(4)])
+    full = build_schedule(from_expression("L(C(4,{1,2}))"))
+    assert orbit_schedule_of(full, gens).num_sends * 4 == full.num_sends
+    with pytest.raises(ScheduleError, match="onto"):
+        line_graph_action(g, [np.array([1, 0, 2, 3])])

@@ -237,18 +237,18 @@ class VerifiedPoint:
 
 
 def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
-    """Build, replay and score one candidate: the verified numbers of a frontier point (above
-    REPLAY_LIMIT the schedule is not materialised; T_L and τ stay the exact predicted ones).
+    """Build, replay and score one candidate: the verified numbers of a frontier point. The
+    allgather is replayed by symmetry when the recipe has an orbit form that is the schedule
+    `export` writes (``_symmetric_point``), else in full up to REPLAY_LIMIT; beyond it the
+    schedule is not materialised and T_L, τ stay the exact predicted ones.
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
     bound only) unless ``full_alltoall``."""
-    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
-        orbit = symmetric_allgather(candidate.recipe)
-        if orbit is None:
-            topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
-                                           candidate.tau, None)
-        else:
-            replay_by_symmetry(orbit)
-            topo, t_l, tau, verified_by = orbit.topology, orbit.num_steps, orbit.tau, "symmetry"
+    point = _symmetric_point(candidate)
+    if point is not None:
+        topo, t_l, tau, verified_by, method, rs_t_l, rs_tau = point
+    elif candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
+        topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
+                                       candidate.tau, None)
         method = candidate.recipe.method
         rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     else:
@@ -258,11 +258,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         method = schedule.method
         if candidate.recipe.method.removesuffix("+kstep") == method:
             method = candidate.recipe.method    # the named construction: say if k-step is inside
-        rs_t_l, rs_tau = t_l, tau                   # the allgather reversed (Thm 2): equal
-        if not _reversible(topo):                   # a new schedule: build and replay it
-            rs = reduce_scatter_of(schedule)
-            validate(rs)
-            rs_t_l, rs_tau = rs.num_steps, rs.tau
+        rs_t_l, rs_tau = _verified_reduce_scatter(topo, t_l, tau)
     fc = throughput_optimum(topo)
     if full_alltoall:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
@@ -277,6 +273,42 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         alltoall_f=a2a["alltoall_f"], alltoall_f_upper=a2a["alltoall_f_upper"],
         alltoall_bound=a2a["alltoall_bound"], alltoall_method=a2a["alltoall_method"],
         alltoall_gap=a2a["alltoall_gap"])
+
+
+def _symmetric_point(candidate):
+    """(topology, T_L, τ, "symmetry", method, reduce-scatter T_L, τ) of a candidate whose
+    allgather is replayed by symmetry (symmetric_allgather), None when it has no orbit form or
+    — within REPLAY_LIMIT — `export` would write another schedule (allgather_schedule swaps in
+    BFB when BFB is no worse in T_L and τ and better in one). The reduce-scatter is the
+    allgather reversed when G is reverse-symmetric (Thm 2), else BFB on G^T, replayed in full
+    within REPLAY_LIMIT and priced exactly beyond it."""
+    orbit = symmetric_allgather(candidate.recipe)
+    if orbit is None:
+        return None
+    topo, t_l, tau = orbit.topology, orbit.num_steps, orbit.tau
+    within = candidate.n * candidate.n * candidate.d <= REPLAY_LIMIT
+    if within and candidate.recipe.method != "bfb":
+        try:
+            best = bfb.bfb_score(topo)
+        except TopofinderError:
+            best = None
+        if best is not None and (best.T_L, best.tau) != (t_l, tau) and best.T_L <= t_l \
+                and best.tau <= tau:
+            return None
+    replay_by_symmetry(orbit)
+    rs = (_verified_reduce_scatter if within else _reduce_scatter_price)(topo, t_l, tau)
+    return topo, t_l, tau, "symmetry", candidate.recipe.method, *rs
+
+
+def _verified_reduce_scatter(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+    """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo:
+    equal when topo is reverse-symmetric (Thm 2), else the BFB schedule of G^T reversed,
+    built and replayed (Thm 1)."""
+    if _reversible(topo):
+        return t_l, tau
+    rs = bfb.bfb_schedule(topo, collective=Collective.REDUCE_SCATTER)
+    validate(rs)
+    return rs.num_steps, rs.tau
 
 
 def _reversible(g: Topology) -> bool:

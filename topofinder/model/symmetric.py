@@ -256,18 +256,27 @@ def rotation(m: int) -> np.ndarray:
 
 def line_graph_action(g: Topology, gens) -> list[np.ndarray]:
     """The generators induced on the nodes of L(G) (node i = arc i of G,
-    topofinder.model.operations.line_graph): arc (u, w) ↦ (p[u], p[w]). An automorphism
-    group of G acts on L(G) by automorphisms, freely when it is free on G's arcs. G must have
-    no parallel arcs (ScheduleError)."""
+    topofinder.model.operations.line_graph): arc (u, w) ↦ (p[u], p[w]), the j-th of G's
+    parallel arcs u→w (in arc order) to the j-th arc p[u]→p[w] (adjacency in L(G) depends on
+    the ends alone, so any such bijection is an automorphism). An automorphism group of G acts
+    on L(G) by automorphisms, freely when it is free on G's arcs. ScheduleError when p does
+    not map G's arc multiset onto itself."""
     key = g.src * g.n + g.dst
-    order = np.argsort(key)
-    if np.any(np.diff(key[order]) == 0):
-        raise ScheduleError(f"{g.expr} has parallel arcs: its line graph's arcs are not "
-                            f"determined by their ends")
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    first = np.searchsorted(skey, skey)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - first
     out = []
     for p in gens:
         p = np.asarray(p, np.int64)
-        out.append(order[np.searchsorted(key[order], p[g.src] * g.n + p[g.dst])])
+        img = p[g.src] * g.n + p[g.dst]
+        pos = np.searchsorted(skey, img) + rank
+        if np.any(pos >= skey.size) or not np.array_equal(skey[np.minimum(pos, skey.size - 1)],
+                                                          img):
+            raise ScheduleError(f"a generator does not map the arcs of {g.expr} onto "
+                                f"themselves")
+        out.append(order[pos])
     return out
 
 
