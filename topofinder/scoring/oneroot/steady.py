@@ -28,7 +28,6 @@ from fractions import Fraction
 from math import lcm
 
 import numpy as np
-from ortools.graph.python import max_flow
 
 from topofinder.errors import TopofinderError
 from topofinder.scoring.oneroot.exact_lp import (
@@ -62,6 +61,7 @@ class Throughput:
 def maxflows(pl: Platform, caps, targets) -> tuple[int, int, np.ndarray]:
     """(min flow, argmin target, source side of its minimum cut as a bool vector) over
     max-flows root → v for v in ``targets`` with integer link capacities ``caps``."""
+    from ortools.graph.python import max_flow   # loaded when a max-flow runs, not per command
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
                               np.asarray(caps, np.int64))
@@ -149,6 +149,7 @@ def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarra
     short (the smallest violated set around v, so disjoint deficient regions each get their
     own cut), skipping sinks inside a sink side found in this round."""
     scale = _SCALE / max(float(rates.max()), 1e-300)
+    from ortools.graph.python import max_flow   # loaded when a max-flow runs, not per command
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
                               np.floor(np.maximum(rates, 0) * scale).astype(np.int64))
