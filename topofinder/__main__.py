@@ -15,6 +15,6 @@ def _interrupted_while_starting(signum, frame) -> None:
 for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(_sig, _interrupted_while_starting)
 
-from topofinder.cli.main import main  # noqa: E402  (after the start-up handlers)
+from topofinder.cli.main import entry  # noqa: E402  (after the start-up handlers)
 
-raise SystemExit(main())
+entry()

@@ -27,6 +27,8 @@ stop_workers = parallel.stop_workers
 #: Ctrl-C, SIGTERM and SIGHUP honoured within a second, even inside native solvers (a front
 #: end's main thread calls it once).
 install_interrupt_handlers = interrupt.install
+#: Whether a signal has been honoured in this process (an error after it is its consequence).
+was_interrupted = interrupt.interrupted
 #: Context of one front-end command: its outputs may not replace its inputs or each other.
 command_scope = output.command
 #: Refuse, before anything is written, outputs that name one file twice, or one output path
@@ -36,7 +38,7 @@ check_output = output.checked_target
 
 __all__ = ["MAX_BENCH_REPEAT", "RUN_DESCRIPTION", "SweepResult", "add_run_arguments", "bench",
            "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
-           "is_quiet_rank", "run_schedule", "stop_workers", "sweep"]
+           "is_quiet_rank", "run_schedule", "stop_workers", "sweep", "was_interrupted"]
 
 
 @dataclass(frozen=True)

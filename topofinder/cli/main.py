@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from topofinder import api
@@ -46,14 +47,30 @@ class _ClosedStdout:
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
-    api.install_interrupt_handlers()
-    if hasattr(sys.stdout, "reconfigure"):      # tables on an ASCII-only terminal: µ → \xb5
-        sys.stdout.reconfigure(errors="backslashreplace")
     try:
+        api.install_interrupt_handlers()
+        if hasattr(sys.stdout, "reconfigure"):  # tables on an ASCII-only terminal: µ → \xb5
+            sys.stdout.reconfigure(errors="backslashreplace")
         with api.command_scope():
             return _main(argv)
+    except KeyboardInterrupt:                    # a signal just before or after _main's own try
+        _say("interrupted")
+        return EXIT_INTERRUPTED
     finally:
-        api.stop_workers()
+        try:
+            api.stop_workers()
+        except KeyboardInterrupt:                # a second signal while they stop: finish that
+            api.stop_workers()
+
+
+def entry() -> None:
+    """The ``topofinder`` program: :func:`main`, then exit with its status. The command is
+    done by then, so a signal during the interpreter's teardown is ignored instead of killing
+    the process without a word (status -2 where main said 0)."""
+    code = main()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -64,6 +81,11 @@ def _main(argv: list[str] | None) -> int:
         _say(f"error: {exc}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except ImportError:                          # a module whose start-up a signal cut short
+        if not api.was_interrupted():
+            raise
         _say("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -93,4 +115,4 @@ def _say(message: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

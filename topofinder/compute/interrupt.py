@@ -44,6 +44,12 @@ def _watch(fd: int) -> None:
             os._exit(EXIT_INTERRUPTED)
 
 
+def interrupted() -> bool:
+    """Whether this process has honoured a signal: an error that follows is its consequence
+    (e.g. a module whose start-up the KeyboardInterrupt cut short fails to import)."""
+    return _count["handled"] > 0
+
+
 def install() -> None:
     """Install the handlers and the watchdog once per process (main thread only)."""
     if _count["installed"] or threading.current_thread() is not threading.main_thread():
