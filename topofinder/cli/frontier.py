@@ -48,6 +48,12 @@ def format_frontier(result: dict) -> str:
     if not all(p["verified"] for p in result["frontier"]):
         lines.append("note: schedules too large to replay in memory were not built; their T_L "
                      "and tau are the exact BFB scores / theorem values (verified: false)")
+    skipped = result.get("skipped_bases", [])
+    if skipped:
+        at = [b["expr"] for b in skipped if b["N"] == result["N"]]
+        lines.append(f"note: {len(skipped)} bases without a vertex-transitive symmetry were not "
+                     f"scored, their exact BFB score costing O(N²·d) beyond the limit"
+                     + (f" ({', '.join(at)} at this size)" if at else ""))
     lines.append(f"recommended (*): {best['expr']} — allreduce "
                  f"{_us(best['allreduce_time_s'])} for the workload")
     if "moe" in result:

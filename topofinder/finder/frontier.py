@@ -19,8 +19,9 @@ from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
-from topofinder.finder.verify import (check_score, check_verified, score_base, score_kstep,
-                                      verify_candidate)
+from topofinder.finder.verify import (base_topology, check_score, check_verified, score_base,
+                                      score_kstep, unscored_reason, verify_candidate,
+                                      SCORE_MAX_N2D)
 from topofinder.model.bounds import check_claim
 
 
@@ -150,6 +151,22 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
     if bidirectional:
         final = [c for c in final if c.bidirectional]
     return growth.pareto(final, with_flags=False)
+
+
+def skipped_bases(n: int, d: int) -> list[dict]:
+    """The bases of every size the search of (n, d) can reach that are left out because their
+    exact score costs too much ({"expr", "N", "d", "reason"}; verify.unscored_reason), the
+    target size first. Only sizes past the cost limits are built to be checked."""
+    states = [(n, d)] + [s for s in growth.reachable_states(n, d) if s != (n, d)]
+    pairs = [b for s in states if s[0] * s[0] * s[1] > SCORE_MAX_N2D
+             for b in base_expressions(*s, at_target=s == (n, d))]
+    out = []
+    for expr, source in dict.fromkeys(pairs):
+        topo = base_topology(expr, source) if source == "bfb" else None
+        reason = topo is not None and unscored_reason(topo)
+        if reason:
+            out.append({"expr": expr, "N": topo.n, "d": topo.degree, "reason": reason})
+    return out
 
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,

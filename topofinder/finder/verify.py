@@ -67,23 +67,44 @@ def _reverse_symmetric(topo: Topology) -> bool:
 #: scorer's in-neighbour limit (bfb_bits.MAX_SLOTS) is scored: the scorer then holds an N×N
 #: distance matrix, 40 GB at N = 10^5 (Pi(8,100000) took the machine's 24 GiB and was killed)
 DENSE_SCORE_MAX_NODES = 16_384
+#: Largest N²·d at which a base without a vertex-transitive symmetry is BFB-scored: its exact
+#: score needs a breadth-first search from every node, O(N²·d) (Pi(8,10000): 2.5 s CPU;
+#: Pi(4,100000): 195 s). Beyond it the base is left out with that reason (`unscored_reason`),
+#: so a search's cost grows about linearly in N past 10^4.
+SCORE_MAX_N2D = 10_000 * 10_000 * 8
+
+
+def unscored_reason(topo: Topology) -> str | None:
+    """Why a BFB base is not scored (its exact score costs too much time or memory), None when
+    it is scored."""
+    if topo.vertex_transitive:
+        return None
+    n2d = topo.n * topo.n * topo.degree
+    if topo.link_matrix.getnnz(axis=0).max() > bfb_bits.MAX_SLOTS \
+            and topo.n > DENSE_SCORE_MAX_NODES:
+        return (f"not scored: no vertex-transitive symmetry and more than "
+                f"{bfb_bits.MAX_SLOTS} in-neighbours, so its BFB score needs an N×N matrix "
+                f"(N = {topo.n} > {DENSE_SCORE_MAX_NODES})")
+    if n2d > SCORE_MAX_N2D:
+        return (f"not scored: no vertex-transitive symmetry, so its exact BFB score costs a "
+                f"search from every node, N²·d = {n2d:.2g} > {SCORE_MAX_N2D:.2g}")
+    return None
+
+
+def base_topology(expr: str, source: str) -> Topology:
+    """The topology of a base (a catalog entry's or a family expression's)."""
+    return catalog.catalog_topology(expr) if source == "catalog" else parse(expr)
 
 
 def score_base(expr: str, source: str) -> dict | None:
     """Exact (T_L, τ) and expansion flags of one base; None when it is not usable (not
-    strongly connected, not regular, or beyond DENSE_SCORE_MAX_NODES without a streamed
-    scorer)."""
+    strongly connected, not regular, or too costly to score: `unscored_reason`)."""
+    topo = base_topology(expr, source)
     if source == "catalog":
         entry = catalog.load_entry(expr)
-        topo = catalog.catalog_topology(expr)
         t_l, tau, lg_exact = entry["T_L"], Fraction(entry["tau"]), False
     else:
-        topo = parse(expr)
-        if not topo.is_regular or not topo.strongly_connected:
-            return None
-        dense = not topo.vertex_transitive and \
-            topo.link_matrix.getnnz(axis=0).max() > bfb_bits.MAX_SLOTS
-        if dense and topo.n > DENSE_SCORE_MAX_NODES:
+        if not topo.is_regular or unscored_reason(topo) or not topo.strongly_connected:
             return None
         score = bfb.bfb_score(topo)
         t_l, tau = score.T_L, score.tau
@@ -101,8 +122,7 @@ def build_topology(recipe: Recipe) -> Topology:
     """The topology the recipe names, by the topology expansions alone (no schedule is built;
     the same node numbering as `build_schedule`'s topology)."""
     if recipe.op == "base":
-        return (catalog.catalog_topology(recipe.base_expr) if recipe.source == "catalog"
-                else parse(recipe.base_expr))
+        return base_topology(recipe.base_expr, recipe.source)
     return operator(recipe.op).topology([build_topology(c) for c in recipe.children], recipe.k)
 
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Callable
 
 from topofinder.compute.cache import cached
-from topofinder.finder.frontier import check_frontier, verified_frontier
+from topofinder.finder.frontier import check_frontier, skipped_bases, verified_frontier
 from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
@@ -100,6 +100,7 @@ class SearchResult:
     baselines: tuple[dict, ...] | None = None
     moe: dict | None = None
     hierarchy: Hierarchy | None = None
+    skipped: tuple[dict, ...] = ()
 
     @property
     def best(self) -> FrontierPoint:
@@ -135,6 +136,8 @@ class SearchResult:
             doc["baselines"] = list(self.baselines)
         if self.hierarchy is not None:
             doc["hierarchy"] = self.hierarchy.describe()
+        if self.skipped:
+            doc["skipped_bases"] = list(self.skipped)
         return doc
 
 
@@ -177,7 +180,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
                                         moe, use_cache=use_cache, progress=baseline_progress,
                                         jobs=jobs))
     return SearchResult(n, d, bidirectional, workload.describe(), tuple(points), best, priced,
-                        None if moe is None else moe.describe())
+                        None if moe is None else moe.describe(),
+                        skipped=tuple(skipped_bases(n, d)))
 
 
 def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
