@@ -157,13 +157,18 @@ def degree_schedule(a: StepSchedule, factor: int) -> StepSchedule:
 
 
 # ---- Cartesian power (Def 14, Thm 12) ----------------------------------------------------------
-def power_schedule(a: StepSchedule, power: int) -> StepSchedule:
+def power_schedule(a: StepSchedule, power: int, sources=None) -> StepSchedule:
     """Def 14 of paper 001: the allgather schedule of G^n (n = ``power``).
 
     A^(1) runs the base schedule along dimension 1, then 2, ..., n (phase j shifted by
     (j−1)·T steps, replicated over the coordinates before and after j); A^(i) is A^(1) with
     coordinates rotated by i−1 and carries the i-th of n equal sub-shards.
-    T_L' = n·T_L, τ' = τ·N/(N−1)·(N^n−1)/N^n (Thm 12)."""
+    T_L' = n·T_L, τ' = τ·N/(N−1)·(N^n−1)/N^n (Thm 12).
+
+    ``sources`` (base nodes): only the sends of the shards of G^n's nodes whose coordinates
+    all lie in ``sources``, given ``a``'s sends of those shards alone (the representatives of
+    an orbit schedule: every phase replays the base rows of one coordinate's shard, the other
+    source coordinates only label them; topofinder.model.symmetric)."""
     _allgather(a, "Cartesian power")
     g = a.topology
     if power < 2:
@@ -171,24 +176,8 @@ def power_schedule(a: StepSchedule, power: int) -> StepSchedule:
     gp = operations.cartesian_power(g, power)
     n, p, steps = g.n, power, a.num_steps
     rows = _rows(a)
-    sizes = [rows.shape[0] * n ** (2 * j) * n ** (p - j - 1) for j in range(p)]
-    first = np.empty((sum(sizes), 6), np.int64)
-    pos = 0
-    for j in range(p):                       # dimension j (0-based); coordinates before: j
-        after = n ** (p - j - 1)
-        block = n * after                    # stride of the "before" coordinates
-        grid = np.meshgrid(np.arange(n ** j), np.arange(n ** j), np.arange(after),
-                           indexing="ij")    # source prefix x, holder prefix y, suffix z
-        xs, ys, zs = (c.reshape(1, -1) for c in grid)
-        view = first[pos:pos + sizes[j]].reshape(rows.shape[0], -1, 6)
-        col = lambda c: rows[:, c:c + 1]                               # noqa: E731
-        view[:, :, 0] = col(0) + j * steps
-        view[:, :, 1] = xs * block + col(1) * after + zs
-        view[:, :, 2] = col(2)
-        view[:, :, 3] = col(3)
-        view[:, :, 4] = ys * block + col(4) * after + zs
-        view[:, :, 5] = ys * block + col(5) * after + zs
-        pos += sizes[j]
+    own = np.arange(n) if sources is None else np.unique(np.asarray(sources, np.int64))
+    first = np.concatenate([_power_phase(rows, j, n, p, own, steps) for j in range(p)])
     out = np.empty((p * first.shape[0], 6), np.int64)
     for i in range(p):                       # rotate coordinates right by i, sub-shard i
         blk = out[i * first.shape[0]:(i + 1) * first.shape[0]]
@@ -197,6 +186,35 @@ def power_schedule(a: StepSchedule, power: int) -> StepSchedule:
             blk[:, c] = (first[:, c] % n ** i) * n ** (p - i) + first[:, c] // n ** i
         blk[:, 2:4] = first[:, 2:4] + i * a.shard_chunks
     return _schedule(gp, p * a.shard_chunks, [out], "cartesian-power")
+
+
+def _tuples(own: np.ndarray, length: int, n: int) -> np.ndarray:
+    """Node ids of G^length (mixed radix n, last coordinate fastest) whose coordinates all lie
+    in ``own``."""
+    ids = np.zeros(1, np.int64)
+    for _ in range(length):
+        ids = (ids[:, None] * n + own[None, :]).reshape(-1)
+    return ids
+
+
+def _power_phase(rows: np.ndarray, j: int, n: int, p: int, own: np.ndarray,
+                 steps: int) -> np.ndarray:
+    """Phase j (0-based dimension) of A^(1): base rows along coordinate j, shifted by j·T
+    steps, for source prefix x ∈ own^j, every holder prefix y and suffix z ∈ own^(p−j−1)
+    (shared by the source and the holders)."""
+    after = n ** (p - j - 1)
+    block = n * after                        # stride of the "before" coordinates
+    xs, ys, zs = (c.reshape(1, -1) for c in np.meshgrid(
+        _tuples(own, j, n), np.arange(n ** j), _tuples(own, p - j - 1, n), indexing="ij"))
+    view = np.empty((rows.shape[0], xs.size, 6), np.int64)
+    col = lambda c: rows[:, c:c + 1]                                   # noqa: E731
+    view[:, :, 0] = col(0) + j * steps
+    view[:, :, 1] = xs * block + col(1) * after + zs
+    view[:, :, 2] = col(2)
+    view[:, :, 3] = col(3)
+    view[:, :, 4] = ys * block + col(4) * after + zs
+    view[:, :, 5] = ys * block + col(5) * after + zs
+    return view.reshape(-1, 6)
 
 
 # ---- uni → bidirectional (Appendix A.6) --------------------------------------------------------

@@ -20,7 +20,7 @@ from topofinder.scoring.allgather import bfb
 from topofinder.scoring.allgather import bfb_bits
 from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
-from topofinder.expansions.schedules import line_graph_schedule
+from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
@@ -28,7 +28,8 @@ from topofinder.model.schedule import (
     ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
 )
 from topofinder.model.symmetric import (
-    OrbitSchedule, check_group, line_graph_action, replay_by_symmetry, rotation,
+    OrbitSchedule, check_group, line_graph_action, product_action, replay_by_symmetry, rotation,
+    to_representatives, transversal,
 )
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
@@ -180,46 +181,101 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
             "loop_free": topo.self_loops == 0}
 
 
-def _orbit_bfb(topo: Topology) -> OrbitSchedule | None:
-    """The BFB allgather of a Cayley graph of Z_N (rotation x ↦ x+1 an automorphism) made
-    equivariant: receiver 0's optimal in-link plan translated to every receiver, as node 0's
-    sends (a row (t, v, lo, hi, u, 0) becomes (t, 0, lo, hi, u−v, −v)). Each receiver's
-    loads are receiver 0's, so τ is BFB's optimum (vertex-transitive: U_t = U_{0,t}).
-    None when the rotation is not a free automorphism (checked) or the base is too large to
-    schedule (N²·d > REPLAY_LIMIT)."""
-    n = topo.n
-    if n * n * topo.degree > REPLAY_LIMIT:
+#: Largest (receivers and their in-neighbours) × N distance cells an orbit BFB plan may hold
+#: (int32: 400 MB); beyond it the recipe has no orbit form
+ORBIT_BFB_MAX_CELLS = 100_000_000
+
+
+def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
+    """The recipe's topology as a product G_1 × … × G_k (node index in mixed radix, the last
+    factor fastest): each factor's size and generators of a free abelian automorphism group
+    of it ([] for the trivial group). A base whose rotation x ↦ x+1 is a free automorphism
+    (a Cayley graph of Z_N: circulants, rings) has Z_N; a line graph has its operand's group
+    lifted to the arcs (line_graph_action), a Cartesian power or product the factors' groups
+    acting coordinate-wise (product_action); other operators the trivial group."""
+    kids = recipe.children
+    if recipe.op == "base":
+        topo = build_topology(recipe)
+        n = topo.n
+        try:
+            check_group(topo, [rotation(n)])
+        except ScheduleError:
+            return [(n, [])]
+        return [(n, [rotation(n)])]
+    if recipe.op == "product":
+        return [f for c in kids for f in recipe_group(c)]
+    if recipe.op in ("line", "power"):
+        inner = recipe_group(kids[0])
+        sizes = [m for m, _ in inner]
+        gens = product_action(sizes, [g for _, g in inner]) if len(inner) > 1 else inner[0][1]
+        if recipe.op == "power":
+            return [(int(np.prod(sizes)), gens)] * recipe.k
+        try:
+            return [(build_topology(recipe).n, line_graph_action(build_topology(kids[0]),
+                                                                   gens))]
+        except ScheduleError:
+            return [(build_topology(recipe).n, [])]
+    return [(build_topology(recipe).n, [])]
+
+
+def _back(n: int, gens):
+    """γ_v⁻¹(x) for the factor group of ``gens`` (topofinder.model.symmetric.to_representatives):
+    x − v for the rotation group of Z_n, a transversal table for another (small) group."""
+    if not gens:
         return None
-    try:
-        check_group(topo, [rotation(n)])
-    except ScheduleError:
+    if len(gens) == 1 and np.array_equal(gens[0], rotation(n)):
+        return lambda v, x: (x - v) % n
+    table = transversal(n, gens)
+    return lambda v, x: table[v, x]
+
+
+def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
+    """The BFB allgather of the recipe's topology made equivariant under its group
+    (recipe_group): the optimal in-link plans of one receiver per orbit
+    (bfb.bfb_receiver_sends), their images under the group for every other receiver, stored as
+    the representatives' sends (to_representatives). Each receiver's loads are its
+    representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None when the
+    group is trivial, or the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
+    factors = recipe_group(recipe)
+    if not any(g for _, g in factors):
         return None
-    full = bfb.bfb_schedule(topo)
-    s = full.sends[full.sends[:, 5] == 0]
-    rows = np.stack([s[:, 0], np.zeros_like(s[:, 0]), s[:, 2], s[:, 3], (s[:, 4] - s[:, 1]) % n,
-                     (-s[:, 1]) % n], axis=1)
-    return OrbitSchedule(topo, full.shard_chunks, rows, (rotation(n),), method="bfb")
+    topo = build_topology(recipe)
+    sizes = [m for m, _ in factors]
+    gens = product_action(sizes, [g for _, g in factors]) if len(factors) > 1 else factors[0][1]
+    reps = check_group(topo, gens).reps
+    if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
+        return None
+    p, rows = bfb.bfb_receiver_sends(topo, reps)
+    rows = to_representatives(sizes, [_back(m, g) for m, g in factors], rows)
+    return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")
 
 
 def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
-    """The recipe's allgather as one source per orbit (topofinder.model.symmetric), for line
-    graphs L^k of a BFB-scheduled Cayley graph of Z_N (the rotation acts freely on every
-    line graph's nodes, G's arcs: line_graph_action); None for other recipes. Line graph of
-    an orbit schedule: Def 1 applied to the representatives' sends gives exactly the sends of
-    the shards of L(G)'s nodes v'v with v a representative — one per orbit of L(G)."""
-    if recipe.op == "base":
-        return _orbit_bfb(parse(recipe.base_expr)) if recipe.source == "bfb" else None
-    if recipe.op != "line":
+    """The recipe's allgather as one source per orbit (topofinder.model.symmetric): BFB on a
+    base or product with a nontrivial group (``_orbit_bfb``); line graphs L^k (Def 1 applied
+    to the representatives' sends gives exactly the sends of the shards of L(G)'s nodes v'v
+    with v a representative — one per orbit of L(G)) and Cartesian powers (Def 14 restricted
+    to sources whose coordinates are all representatives) of an operand with an orbit form;
+    None for other recipes."""
+    if recipe.op in ("base", "product"):
+        return _orbit_bfb(recipe) if recipe.method == "bfb" else None
+    if recipe.op not in ("line", "power"):
         return None
     child = symmetric_allgather(recipe.children[0])
     if child is None:
         return None
     g = child.topology
+    reps_only = StepSchedule(g, child.shard_chunks, child.sends)
+    if recipe.op == "power":
+        sched = power_schedule(reps_only, recipe.k, sources=child.sources)
+        gens = product_action([g.n] * recipe.k, [child.generators] * recipe.k)
+        return OrbitSchedule(sched.topology, sched.shard_chunks, sched.sends, tuple(gens),
+                             method=sched.method)
     try:
         gens = line_graph_action(g, child.generators)
     except ScheduleError:
         return None
-    lg = line_graph_schedule(StepSchedule(g, child.shard_chunks, child.sends))
+    lg = line_graph_schedule(reps_only)
     keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
     return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
                          method="line-graph")

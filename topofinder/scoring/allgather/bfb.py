@@ -490,27 +490,58 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
                               f"allreduce")
     if shard_chunks is not None and (int(shard_chunks) != shard_chunks or shard_chunks < 1):
         raise TopofinderError(f"shard_chunks must be a positive integer, got {shard_chunks}")
-    slots, caps = in_slots(topo.n, topo.link_matrix)
-    k = slots.shape[1]
-    if k > MAX_SUBSET_BITS:
-        raise TopofinderError(f"{topo.expr}: the BFB generator handles up to "
-                              f"{MAX_SUBSET_BITS} distinct in-neighbours per node, not {k}")
-    n = topo.n
+    slots, caps = _generator_slots(topo)
     dist = distances_to(topo, slots)
+    p, sends = _receiver_plan(dist, dist, slots, slots, caps, shard_chunks)
+    return StepSchedule(topo, p, sends, method="bfb")
+
+
+def bfb_receiver_sends(topo: Topology, receivers, *,
+                       shard_chunks: int | None = None) -> tuple[int, np.ndarray]:
+    """(P, sends) of an optimal BFB plan for the in-links of ``receivers`` alone (rows
+    (t, v, lo, hi, u, w), w a receiver), each receiver's LP (1) solved at U_t = the largest
+    U_{w,t} over the receivers — the global U_t when every node is the image of a receiver
+    under an automorphism (then U_{γw,t} = U_{w,t}); O(|R|·N) memory, not N². A schedule made
+    of the images of these plans has the optimal BFB τ (topofinder.model.symmetric)."""
+    slots, caps = _generator_slots(topo)
+    r = np.unique(np.asarray(receivers, np.int64))
+    need, where = np.unique(np.concatenate([r, slots[r].reshape(-1)]), return_inverse=True)
+    table = _distances_to_nodes(topo, need, slots)
+    p, sends = _receiver_plan(table[where[:r.size]], table,
+                              where[r.size:].reshape(r.size, -1), slots[r], caps[r],
+                              shard_chunks)
+    sends[:, 5] = r[sends[:, 5]]
+    return p, sends
+
+
+def _generator_slots(topo: Topology):
+    slots, caps = in_slots(topo.n, topo.link_matrix)
+    if slots.shape[1] > MAX_SUBSET_BITS:
+        raise TopofinderError(f"{topo.expr}: the BFB generator handles up to "
+                              f"{MAX_SUBSET_BITS} distinct in-neighbours per node, not "
+                              f"{slots.shape[1]}")
+    return slots, caps
+
+
+def _receiver_plan(dist, table, slot_rows, slots, caps, shard_chunks):
+    """(P, sends into rows 0..R−1) of the BFB plans of R receivers: ``dist`` their distance
+    rows (R, N), ``table[slot_rows[i, j]]`` the distance row of receiver i's in-slot j,
+    ``slots``/``caps`` their in-slot nodes and capacities. U_t = max over the R receivers."""
+    n, k = dist.shape[1], slots.shape[1]
+    rows = dist.shape[0]
     steps = int(dist.max())
-    masks = np.empty((n, n), np.int64)
-    counts = np.empty((n, steps, 1 << k), np.int64)
-    num = np.empty((n, steps), np.int64)
-    den = np.empty((n, steps), np.int64)
-    for lo, hi in _blocks(n, max(n * k, steps << k)):
-        masks[lo:hi] = _masks(dist[lo:hi], dist[slots[lo:hi]])
+    masks = np.empty((rows, n), np.int64)
+    counts = np.empty((rows, steps, 1 << k), np.int64)
+    num = np.empty((rows, steps), np.int64)
+    den = np.empty((rows, steps), np.int64)
+    for lo, hi in _blocks(rows, max(n * k, steps << k)):
+        masks[lo:hi] = _masks(dist[lo:hi], table[slot_rows[lo:hi]])
         counts[lo:hi] = _mask_counts(masks[lo:hi], dist[lo:hi], steps, k)
         num[lo:hi], den[lo:hi] = _hall_loads(counts[lo:hi], caps[lo:hi], k)
     step_load = _step_max(num, den)
     q = np.array([u.denominator for u in step_load], np.int64)
     a = np.array([u.numerator for u in step_load], np.int64)
-    exact_p = lcm(*q.tolist())
-    p = exact_p if shard_chunks is None else int(shard_chunks)
+    p = lcm(*q.tolist()) if shard_chunks is None else int(shard_chunks)
 
     # distinct per-(u, t) problems: (t, shard counts per eligibility mask, slot capacities)
     pid, uniq_t, uniq_counts, uniq_caps = _distinct_problems(counts, caps)
@@ -519,11 +550,11 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     stretches = ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
 
     parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
-             for lo, hi in _blocks(n, n * 8)]
+             for lo, hi in _blocks(rows, n * 8)]
     sends = np.empty((sum(c[0].size for c in parts), 6), np.int64, order="F")
     for col in range(6):
         np.concatenate([c[col] for c in parts], out=sends[:, col])
-    return StepSchedule(topo, p, sends, method="bfb")
+    return p, sends
 
 
 def _blocks(n: int, cells_per_row: int):
