@@ -54,6 +54,9 @@ def format_frontier(result: dict) -> str:
         lines.append(f"note: {len(skipped)} bases without a vertex-transitive symmetry were not "
                      f"scored, their exact BFB score costing O(N²·d) beyond the limit"
                      + (f" ({', '.join(at)} at this size)" if at else ""))
+    for p in result.get("skipped_points", []):
+        lines.append(f"left out: {p['expr']} (predicted T_L {p['T_L']}, tau "
+                     f"{float(Fraction(p['tau_exact'])):.4f}): {p['reason']}")
     lines.append(f"recommended (*): {best['expr']} — allreduce "
                  f"{_us(best['allreduce_time_s'])} for the workload")
     if "moe" in result:

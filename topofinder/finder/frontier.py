@@ -20,9 +20,11 @@ from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
 from topofinder.finder.verify import (base_topology, check_score, check_verified, score_base,
-                                      score_kstep, unscored_reason, verify_candidate,
-                                      SCORE_MAX_N2D)
+                                      score_kstep, unscored_reason, unverifiable_reason,
+                                      verify_candidate,                                      SCORE_MAX_N2D)
+from topofinder.errors import TopofinderError
 from topofinder.model.bounds import check_claim
+from topofinder.model.units import exact
 
 
 def _candidate_from_score(s: dict) -> Candidate:
@@ -153,6 +155,23 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
     return growth.pareto(final, with_flags=False)
 
 
+def verifiable_frontier(predicted: list[Candidate]) -> tuple[list[Candidate], list[dict]]:
+    """The Pareto frontier of the predicted points that can be verified within the budget
+    (verify.unverifiable_reason), and the others with their exact predicted (T_L, τ) and the
+    reason ({"expr", "T_L", "tau_exact", "reason"}): a frontier point is dropped, the points
+    it alone dominated among ``predicted`` come back."""
+    pool, skipped = list(predicted), []
+    while True:
+        front = growth.pareto(pool, with_flags=False)
+        reasons = {c.expr: unverifiable_reason(c) for c in front}
+        bad = [c for c in front if reasons[c.expr]]
+        if not bad:
+            return front, skipped
+        skipped += [{"expr": c.expr, "T_L": c.t_l, "tau_exact": exact(c.tau),
+                     "reason": reasons[c.expr]} for c in bad]
+        pool = [c for c in pool if c not in bad]
+
+
 def skipped_bases(n: int, d: int) -> list[dict]:
     """The bases of every size the search of (n, d) can reach that are left out because their
     exact score costs too much ({"expr", "N", "d", "reason"}; verify.unscored_reason), the
@@ -172,20 +191,29 @@ def skipped_bases(n: int, d: int) -> list[dict]:
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
                       progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
-    """Steps 1–5: the predicted frontier, each point built, replayed and scored."""
-    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep)
+    """Steps 1–5: the predicted frontier, each point built, replayed and scored; and the
+    predicted points left out because they cannot be replayed within the budget
+    (`verifiable_frontier`)."""
+    predicted, skipped = verifiable_frontier(
+        predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep))
+    if not predicted:
+        raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
+                              f"{skipped[0]['expr']}: {skipped[0]['reason']}")
     verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
                             [(c, full_alltoall) for c in predicted],
                             jobs=verify_jobs(n, d, jobs),
                             progress=progress, label="verifying frontier")
-    return list(zip(predicted, verified))
+    return list(zip(predicted, verified)), skipped
 
 
 def check_frontier(args: tuple, frontier: list) -> None:
     """A cached `verified_frontier(n, d, ...)` that can be true: every point has N = n nodes,
     degree d, and predicted and verified numbers within the bounds (ValueError otherwise)."""
     n, d = args[0], args[1]
-    for c, v in frontier:
+    points, skipped = frontier
+    if not all(isinstance(s, dict) and "reason" in s for s in skipped):
+        raise ValueError("a skipped frontier point without its reason")
+    for c, v in points:
         if (c.n, c.d) != (n, d):
             raise ValueError(f"point {c.expr} has N = {c.n}, d = {c.d}, not {n}, {d}")
         check_claim(n, d, c.t_l, c.tau, c.expr)

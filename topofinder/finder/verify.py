@@ -29,7 +29,7 @@ from topofinder.model.schedule import (
 )
 from topofinder.model.symmetric import (
     OrbitSchedule, check_group, line_graph_action, product_action, replay_by_symmetry, rotation,
-    to_representatives, transversal,
+    inverse_element, to_representatives, transversal,
 )
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
@@ -231,22 +231,29 @@ def _back(n: int, gens):
 
 def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
     """The BFB allgather of the recipe's topology made equivariant under its group
-    (recipe_group): the optimal in-link plans of one receiver per orbit
-    (bfb.bfb_receiver_sends), their images under the group for every other receiver, stored as
-    the representatives' sends (to_representatives). Each receiver's loads are its
-    representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None when the
-    group is trivial, or the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
+    (recipe_group, `orbit_bfb`); None when the group is trivial or too many orbits."""
     factors = recipe_group(recipe)
     if not any(g for _, g in factors):
         return None
-    topo = build_topology(recipe)
+    return orbit_bfb(build_topology(recipe), factors)
+
+
+def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
+    """The BFB allgather of ``topo`` = G_1 × … × G_k made equivariant under the factors'
+    groups ``factors`` ((size, generators) as recipe_group): the optimal in-link plans of one
+    receiver per orbit (bfb.bfb_receiver_sends), their images under the group for every other
+    receiver, stored as the representatives' sends (to_representatives). Each receiver's loads
+    are its representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None
+    when the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
     sizes = [m for m, _ in factors]
     gens = product_action(sizes, [g for _, g in factors]) if len(factors) > 1 else factors[0][1]
     reps = check_group(topo, gens).reps
     if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
         return None
-    p, rows = bfb.bfb_receiver_sends(topo, reps)
-    rows = to_representatives(sizes, [_back(m, g) for m, g in factors], rows)
+    backs = [_back(m, g) for m, g in factors]
+    p, rows = bfb.bfb_receiver_sends(topo, reps,
+                                     inverse=lambda y: inverse_element(sizes, backs, y))
+    rows = to_representatives(sizes, backs, rows)
     return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")
 
 
@@ -279,6 +286,37 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
     keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
     return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
                          method="line-graph")
+
+
+def _orbit_form(recipe: Recipe) -> bool:
+    """Whether symmetric_allgather gives the recipe an orbit form, decided from the groups
+    alone (no schedule is built): BFB on a base or product with a nontrivial group within
+    ORBIT_BFB_MAX_CELLS, or a line graph or power of an operand with one."""
+    if recipe.op in ("base", "product"):
+        if recipe.method != "bfb":
+            return False
+        factors = recipe_group(recipe)
+        if not any(g for _, g in factors):
+            return False
+        topo = build_topology(recipe)
+        sizes = [m for m, _ in factors]
+        gens = product_action(sizes, [g for _, g in factors]) if len(factors) > 1 \
+            else factors[0][1]
+        return check_group(topo, gens).reps.size * (topo.degree + 1) * topo.n \
+            <= ORBIT_BFB_MAX_CELLS
+    if recipe.op == "line":
+        return _orbit_form(recipe.children[0]) and any(g for _, g in recipe_group(recipe))
+    return recipe.op == "power" and _orbit_form(recipe.children[0])
+
+
+def unverifiable_reason(candidate) -> str | None:
+    """Why a predicted frontier point cannot be replayed within the budget (None: it can):
+    its schedule is beyond REPLAY_LIMIT and has no orbit form (replay by symmetry)."""
+    n2d = candidate.n * candidate.n * candidate.d
+    if n2d <= REPLAY_LIMIT or _orbit_form(candidate.recipe):
+        return None
+    return (f"not verified: no automorphism group the replay by symmetry knows, and its "
+            f"schedule has N²·d = {n2d:.2g} > {REPLAY_LIMIT:.2g} rows to replay in full")
 
 
 @record
@@ -356,8 +394,8 @@ def _symmetric_point(candidate):
     allgather is replayed by symmetry (symmetric_allgather), None when it has no orbit form or
     — within REPLAY_LIMIT — `export` would write another schedule (allgather_schedule swaps in
     BFB when BFB is no worse in T_L and τ and better in one). The reduce-scatter is the
-    allgather reversed when G is reverse-symmetric (Thm 2), else BFB on G^T, replayed in full
-    within REPLAY_LIMIT and priced exactly beyond it."""
+    allgather reversed when G is reverse-symmetric (Thm 2), else BFB on G^T reversed (Thm 1):
+    G's group acts on G^T alike, so that BFB is replayed by symmetry too."""
     orbit = symmetric_allgather(candidate.recipe)
     if orbit is None:
         return None
@@ -372,7 +410,14 @@ def _symmetric_point(candidate):
                 and best.tau <= tau:
             return None
     replay_by_symmetry(orbit)
-    rs = (_verified_reduce_scatter if within else _reduce_scatter_price)(topo, t_l, tau)
+    if _reversible(topo):
+        rs = t_l, tau
+    else:
+        transposed = orbit_bfb(topo.transpose(), recipe_group(candidate.recipe))
+        if transposed is None:
+            return None
+        replay_by_symmetry(transposed)
+        rs = transposed.num_steps, transposed.tau
     return topo, t_l, tau, "symmetry", candidate.recipe.method, *rs
 
 

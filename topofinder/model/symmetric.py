@@ -308,19 +308,31 @@ def transversal(n: int, gens) -> np.ndarray:
     return back
 
 
+def _moved(sizes, backs, owner: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """γ_o⁻¹(x) for each pair (o, x) of ``owner`` and ``nodes`` (broadcast), γ_o the element
+    of the product of the factors' groups taking o's representative to o."""
+    own = np.unravel_index(owner, sizes)
+    at = np.unravel_index(nodes, sizes)
+    coords = [x if back is None else back(o, x) for o, x, back in zip(own, at, backs)]
+    return np.ravel_multi_index(tuple(np.broadcast_arrays(*coords)), sizes)
+
+
 def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     """Rows (t, v, lo, hi, u, w) of G_1 × … × G_k (mixed radix, the last factor fastest)
     moved by the element γ_v⁻¹ of the product of the factors' groups that takes the shard v to
-    its orbit representative: coordinate i of v, u and w through ``backs[i][v_i]``
-    (:func:`transversal`; None for a factor whose group is trivial). Γ-equivariant extensions
-    are unchanged (γ_v⁻¹ is in Γ); the result carries representative shards only."""
+    its orbit representative: coordinate i of v, u and w through ``backs[i](v_i, ·)`` = γ_{v_i}⁻¹
+    (a :func:`transversal` row, or x − v_i on Z_n; None for a factor whose group is trivial).
+    Γ-equivariant extensions are unchanged (γ_v⁻¹ is in Γ); the result carries
+    representative shards only."""
     sizes = [int(m) for m in sizes]
-    cols = {c: np.unravel_index(rows[:, c], sizes) for c in (1, 4, 5)}
     out = rows.copy()
     for c in (1, 4, 5):
-        coords = []
-        for i, back in enumerate(backs):
-            x = cols[c][i]
-            coords.append(x if back is None else back(cols[1][i], x))
-        out[:, c] = np.ravel_multi_index(tuple(coords), sizes)
+        out[:, c] = _moved(sizes, backs, rows[:, 1], rows[:, c])
     return out
+
+
+def inverse_element(sizes, backs, y: int) -> np.ndarray:
+    """γ_y⁻¹ as a permutation of all nodes (as :func:`to_representatives`): it takes y to its
+    representative, and dist(v → y) = dist(γ_y⁻¹(v) → rep(y)) for every v."""
+    sizes = [int(m) for m in sizes]
+    return _moved(sizes, backs, np.int64(y), np.arange(int(np.prod(sizes))))

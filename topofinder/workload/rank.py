@@ -101,6 +101,7 @@ class SearchResult:
     moe: dict | None = None
     hierarchy: Hierarchy | None = None
     skipped: tuple[dict, ...] = ()
+    unverified: tuple[dict, ...] = ()
 
     @property
     def best(self) -> FrontierPoint:
@@ -138,6 +139,8 @@ class SearchResult:
             doc["hierarchy"] = self.hierarchy.describe()
         if self.skipped:
             doc["skipped_bases"] = list(self.skipped)
+        if self.unverified:
+            doc["skipped_points"] = list(self.unverified)
         return doc
 
 
@@ -167,7 +170,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
-    frontier = cached(verified_frontier, use_cache, check_frontier)(
+    frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
@@ -181,7 +184,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
                                         jobs=jobs))
     return SearchResult(n, d, bidirectional, workload.describe(), tuple(points), best, priced,
                         None if moe is None else moe.describe(),
-                        skipped=tuple(skipped_bases(n, d)))
+                        skipped=tuple(skipped_bases(n, d)), unverified=tuple(unverified))
 
 
 def _point(c: Candidate, v: VerifiedPoint, workload: Workload,

@@ -496,17 +496,29 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     return StepSchedule(topo, p, sends, method="bfb")
 
 
-def bfb_receiver_sends(topo: Topology, receivers, *,
-                       shard_chunks: int | None = None) -> tuple[int, np.ndarray]:
+def bfb_receiver_sends(topo: Topology, receivers, *, shard_chunks: int | None = None,
+                       inverse=None) -> tuple[int, np.ndarray]:
     """(P, sends) of an optimal BFB plan for the in-links of ``receivers`` alone (rows
     (t, v, lo, hi, u, w), w a receiver), each receiver's LP (1) solved at U_t = the largest
     U_{w,t} over the receivers — the global U_t when every node is the image of a receiver
     under an automorphism (then U_{γw,t} = U_{w,t}); O(|R|·N) memory, not N². A schedule made
-    of the images of these plans has the optimal BFB τ (topofinder.model.symmetric)."""
+    of the images of these plans has the optimal BFB τ (topofinder.model.symmetric).
+    ``inverse(y)``: an automorphism (permutation of all nodes) taking y to a receiver; then
+    the distances to the receivers' in-neighbours are the receivers' own, permuted, instead of
+    one search each."""
     slots, caps = _generator_slots(topo)
     r = np.unique(np.asarray(receivers, np.int64))
-    need, where = np.unique(np.concatenate([r, slots[r].reshape(-1)]), return_inverse=True)
-    table = _distances_to_nodes(topo, need, slots)
+    if inverse is None:
+        need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
+        table = _distances_to_nodes(topo, need, slots)
+    else:
+        own = _distances_to_nodes(topo, r, slots)
+        need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
+        table = np.empty((need.size, topo.n), own.dtype)
+        for i, y in enumerate(need):
+            perm = inverse(int(y))
+            table[i] = own[np.searchsorted(r, perm[y])][perm]
+    where = np.searchsorted(need, np.concatenate([r, slots[r].reshape(-1)]))
     p, sends = _receiver_plan(table[where[:r.size]], table,
                               where[r.size:].reshape(r.size, -1), slots[r], caps[r],
                               shard_chunks)
