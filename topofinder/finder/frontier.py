@@ -19,9 +19,9 @@ from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
-from topofinder.finder.verify import (base_topology, check_score, check_verified, score_base,
-                                      score_kstep, unscored_reason, unverifiable_reason,
-                                      verify_candidate,                                      SCORE_MAX_N2D)
+from topofinder.finder.verify import (SCORE_MAX_N2D, base_topology, check_score,
+                                      check_verified, score_base, score_kstep, unscored_reason,
+                                      unverifiable_reason, verify_candidate)
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import check_claim
 from topofinder.model.units import exact

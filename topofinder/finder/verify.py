@@ -70,9 +70,11 @@ def _reverse_symmetric(topo: Topology) -> bool:
 DENSE_SCORE_MAX_NODES = 16_384
 #: Largest N²·d at which a base without a vertex-transitive symmetry is BFB-scored: its exact
 #: score needs a breadth-first search from every node, O(N²·d) (Pi(8,10000): 2.5 s CPU;
-#: Pi(4,100000): 195 s). Beyond it the base is left out with that reason (`unscored_reason`),
-#: so a search's cost grows about linearly in N past 10^4.
-SCORE_MAX_N2D = 10_000 * 10_000 * 8
+#: Pi(4,100000): 195 s), and beyond REPLAY_LIMIT neither its schedule nor those of its
+#: expansions (which inherit no group from it) could be replayed, so no frontier point could
+#: come of it. Left out with that reason (`unscored_reason`), the search's cost grows about
+#: linearly in N past 10^4.
+SCORE_MAX_N2D = REPLAY_LIMIT
 
 
 def unscored_reason(topo: Topology) -> str | None:
@@ -88,7 +90,8 @@ def unscored_reason(topo: Topology) -> str | None:
                 f"(N = {topo.n} > {DENSE_SCORE_MAX_NODES})")
     if n2d > SCORE_MAX_N2D:
         return (f"not scored: no vertex-transitive symmetry, so its exact BFB score costs a "
-                f"search from every node, N²·d = {n2d:.2g} > {SCORE_MAX_N2D:.2g}")
+                f"search from every node and its schedule could not be replayed "
+                f"(N²·d = {n2d:.2g} > {SCORE_MAX_N2D:.2g})")
     return None
 
 
