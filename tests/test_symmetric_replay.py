@@ -171,3 +171,84 @@ def test_line_graph_action_on_parallel_arcs():
     assert orbit_schedule_of(full, gens).num_sends * 4 == full.num_sends
     with pytest.raises(ScheduleError, match="onto"):
         line_graph_action(g, [np.array([1, 0, 2, 3])])
+
+
+#: the search's orbit forms beyond line graphs of circulants (N ≤ 4096): BFB on products whose
+#: factors have groups (a rotation, a line graph's lifted group, a trivial one), Cartesian
+#: powers of orbit schedules, line graphs of products
+NEW_FORMS = ["C(5,{1}) x Aff(40,29,{3,5})", "DistReg(4,9) x C(15,{2,3})",
+             "Aff(16,5,{3,7}) x C(9,{1,2})", "UniRing(1,4) x UniRing(1,5) x Pi(2,6)",
+             "L(UniRing(1,3) x UniRing(1,5))", "L(C(5,{1,2}))^2", "C(16,{1,6})^2",
+             "L(C(4,{1,2})) x C(3,{1})", "C(64,{1,7,21})", "L(C(8,{1,3}))^2"]
+
+
+@pytest.mark.parametrize("expr", NEW_FORMS)
+def test_new_orbit_forms_equal_their_full_replay(expr):
+    """symmetric_allgather of products, powers and line graphs of products: replayed by
+    symmetry, its extension replayed in full, and the named construction built and replayed in
+    full agree on T_L and τ (BFB's optimum for the products)."""
+    recipe = from_expression(expr)
+    orbit = symmetric_allgather(recipe)
+    assert orbit is not None and orbit.topology.n <= 4096
+    assert orbit.action.reps.size < orbit.topology.n            # a real reduction
+    replay_by_symmetry(orbit)
+    full = build_schedule(recipe)
+    validate(full)
+    extended = expand(orbit)
+    validate(extended)
+    assert (orbit.num_steps, orbit.tau) == (full.num_steps, full.tau) == \
+        (extended.num_steps, extended.tau)
+
+
+@pytest.mark.parametrize("expr", ["C(5,{1}) x Aff(40,29,{3,5})", "L(C(5,{1,2}))^2",
+                                  "L(C(4,{1,2})) x C(3,{1})"])
+def test_planted_wrong_send_in_a_new_form_fails_both(expr):
+    orbit = symmetric_allgather(from_expression(expr))
+    s = orbit.sends.copy()
+    i = int(np.flatnonzero(s[:, 0] >= 2)[0])
+    s[i, 0] = 1                                    # forwarded before it arrives
+    bad = OrbitSchedule(orbit.topology, orbit.shard_chunks, s, orbit.generators)
+    with pytest.raises(ScheduleError, match="does not hold"):
+        replay_by_symmetry(bad)
+    with pytest.raises(ScheduleError, match="does not hold"):
+        validate(expand(bad))
+
+
+def test_reduce_scatter_of_a_non_reversible_product_by_symmetry():
+    """The reduce-scatter price of a point replayed by symmetry on a topology that is not
+    reverse-symmetric (BFB on G^T under G's group) equals the full BFB reduce-scatter."""
+    from topofinder.finder.growth import Candidate
+    from topofinder.finder.verify import _symmetric_point
+    from topofinder.model.collectives import Collective
+
+    expr = "Aff(16,5,{3,7}) x C(9,{1,2})"
+    recipe = from_expression(expr)
+    orbit = symmetric_allgather(recipe)
+    assert not orbit.topology.bidirectional
+    c = Candidate(recipe, orbit.topology.n, orbit.topology.degree, orbit.num_steps, orbit.tau)
+    point = _symmetric_point(c)
+    rs = bfb_schedule(orbit.topology, collective=Collective.REDUCE_SCATTER)
+    validate(rs)
+    assert point[3] == "symmetry" and point[5:] == (rs.num_steps, rs.tau)
+
+
+def test_bfb_receiver_plans_are_the_generator_on_all_receivers():
+    """bfb.bfb_receiver_sends over every node is the full generator; over the representatives
+    of a group with distances taken through the group (``inverse``), its step loads are the
+    full schedule's."""
+    from topofinder.scoring.allgather.bfb import bfb_receiver_sends
+
+    g = parse("Pi(3,50)")
+    full = bfb_schedule(g)
+    p, rows = bfb_receiver_sends(g, np.arange(g.n))
+    assert p == full.shard_chunks and np.array_equal(rows, full.sends)
+
+
+@pytest.mark.parametrize("expr", ["C(5,{1}) x Aff(40,29,{3,5})", "L(C(5,{1,2}))^2",
+                                  "L(C(4,{1,2})) x C(3,{1})"])
+def test_distance_histogram_by_orbits_equals_every_source(expr):
+    from topofinder.model.symmetric import orbit_distance_histogram
+
+    orbit = symmetric_allgather(from_expression(expr))
+    assert np.array_equal(orbit_distance_histogram(orbit.topology, orbit.action),
+                          parse(expr).distance_histogram)

@@ -29,7 +29,7 @@ from topofinder.model.schedule import (
 )
 from topofinder.model.symmetric import (
     OrbitSchedule, check_group, line_graph_action, product_action, replay_by_symmetry, rotation,
-    inverse_element, to_representatives, transversal,
+    inverse_element, orbit_distance_histogram, to_representatives, transversal,
 )
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
@@ -413,6 +413,10 @@ def _symmetric_point(candidate):
                 and best.tau <= tau:
             return None
     replay_by_symmetry(orbit)
+    if "distance_histogram" not in topo.__dict__:     # diameter and all-to-all bound, by orbits
+        hist = orbit_distance_histogram(topo, orbit.action)
+        hist.setflags(write=False)
+        topo.__dict__["distance_histogram"] = hist
     if _reversible(topo):
         rs = t_l, tau
     else:

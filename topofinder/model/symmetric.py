@@ -336,3 +336,21 @@ def inverse_element(sizes, backs, y: int) -> np.ndarray:
     representative, and dist(v → y) = dist(γ_y⁻¹(v) → rep(y)) for every v."""
     sizes = [int(m) for m in sizes]
     return _moved(sizes, backs, np.int64(y), np.arange(int(np.prod(sizes))))
+
+
+def orbit_distance_histogram(topo: Topology, action: GroupAction) -> np.ndarray:
+    """hist[t] = ordered pairs (v, x) at hop distance t (as Topology.distance_histogram), from
+    one breadth-first search per orbit of a checked group: dist(γr → γx) = dist(r → x), so
+    each source's histogram is its representative's and every orbit has |Γ| sources."""
+    m = topo.n // action.reps.size
+    hist = np.zeros(1, np.int64)
+    batch = max(1, (1 << 24) // topo.n)
+    for lo in range(0, action.reps.size, batch):
+        d = sp.csgraph.shortest_path(topo.link_matrix, method="D", unweighted=True,
+                                     directed=True, indices=action.reps[lo:lo + batch])
+        if not np.all(np.isfinite(d)):
+            raise ScheduleError(f"{topo.expr} is not strongly connected")
+        part = np.bincount(d.astype(np.int64).reshape(-1))
+        hist = np.pad(hist, (0, max(0, part.size - hist.size)))
+        hist[:part.size] += part
+    return m * hist
