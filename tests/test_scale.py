@@ -58,3 +58,34 @@ def test_dense_bases_beyond_the_limit_are_left_out(monkeypatch):
     assert verify.score_base("Pi(8,64)", "bfb") is None
     assert verify.score_base("Pi(4,64)", "bfb") is not None       # streamed scorer: any N
     assert verify.score_base("C(64,{1,7,21,30})", "bfb") is not None   # vertex-transitive
+
+
+def test_bases_without_symmetry_past_the_score_limit_are_left_out_with_a_reason(monkeypatch):
+    from topofinder.families.build import parse
+
+    monkeypatch.setattr(verify, "SCORE_MAX_N2D", 64 * 64 * 4 - 1)
+    assert verify.score_base("Pi(4,64)", "bfb") is None
+    assert "not scored" in verify.unscored_reason(parse("Pi(4,64)"))
+    assert verify.unscored_reason(parse("C(64,{1,7,21,30})")) is None    # vertex-transitive
+    assert verify.score_base("C(64,{1,7,21,30})", "bfb") is not None
+
+
+def test_points_that_cannot_be_replayed_are_left_out_and_uncover_the_next(monkeypatch):
+    """Past the replay limit, a predicted point without an orbit form is dropped with its
+    predicted values and reason; the frontier is the Pareto frontier of the candidates with an
+    orbit form (replayed by symmetry)."""
+    from topofinder.finder import frontier as fr
+    from topofinder.finder.growth import pareto
+
+    final = fr.final_candidates(200, 4, jobs=1, use_cache=False)
+    predicted = pareto(final, with_flags=False)
+    assert fr.verifiable_frontier(final) == (predicted, [])      # all within the limit
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 10)
+    front, skipped = fr.verifiable_frontier(final)
+    assert front and skipped
+    assert {s["expr"] for s in skipped} & {c.expr for c in front} == set()
+    assert "Pi(4,200)" in {s["expr"] for s in skipped}
+    assert all(verify.symmetric_allgather(c.recipe) is not None for c in front)
+    # the same frontier from the orbit schedules themselves (not the cheap group test)
+    symmetric = [c for c in final if verify.symmetric_allgather(c.recipe) is not None]
+    assert front == pareto(symmetric, with_flags=False)

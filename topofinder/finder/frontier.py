@@ -138,9 +138,18 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
                        use_cache: bool = True, progress: Callable | None = None,
                        kstep: bool = False) -> list[Candidate]:
-    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
-    more than one job the bases of every reachable size are scored in parallel up front;
-    otherwise sizes are visited lazily and only where they can matter."""
+    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end)."""
+    return growth.pareto(final_candidates(n, d, bidirectional, jobs, use_cache, progress,
+                                          kstep), with_flags=False)
+
+
+def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
+                     use_cache: bool = True, progress: Callable | None = None,
+                     kstep: bool = False) -> list[Candidate]:
+    """The candidates of (n, d) the final Pareto step chooses from: the size's frontier with
+    flags, and the large rings kept as fall-backs. With more than one job the bases of every
+    reachable size are scored in parallel up front; otherwise sizes are visited lazily and
+    only where they can matter."""
     own = base_expressions(n, d)
     extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
     if jobs != 1:
@@ -152,14 +161,14 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
     final = _state_frontier((n, d), use_cache, kstep=kstep) + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
-    return growth.pareto(final, with_flags=False)
+    return final
 
 
 def verifiable_frontier(predicted: list[Candidate]) -> tuple[list[Candidate], list[dict]]:
-    """The Pareto frontier of the predicted points that can be verified within the budget
-    (verify.unverifiable_reason), and the others with their exact predicted (T_L, τ) and the
-    reason ({"expr", "T_L", "tau_exact", "reason"}): a frontier point is dropped, the points
-    it alone dominated among ``predicted`` come back."""
+    """The Pareto frontier (flags ignored) of the candidates that can be verified within the
+    budget (verify.unverifiable_reason), and the frontier points left out, with their exact
+    predicted (T_L, τ) and the reason ({"expr", "T_L", "tau_exact", "reason"}): when a
+    frontier point is dropped, the candidates it alone dominated come back."""
     pool, skipped = list(predicted), []
     while True:
         front = growth.pareto(pool, with_flags=False)
@@ -195,7 +204,7 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
     predicted points left out because they cannot be replayed within the budget
     (`verifiable_frontier`)."""
     predicted, skipped = verifiable_frontier(
-        predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep))
+        final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep))
     if not predicted:
         raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")

@@ -185,8 +185,9 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
 
 
 #: Largest (receivers and their in-neighbours) × N distance cells an orbit BFB plan may hold
-#: (int32: 400 MB); beyond it the recipe has no orbit form
-ORBIT_BFB_MAX_CELLS = 100_000_000
+#: (int32, with the masks ~12 bytes a cell: 3.6 GB); beyond it the recipe has no orbit form.
+#: Aff(160,101,{66,121}) x C(625,{1,22,273}) (160 orbits, d = 8, N = 10^5) needs 1.4e8
+ORBIT_BFB_MAX_CELLS = 300_000_000
 
 
 def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
@@ -318,8 +319,10 @@ def unverifiable_reason(candidate) -> str | None:
     n2d = candidate.n * candidate.n * candidate.d
     if n2d <= REPLAY_LIMIT or _orbit_form(candidate.recipe):
         return None
-    return (f"not verified: no automorphism group the replay by symmetry knows, and its "
-            f"schedule has N²·d = {n2d:.2g} > {REPLAY_LIMIT:.2g} rows to replay in full")
+    return (f"not verified: no orbit form (no automorphism group the replay by symmetry "
+            f"knows, or more than {ORBIT_BFB_MAX_CELLS:.2g} distances to plan one receiver "
+            f"per orbit), and its schedule has N²·d = {n2d:.2g} > {REPLAY_LIMIT:.2g} rows to "
+            f"replay in full")
 
 
 @record
