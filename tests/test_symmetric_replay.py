@@ -139,24 +139,6 @@ def test_group_checks():
         check_group(topo, [swap01])
 
 
-@pytest.mark.parametrize("expr", ["C(16,{1,6})", "L(C(16,{1,6}))", "L^3(C(16,{1,6}))",
-                                  "L^2(C(64,{1,14}))", "L(DC(32,{1,5}))", "L^2(C(4,{1,2}))",
-                                  "L(C(6,{1,3}))"])
-def test_frontier_line_graphs_by_symmetry_equal_their_full_replay(expr):
-    """finder.verify.symmetric_allgather (search's replay by symmetry; C(4,{1,2}) and
-    C(6,{1,3}) have parallel arcs, so L's group maps the j-th parallel arc to the j-th): its extension is a valid
-    schedule with the same T_L and τ as the named construction built in full."""
-    recipe = from_expression(expr)
-    orbit = symmetric_allgather(recipe)
-    replay_by_symmetry(orbit)
-    full = build_schedule(recipe)
-    validate(full)
-    extended = expand(orbit)
-    validate(extended)
-    assert (orbit.num_steps, orbit.tau) == (full.num_steps, full.tau) == \
-        (extended.num_steps, extended.tau)
-
-
 def test_recipes_without_a_known_group_are_not_symmetric():
     assert symmetric_allgather(from_expression("Pi(4,64)")) is None
 
@@ -182,11 +164,18 @@ NEW_FORMS = ["C(5,{1}) x Aff(40,29,{3,5})", "DistReg(4,9) x C(15,{2,3})",
              "L(C(4,{1,2})) x C(3,{1})", "C(64,{1,7,21})", "L(C(8,{1,3}))^2"]
 
 
-@pytest.mark.parametrize("expr", NEW_FORMS)
-def test_new_orbit_forms_equal_their_full_replay(expr):
-    """symmetric_allgather of products, powers and line graphs of products: replayed by
-    symmetry, its extension replayed in full, and the named construction built and replayed in
-    full agree on T_L and τ (BFB's optimum for the products)."""
+#: line graphs of circulants (C(4,{1,2}) and C(6,{1,3}) have parallel arcs, so L's group maps
+#: the j-th parallel arc to the j-th)
+LINE_FORMS = ["C(16,{1,6})", "L(C(16,{1,6}))", "L^3(C(16,{1,6}))", "L^2(C(64,{1,14}))",
+              "L(DC(32,{1,5}))", "L^2(C(4,{1,2}))", "L(C(6,{1,3}))"]
+
+
+@pytest.mark.parametrize("expr", LINE_FORMS + NEW_FORMS)
+def test_search_orbit_forms_equal_their_full_replay(expr):
+    """finder.verify.symmetric_allgather (search's replay by symmetry) of line graphs,
+    products, powers and line graphs of products: replayed by symmetry, its extension
+    replayed in full, and the named construction built and replayed in full agree on T_L and
+    τ (BFB's optimum for the products)."""
     recipe = from_expression(expr)
     orbit = symmetric_allgather(recipe)
     assert orbit is not None and orbit.topology.n <= 4096

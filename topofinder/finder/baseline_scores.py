@@ -18,10 +18,11 @@ from fractions import Fraction
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
-from topofinder.finder.verify import ALLTOALL_MAX_VARIABLES, REPLAY_LIMIT, allgather_schedule
+from topofinder.finder.verify import (ALLTOALL_MAX_VARIABLES, REPLAY_LIMIT, allgather_schedule,
+                                      orbit_bfb)
 from topofinder.model.bounds import check_claim
-from topofinder.model.schedule import validate
-from topofinder.model.symmetric import replay_by_symmetry
+from topofinder.model.schedule import ScheduleError, validate
+from topofinder.model.symmetric import replay_by_symmetry, rotation
 from topofinder.model.units import exact
 from topofinder.scoring.allgather import bfb
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
@@ -117,9 +118,10 @@ def baseline_specs(n: int, d: int) -> list[BaselineSpec]:
 def native_cost(expr: str, schedule: str) -> tuple[int, Fraction, str | None]:
     """(T_L, τ, verified_by) of the baseline's own allgather. The ring is replayed by symmetry
     (one source and the rotation, topofinder.model.symmetric) at every N; the others are built
-    and replayed in full ("full") while N²·d ≤ REPLAY_LIMIT, else take their exact closed
-    forms (verified_by None): the two-tree schedule's loads from subtree distance counts
-    (two_tree_cost), the torus's BFB cost from the exact scorer."""
+    and replayed in full ("full") while N²·d ≤ REPLAY_LIMIT; beyond it the torus's BFB
+    schedule is replayed by symmetry (its rings' rotations, verify.orbit_bfb: one source),
+    and the two-tree schedule takes its exact closed form (verified_by None): its loads from
+    subtree distance counts (two_tree_cost)."""
     topo = parse(expr)
     if schedule == "ring":
         orbit = ring_orbit(topo.degree, topo.n)
@@ -132,8 +134,16 @@ def native_cost(expr: str, schedule: str) -> tuple[int, Fraction, str | None]:
         return sched.num_steps, sched.tau, "full"
     if schedule == "double-binary-tree":
         return (*two_tree_cost(topo.n), None)
-    best = bfb.bfb_score(topo)
-    return best.T_L, best.tau, None
+    dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+    try:                                 # the torus: its rings' rotations, one orbit
+        orbit = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+    except ScheduleError:
+        orbit = None
+    if orbit is None:
+        best = bfb.bfb_score(topo)
+        return best.T_L, best.tau, None
+    replay_by_symmetry(orbit)
+    return orbit.num_steps, orbit.tau, "symmetry"
 
 
 def score_baseline(expr: str, schedule: str, full_alltoall: bool) -> dict:
