@@ -255,8 +255,9 @@ def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
     if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
         return None
     backs = [_back(m, g) for m, g in factors]
+    coords = np.unravel_index(np.arange(topo.n), sizes)
     p, rows = bfb.bfb_receiver_sends(topo, reps,
-                                     inverse=lambda y: inverse_element(sizes, backs, y))
+                                     inverse=lambda y: inverse_element(sizes, backs, y, coords))
     rows = to_representatives(sizes, backs, rows)
     return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")
 
@@ -379,7 +380,11 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         if candidate.recipe.method.removesuffix("+kstep") == method:
             method = candidate.recipe.method    # the named construction: say if k-step is inside
         rs_t_l, rs_tau = _verified_reduce_scatter(topo, t_l, tau)
-    fc = throughput_optimum(topo)
+    # the replayed allgather is a tree-flow schedule: on homogeneous links its load per unit
+    # capacity, τ·N/d in shards, bounds ForestColl's ratio from above (and ends its search
+    # when it meets a cut: a BW-optimal point needs no max-flow)
+    achieved = None if topo.heterogeneous else Fraction(tau) * topo.n / topo.degree
+    fc = throughput_optimum(topo, achieved=achieved)
     if full_alltoall:
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP)
     else:

@@ -190,12 +190,30 @@ class OrbitSchedule(StepRows):
         return Fraction(int(scaled.sum()), common) * Fraction(b, n * self.shard_chunks)
 
 
+#: Representative sources replayed together: their shards spread independently, so a batch
+#: replays on its own, and the replay's memory (node × chunk-segment states and the rows'
+#: chunk expansion) is bounded by a batch's rows rather than all of them
+REPLAY_BATCH_ROWS = 4_000_000
+
+
 def replay_by_symmetry(schedule: OrbitSchedule) -> None:
-    """Verify the extended allgather by replaying one source per orbit (module docstring):
-    ScheduleError naming the first violation, or the generators' failure."""
-    reps_only = StepSchedule(schedule.topology, schedule.shard_chunks, schedule.sends,
+    """Verify the extended allgather by replaying one source per orbit (module docstring), in
+    batches of sources of about REPLAY_BATCH_ROWS rows: ScheduleError naming the first
+    violation, or the generators' failure."""
+    s, sources = schedule.sends, schedule.sources
+    order = np.argsort(s[:, 1], kind="stable")
+    starts = np.searchsorted(s[order, 1], sources)
+    ends = np.append(starts[1:], s.shape[0])
+    lo = 0
+    while lo < sources.size:
+        hi = lo + 1
+        while hi < sources.size and ends[hi] - starts[lo] <= REPLAY_BATCH_ROWS:
+            hi += 1
+        rows = s[order[starts[lo]:ends[hi - 1]]]
+        batch = StepSchedule(schedule.topology, schedule.shard_chunks, rows,
                              method=schedule.method)
-    validate_sources(reps_only, schedule.sources)
+        validate_sources(batch, sources[lo:hi])
+        lo = hi
 
 
 def _elements(n: int, gens: list[np.ndarray], start: int):
@@ -331,11 +349,18 @@ def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def inverse_element(sizes, backs, y: int) -> np.ndarray:
+def inverse_element(sizes, backs, y: int, coords=None) -> np.ndarray:
     """γ_y⁻¹ as a permutation of all nodes (as :func:`to_representatives`): it takes y to its
-    representative, and dist(v → y) = dist(γ_y⁻¹(v) → rep(y)) for every v."""
+    representative, and dist(v → y) = dist(γ_y⁻¹(v) → rep(y)) for every v. ``coords``: the
+    coordinates of every node (np.unravel_index of 0..N−1), when many are asked."""
     sizes = [int(m) for m in sizes]
-    return _moved(sizes, backs, np.int64(y), np.arange(int(np.prod(sizes))))
+    at = np.unravel_index(np.arange(int(np.prod(sizes))), sizes) if coords is None else coords
+    own = np.unravel_index(np.int64(y), sizes)
+    out = np.zeros(at[0].size, np.int64)
+    for o, x, back, m in zip(own, at, backs, sizes):
+        out *= m
+        out += x if back is None else back(o, x)
+    return out
 
 
 def orbit_distance_histogram(topo: Topology, action: GroupAction) -> np.ndarray:
