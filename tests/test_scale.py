@@ -90,3 +90,17 @@ def test_points_that_cannot_be_replayed_are_left_out_and_uncover_the_next(monkey
     # the same frontier from the orbit schedules themselves (not the cheap group test)
     symmetric = [c for c in final if verify.symmetric_allgather(c.recipe) is not None]
     assert front == pareto(symmetric, with_flags=False)
+
+
+def test_a_replay_by_symmetry_past_the_row_budget_is_left_out(monkeypatch):
+    """A point with an orbit form whose replay by symmetry (sources × N·d rows, doubled for
+    BFB on G^T) exceeds the budget is left out, saying so."""
+    from topofinder.finder.growth import Candidate
+    from topofinder.finder.recipe import from_expression
+
+    recipe = from_expression("C(5,{1}) x Aff(40,29,{3,5})")   # 40 orbits, not reversible
+    c = Candidate(recipe, 200, 4, 9, Fraction(199, 200))
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 10)
+    assert verify.unverifiable_reason(c) is None
+    monkeypatch.setattr(verify, "SYMMETRY_REPLAY_LIMIT", 2 * 40 * 200 * 4 - 1)
+    assert "40 orbits" in verify.unverifiable_reason(c)

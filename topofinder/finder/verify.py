@@ -48,6 +48,10 @@ ALLTOALL_MAX_VARIABLES = 10_000
 #: does not fit in 24 GiB; N = 4096, d = 4 (6.7e7) does. Beyond it a frontier point keeps its
 #: exact scored or theorem value and is marked unverified.
 REPLAY_LIMIT = 4096 * 4096 * 8
+#: Largest number of rows a search replays by symmetry for one point (N/|Γ| sources of ~N·d
+#: rows, twice when the reduce-scatter is BFB on G^T): the budget of a full replay.
+#: Aff(160,101,{66,121}) x C(625,{1,22,273}) at N = 10^5 (2.6e8 rows) took 68 s CPU
+SYMMETRY_REPLAY_LIMIT = REPLAY_LIMIT
 #: all-to-all when the workload ranks by it: a certified bracket of at most this relative gap
 ALLTOALL_GAP = 0.01
 
@@ -210,16 +214,27 @@ def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
         return [f for c in kids for f in recipe_group(c)]
     if recipe.op in ("line", "power"):
         inner = recipe_group(kids[0])
-        sizes = [m for m, _ in inner]
-        gens = product_action(sizes, [g for _, g in inner]) if len(inner) > 1 else inner[0][1]
+        gens = _flat(inner)
         if recipe.op == "power":
-            return [(int(np.prod(sizes)), gens)] * recipe.k
+            return [(int(np.prod([m for m, _ in inner])), gens)] * recipe.k
         try:
             return [(build_topology(recipe).n, line_graph_action(build_topology(kids[0]),
                                                                    gens))]
         except ScheduleError:
             return [(build_topology(recipe).n, [])]
     return [(build_topology(recipe).n, [])]
+
+
+def recipe_generators(recipe: Recipe) -> list:
+    """The generators of recipe_group acting on the whole topology."""
+    return _flat(recipe_group(recipe))
+
+
+def _flat(factors) -> list:
+    """The factors' generators acting on their product (product_action)."""
+    if len(factors) == 1:
+        return factors[0][1]
+    return product_action([m for m, _ in factors], [g for _, g in factors])
 
 
 def _back(n: int, gens):
@@ -250,7 +265,7 @@ def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
     are its representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None
     when the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
     sizes = [m for m, _ in factors]
-    gens = product_action(sizes, [g for _, g in factors]) if len(factors) > 1 else factors[0][1]
+    gens = _flat(factors)
     reps = check_group(topo, gens).reps
     if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
         return None
@@ -300,13 +315,10 @@ def _orbit_form(recipe: Recipe) -> bool:
     if recipe.op in ("base", "product"):
         if recipe.method != "bfb":
             return False
-        factors = recipe_group(recipe)
-        if not any(g for _, g in factors):
+        gens = recipe_generators(recipe)
+        if not gens:
             return False
         topo = build_topology(recipe)
-        sizes = [m for m, _ in factors]
-        gens = product_action(sizes, [g for _, g in factors]) if len(factors) > 1 \
-            else factors[0][1]
         return check_group(topo, gens).reps.size * (topo.degree + 1) * topo.n \
             <= ORBIT_BFB_MAX_CELLS
     if recipe.op == "line":
@@ -316,14 +328,26 @@ def _orbit_form(recipe: Recipe) -> bool:
 
 def unverifiable_reason(candidate) -> str | None:
     """Why a predicted frontier point cannot be replayed within the budget (None: it can):
-    its schedule is beyond REPLAY_LIMIT and has no orbit form (replay by symmetry)."""
+    its schedule is beyond REPLAY_LIMIT and has no orbit form (replay by symmetry), or the
+    replay by symmetry would itself replay more than REPLAY_LIMIT rows — N/|Γ| sources of
+    ~N·d rows each, twice when the reduce-scatter is not the reversed allgather (BFB on G^T,
+    replayed by symmetry too)."""
     n2d = candidate.n * candidate.n * candidate.d
-    if n2d <= REPLAY_LIMIT or _orbit_form(candidate.recipe):
+    if n2d <= REPLAY_LIMIT:
         return None
-    return (f"not verified: no orbit form (no automorphism group the replay by symmetry "
-            f"knows, or more than {ORBIT_BFB_MAX_CELLS:.2g} distances to plan one receiver "
-            f"per orbit), and its schedule has N²·d = {n2d:.2g} > {REPLAY_LIMIT:.2g} rows to "
-            f"replay in full")
+    if not _orbit_form(candidate.recipe):
+        return (f"not verified: no orbit form (no automorphism group the replay by symmetry "
+                f"knows, or more than {ORBIT_BFB_MAX_CELLS:.2g} distances to plan one "
+                f"receiver per orbit), and its schedule has N²·d = {n2d:.2g} > "
+                f"{REPLAY_LIMIT:.2g} rows to replay in full")
+    topo = build_topology(candidate.recipe)
+    orbits = check_group(topo, recipe_generators(candidate.recipe)).reps.size
+    rows = orbits * n2d // candidate.n * (1 if _reversible(topo) else 2)
+    if rows > SYMMETRY_REPLAY_LIMIT:
+        return (f"not verified: its replay by symmetry has {orbits} orbits, "
+                f"~{rows:.2g} rows (allgather{'' if _reversible(topo) else ' and BFB on G^T'})"
+                f" > {SYMMETRY_REPLAY_LIMIT:.2g}")
+    return None
 
 
 @record
