@@ -198,7 +198,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         n = sched.topology.n
         raise TopofinderError(
             f"{sched.topology.expr}: its allgather has {schedule_rows(sched):,} send rows "
-            f"(about {json_bytes(sched) / 1e9:,.0f} GB as step JSON); {fmt} is written only "
+            f"(about {_size(json_bytes(sched))} as step JSON); {fmt} is written only "
             f"when N²·d ≤ {REPLAY_LIMIT:.2g} (here {n * n * sched.topology.degree:.2g}); "
             f"write --format npz (orbit form, {sched.num_sends:,} rows)")
     if fmt == "npz":
@@ -216,7 +216,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
             return dumps_document(doc, "\n")
         if isinstance(sched, StepSchedule):
             announce(f"schedule JSON: {sched.num_sends:,} send rows, about "
-                     f"{json_bytes(sched) / 1e6:,.1f} MB")
+                     f"{_size(json_bytes(sched))}")
         write_blocks(path, document_blocks(doc, "\n"))
         return None
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
@@ -228,6 +228,10 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         return text
     emit(text, path)
     return None
+
+
+def _size(num_bytes: int) -> str:
+    return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e9 else f"{num_bytes / 1e6:,.1f} MB"
 
 
 def _npz_size(sched) -> str:
