@@ -110,6 +110,29 @@ def test_dask_backend_matches_loky(spec_file, tmp_path, reference):
     assert _outputs(out) == reference
 
 
+def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, reference,
+                                                     monkeypatch):
+    """The documented recipe in small (docs/performance.md): a scheduler with two worker
+    processes (a LocalCluster standing for `dask scheduler` + `dask worker`), the CLI given its
+    tcp:// address and a --out relative to the driver's directory, which is not the workers'
+    (they started elsewhere): the cells reach the driver's disk, and every file equals the
+    loky run's (two local worker processes) and the sequential reference."""
+    distributed = pytest.importorskip("dask.distributed")
+    loky, _ = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "loky", jobs=2,
+                              use_cache=False, progress=False)
+    assert _outputs(loky) == reference
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = set(client.run(os.getpid).values())
+        assert len(pids) == 2 and os.getpid() not in pids
+        driver = tmp_path / "driver"
+        driver.mkdir()
+        monkeypatch.chdir(driver)
+        assert main(["sweep", str(spec_file), "--backend", "dask", "--scheduler",
+                     cluster.scheduler_address, "--out", "rel", "--no-cache"]) == 0
+    assert _outputs(driver / "rel" / "tiny") == reference
+
 
 def test_missing_spec_is_exit_2(capsys, tmp_path):
     assert main(["sweep", str(tmp_path / "none.toml")]) == 2

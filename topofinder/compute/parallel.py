@@ -76,11 +76,14 @@ def _ticking(bar, stop: threading.Event) -> None:
 
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
-                 progress: bool | Callable | None = None, label: str = "working") -> list:
+                 progress: bool | Callable | None = None, label: str = "working",
+                 on_result: Callable | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
-    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end."""
+    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end.
+    ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
+    worker may run on another machine: what must land on this one's disk is written here)."""
     items = list(items)
     args = [it if isinstance(it, tuple) else (it,) for it in items]
     cores = os.cpu_count() or 1
@@ -90,7 +93,9 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                disable=not progress or notify is not None)
     done = [0]
 
-    def tick() -> None:
+    def tick(i: int, result) -> None:
+        if on_result is not None:
+            on_result(i, result)
         bar.update()
         done[0] += 1
         if notify is not None:
@@ -102,9 +107,9 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     try:
         if jobs == 1 or len(args) <= 1:
             out = []
-            for a in args:
+            for i, a in enumerate(args):
                 out.append(fn(*a))
-                tick()
+                tick(i, out[-1])
             return out
         extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
                  if _BACKEND["name"] == "loky" else {})
@@ -115,7 +120,7 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
             out = [None] * len(args)
             for i, result in gen:
                 out[i] = result
-                tick()
+                tick(i, result)
             return out
     except (MemoryError, TerminatedWorkerError):
         raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
