@@ -114,8 +114,7 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
         extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
                  if _BACKEND["name"] == "loky" else {})
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs, **extra):
-            order = "generator_unordered" if _BACKEND["name"] == "loky" else "generator"
-            gen = joblib.Parallel(return_as=order)(
+            gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
             out = [None] * len(args)
             for i, result in gen:
