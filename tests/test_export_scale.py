@@ -16,7 +16,7 @@ from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import build_schedule, symmetric_allgather
 from topofinder.model.schedule import int_rows_json, validate
-from topofinder.model.symmetric import OrbitSchedule, expand, replay_by_symmetry
+from topofinder.model.symmetric import OrbitSchedule, arc_sends, expand, replay_by_symmetry
 from topofinder.scoring.allgather.bfb import bfb_receiver_sends, bfb_schedule
 
 
@@ -113,3 +113,38 @@ def test_json_streamed_in_blocks_is_the_text(tmp_path, monkeypatch):
     for a in (np.arange(7 * 6).reshape(7, 6), np.arange(15 * 2).reshape(15, 2) * 10**9,
               np.zeros((0, 6), np.int64)):
         assert int_rows_json(a) == json.dumps(a.tolist())
+
+
+@pytest.mark.parametrize("expr", ["C(16,{1,6})", "L(C(16,{1,6}))", "L^2(DC(7,{1,3}))"])
+def test_arc_sends_are_sends_of_the_extension_on_every_used_link(expr):
+    """arc_sends (breadth-first over generator powers) against the expanded schedule: each
+    row is one of its sends, one per link, covering exactly the links it uses."""
+    orbit = symmetric_allgather(from_expression(expr))
+    full = expand(orbit).sends
+    rows = arc_sends(orbit)
+    n = orbit.topology.n
+    pairs = rows[:, 4] * n + rows[:, 5]
+    assert np.unique(pairs).size == pairs.size
+    assert set(pairs.tolist()) == set((full[:, 4] * n + full[:, 5]).tolist())
+    assert set(map(tuple, rows.tolist())) <= set(map(tuple, full.tolist()))
+
+
+def test_check_reads_the_orbit_npz(tmp_path, monkeypatch):
+    """`check PLAN SCHEDULE.npz` on an orbit schedule: ok on its plan; a plan without the fibre
+    of a link only the extension uses (no representative's send rides it) fails naming it."""
+    expr = "L(C(16,{1,6}))"
+    monkeypatch.setattr(schedules, "REPLAY_LIMIT", 1000)
+    tf.export_schedule_of(expr, "npz", tmp_path / "s.npz")
+    plan = tmp_path / "plan.csv"
+    tf.export_patch_panel(expr).write_csv(plan)
+    report = tf.check_schedule(plan, tmp_path / "s.npz")
+    assert report.pairs == parse(expr).link_matrix.nnz and "orbit form" in report.note
+    orbit = load_npz(tmp_path / "s.npz")
+    used = set((orbit.sends[:, 4] * 64 + orbit.sends[:, 5]).tolist())
+    lines = plan.read_text().splitlines()
+    cut = next(i for i, ln in enumerate(lines[1:], 1)
+               if int(ln.split(",")[2]) * 64 + int(ln.split(",")[4]) not in used)
+    u, w = lines[cut].split(",")[2], lines[cut].split(",")[4]
+    plan.write_text("\n".join(lines[:cut] + lines[cut + 1:]) + "\n")
+    with pytest.raises(TopofinderError, match=f"no fibre from node {u} to node {w}"):
+        tf.check_schedule(plan, tmp_path / "s.npz")
