@@ -99,8 +99,10 @@ def test_cli_states_npz_size_and_refuses_json(tmp_path, monkeypatch, capsys):
 
 def test_json_streamed_in_blocks_is_the_text(tmp_path, monkeypatch):
     """A schedule JSON written to a file block by block (blocks of 7 rows here) is byte for
-    byte the returned text and json.dumps of the document; the size line counts its rows."""
+    byte the returned text and json.dumps of the document; the size line counts its rows
+    (stated from ANNOUNCE_ROWS rows: 300 here; a smaller schedule says nothing)."""
     monkeypatch.setattr(schedule_mod, "_JSON_BLOCK", 7)
+    monkeypatch.setattr(schedules, "ANNOUNCE_ROWS", 300)
     sched = tf.schedule("C(16,{1,6})", "allreduce")
     text = tf.export_schedule(sched, "json")
     lines = []
@@ -110,6 +112,10 @@ def test_json_streamed_in_blocks_is_the_text(tmp_path, monkeypatch):
     assert lines == [f"schedule JSON: {sched.num_sends:,} send rows, about "
                      f"{schedules.json_bytes(sched) / 1e6:,.1f} MB"]   # below 1 GB: MB
     assert abs(schedules.json_bytes(sched) - len(text)) < 0.3 * len(text)
+    quiet = []
+    tf.export_schedule(tf.schedule("C(16,{1,6})"), "json", tmp_path / "q.json",
+                       announce=quiet.append)
+    assert quiet == []                       # 293 rows < 300
     for a in (np.arange(7 * 6).reshape(7, 6), np.arange(15 * 2).reshape(15, 2) * 10**9,
               np.zeros((0, 6), np.int64)):
         assert int_rows_json(a) == json.dumps(a.tolist())

@@ -34,6 +34,9 @@ from topofinder.model.collectives import Collective
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule | OrbitSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
 SCHEDULE_FORMATS = ("json", "xml", "npz")
+#: A step schedule of at least this many send rows (~30 MB of JSON) has its size stated
+#: before it is written as json or npz (MSCCL XML and orbit schedules always have).
+ANNOUNCE_ROWS = 1_000_000
 
 
 def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str = "steps", *,
@@ -187,7 +190,8 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     REPLAY_LIMIT) is written as npz only; json and xml are refused naming its size.
     ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
     recorded so readers rebuild its topology (json, xml). ``announce``: called with one line
-    stating the size (rows, bytes) before anything is written (the CLI prints it)."""
+    stating the size (rows, bytes) before anything is written (the CLI prints it): for XML
+    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -205,7 +209,9 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         if path is None or os.fspath(path) == "-":
             raise TopofinderError("schedule format npz is binary; give an output file "
                                   "(-o, path=)")
-        announce(_npz_size(sched))
+        if isinstance(sched, OrbitSchedule) or (isinstance(sched, StepSchedule)
+                                                and sched.num_sends >= ANNOUNCE_ROWS):
+            announce(_npz_size(sched))
         save_npz(sched, path)
         return None
     if fmt == "json":
@@ -214,7 +220,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
             doc["physical"] = [int(x) for x in physical]
         if path is None:
             return dumps_document(doc, "\n")
-        if isinstance(sched, StepSchedule):
+        if isinstance(sched, StepSchedule) and sched.num_sends >= ANNOUNCE_ROWS:
             announce(f"schedule JSON: {sched.num_sends:,} send rows, about "
                      f"{_size(json_bytes(sched))}")
         write_blocks(path, document_blocks(doc, "\n"))
@@ -243,10 +249,8 @@ def _npz_size(sched) -> str:
                 f"{schedule_rows(sched):,} rows; about "
                 f"{(sched.num_sends * 6 + len(sched.generators) * sched.topology.n) * 4 / 1e6:,.1f}"
                 f" MB before compression")
-    if isinstance(sched, StepSchedule):
-        return (f"schedule npz: {sched.num_sends:,} send rows, at most "
-                f"{sched.num_sends * 6 * 8 / 1e6:,.1f} MB before compression")
-    return f"schedule npz: {len(sched.trees)} trees"
+    return (f"schedule npz: {sched.num_sends:,} send rows, at most "
+            f"{sched.num_sends * 6 * 8 / 1e6:,.1f} MB before compression")
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
