@@ -134,6 +134,28 @@ def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, refere
     assert _outputs(driver / "rel" / "tiny") == reference
 
 
+def _killed(_):
+    from types import SimpleNamespace
+    from distributed import KilledWorker
+    raise KilledWorker("cell", SimpleNamespace(address="tcp://127.0.0.1:1"), 3)   # a death
+
+
+def test_dask_worker_deaths_are_one_line():
+    """A task whose workers died too often (KilledWorker: e.g. the nanny's memory limit) ends
+    run_parallel with the one-line error naming --memory-limit, not a traceback; with loky
+    the same exception is not a worker death and propagates."""
+    pytest.importorskip("dask.distributed")
+    parallel.use_dask(None)
+    try:
+        with pytest.raises(parallel.TopofinderError, match="--memory-limit"):
+            parallel.run_parallel(_killed, [1, 2], jobs=2)
+    finally:
+        parallel.use_loky()
+    with pytest.raises(Exception, match="tcp://127.0.0.1:1") as exc:
+        parallel.run_parallel(_killed, [1, 2], jobs=1)
+    assert not isinstance(exc.value, parallel.TopofinderError)
+
+
 def test_missing_spec_is_exit_2(capsys, tmp_path):
     assert main(["sweep", str(tmp_path / "none.toml")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -19,14 +19,16 @@ from tqdm import tqdm
 
 from topofinder.errors import TopofinderError
 
-_BACKEND = {"name": "loky", "client": None}
+#: The backend in use; ``deaths``: its exceptions for a worker that died (a Dask task whose
+#: workers were killed, e.g. by the nanny's memory limit, too often: KilledWorker).
+_BACKEND = {"name": "loky", "client": None, "deaths": ()}
 
 
 def use_dask(address: str | None) -> None:
     """Run later parallel work on the Dask scheduler at ``address`` (a LocalCluster when None).
     Needs the optional extra: pip install 'topofinder[dask]'."""
     try:
-        from dask.distributed import Client
+        from dask.distributed import Client, KilledWorker
     except ImportError:
         raise TopofinderError("the dask backend needs dask[distributed]: "
                               "pip install 'topofinder[dask]'") from None
@@ -34,13 +36,13 @@ def use_dask(address: str | None) -> None:
         client = Client(address) if address else Client(processes=True, n_workers=2)
     except OSError as exc:
         raise TopofinderError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    _BACKEND.update(name="dask", client=client)
+    _BACKEND.update(name="dask", client=client, deaths=(KilledWorker,))
 
 
 def use_loky() -> None:
     if _BACKEND["client"] is not None:
         _BACKEND["client"].close()
-    _BACKEND.update(name="loky", client=None)
+    _BACKEND.update(name="loky", client=None, deaths=())
 
 
 def stop_workers() -> None:
@@ -121,9 +123,12 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out[i] = result
                 tick(i, result)
             return out
-    except (MemoryError, TerminatedWorkerError):
-        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
-                              f"fewer parallel jobs (--jobs 1) or on a larger machine") from None
+    except (MemoryError, TerminatedWorkerError, *_BACKEND["deaths"]):
+        hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
+                "processes per machine" if _BACKEND["name"] == "dask" else
+                "run with fewer parallel jobs (--jobs 1) or on a larger machine")
+        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; {hint}") \
+            from None
     finally:
         stop.set()
         bar.close()
