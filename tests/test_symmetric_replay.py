@@ -222,14 +222,13 @@ def test_reduce_scatter_of_a_non_reversible_product_by_symmetry():
 
 
 def test_bfb_receiver_plans_are_the_generator_on_all_receivers():
-    """bfb.bfb_receiver_sends over every node is the full generator; over the representatives
-    of a group with distances taken through the group (``inverse``), its step loads are the
-    full schedule's."""
-    from topofinder.scoring.allgather.bfb import bfb_receiver_sends
+    """bfb.bfb_orbit_plans over every node is the full generator (the orbit forms above test
+    it on representatives, with distances through the group)."""
+    from topofinder.scoring.allgather.bfb import bfb_orbit_plans
 
     g = parse("Pi(3,50)")
     full = bfb_schedule(g)
-    p, rows = bfb_receiver_sends(g, np.arange(g.n))
+    p, rows = bfb_orbit_plans(g, np.arange(g.n))
     assert p == full.shard_chunks and np.array_equal(rows, full.sends)
 
 

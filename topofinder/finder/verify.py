@@ -260,7 +260,7 @@ def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
 def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
     """The BFB allgather of ``topo`` = G_1 × … × G_k made equivariant under the factors'
     groups ``factors`` ((size, generators) as recipe_group): the optimal in-link plans of one
-    receiver per orbit (bfb.bfb_receiver_sends), their images under the group for every other
+    receiver per orbit (bfb.bfb_orbit_plans), their images under the group for every other
     receiver, stored as the representatives' sends (to_representatives). Each receiver's loads
     are its representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None
     when the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
@@ -271,7 +271,7 @@ def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
         return None
     backs = [_back(m, g) for m, g in factors]
     coords = np.unravel_index(np.arange(topo.n), sizes)
-    p, rows = bfb.bfb_receiver_sends(topo, reps,
+    p, rows = bfb.bfb_orbit_plans(topo, reps,
                                      inverse=lambda y: inverse_element(sizes, backs, y, coords))
     rows = to_representatives(sizes, backs, rows)
     return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")

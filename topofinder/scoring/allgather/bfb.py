@@ -496,8 +496,8 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
     return StepSchedule(topo, p, sends, method="bfb")
 
 
-def bfb_receiver_sends(topo: Topology, receivers, *, shard_chunks: int | None = None,
-                       inverse=None) -> tuple[int, np.ndarray]:
+def bfb_orbit_plans(topo: Topology, receivers, *, shard_chunks: int | None = None,
+                    inverse=None) -> tuple[int, np.ndarray]:
     """(P, sends) of an optimal BFB plan for the in-links of ``receivers`` alone (rows
     (t, v, lo, hi, u, w), w a receiver), each receiver's LP (1) solved at U_t = the largest
     U_{w,t} over the receivers — the global U_t when every node is the image of a receiver
@@ -508,12 +508,11 @@ def bfb_receiver_sends(topo: Topology, receivers, *, shard_chunks: int | None = 
     one search each."""
     slots, caps = _generator_slots(topo)
     r = np.unique(np.asarray(receivers, np.int64))
+    need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
     if inverse is None:
-        need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
         table = _distances_to_nodes(topo, need, slots)
     else:
         own = _distances_to_nodes(topo, r, slots)
-        need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
         table = np.empty((need.size, topo.n), own.dtype)
         for i, y in enumerate(need):
             perm = inverse(int(y))
@@ -524,6 +523,19 @@ def bfb_receiver_sends(topo: Topology, receivers, *, shard_chunks: int | None = 
                               shard_chunks)
     sends[:, 5] = r[sends[:, 5]]
     return p, sends
+
+
+def bfb_receiver_sends(topo: Topology, receiver: int = 0) -> tuple[int, np.ndarray]:
+    """(P, sends into ``receiver``) of the optimal BFB schedule of a vertex-transitive
+    ``topo``: its U_t = U_{receiver,t} (every receiver is alike), so these are exactly the
+    rows of :func:`bfb_schedule` whose receiver w is ``receiver``, from k + 1 breadth-first
+    searches (O(N·d) memory: no N×N distance or mask matrix; `bfb_orbit_plans`).
+    TopofinderError when ``topo`` is not vertex-transitive or has more than MAX_SUBSET_BITS
+    in-neighbours."""
+    if not topo.vertex_transitive:
+        raise TopofinderError(f"{topo.expr} is not vertex-transitive: one receiver's BFB "
+                              f"plan does not give the others'")
+    return bfb_orbit_plans(topo, [int(receiver)])
 
 
 def _generator_slots(topo: Topology):
@@ -550,23 +562,32 @@ def _receiver_plan(dist, table, slot_rows, slots, caps, shard_chunks):
         masks[lo:hi] = _masks(dist[lo:hi], table[slot_rows[lo:hi]])
         counts[lo:hi] = _mask_counts(masks[lo:hi], dist[lo:hi], steps, k)
         num[lo:hi], den[lo:hi] = _hall_loads(counts[lo:hi], caps[lo:hi], k)
-    step_load = _step_max(num, den)
+    q, p, pid, stretches = _flow_plan(counts, caps, _step_max(num, den), k, shard_chunks)
+    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
+             for lo, hi in _blocks(rows, n * 8)]
+    return p, _columns(parts)
+
+
+def _flow_plan(counts, caps, step_load, k, shard_chunks):
+    """(q, P, pid, stretches): the step loads' denominators q_t, the chunks per shard P
+    (lcm q_t, or ``shard_chunks``), and the integral max-flow over the distinct per-(u, t)
+    problems (t, shard counts per eligibility mask, slot capacities) laid out as stretches
+    for :func:`_sends_block`."""
     q = np.array([u.denominator for u in step_load], np.int64)
     a = np.array([u.numerator for u in step_load], np.int64)
     p = lcm(*q.tolist()) if shard_chunks is None else int(shard_chunks)
-
-    # distinct per-(u, t) problems: (t, shard counts per eligibility mask, slot capacities)
     pid, uniq_t, uniq_counts, uniq_caps = _distinct_problems(counts, caps)
     gp, gm, fcum = _solve_flows(uniq_t, uniq_counts, uniq_caps, k, a, q)
     g, sj = np.nonzero(np.diff(fcum, axis=1) > 0)           # nonzero stretches, sorted
-    stretches = ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
+    return q, p, pid, ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
 
-    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
-             for lo, hi in _blocks(rows, n * 8)]
+
+def _columns(parts) -> np.ndarray:
+    """The (S, 6) send table of blocks of send columns, in block order."""
     sends = np.empty((sum(c[0].size for c in parts), 6), np.int64, order="F")
     for col in range(6):
         np.concatenate([c[col] for c in parts], out=sends[:, col])
-    return p, sends
+    return sends
 
 
 def _blocks(n: int, cells_per_row: int):
