@@ -867,7 +867,9 @@ class _DataRun:
 
 class _Flow:
     """The flow run of the module doc: pieces per FIFO at ``capacity``, each threadblock's
-    instruction and pieces done, flags; no data (the data run computes it)."""
+    instruction and pieces done, flags; no data (the data run computes it). A plain send
+    and the plain receive at the other end of its connection hand over pieces in one step
+    (:meth:`hand_over`) instead of one wake-up per piece."""
 
     def __init__(self, algo: Algo, capacity: int):
         lay, tab = _layout(algo), algo.table
@@ -884,6 +886,10 @@ class _Flow:
                    for t, tb in enumerate(lay.tbs)]
         self.sc = [conns.setdefault((lay.gpu_of[t], tb.send, tb.chan), len(conns))
                    for t, tb in enumerate(lay.tbs)]
+        self.ends = [[-1, -1] for _ in conns]        # the one sending / receiving tb, or -2
+        for t in range(len(lay.tbs)):
+            for side, c in ((0, self.sc[t]), (1, self.rc[t])):
+                self.ends[c][side] = t if self.ends[c][side] == -1 else -2
         self.fill = [0] * len(conns)
         self.rwait, self.swait = [[] for _ in conns], [[] for _ in conns]
         self.flag, self.fwait = [-1] * len(lay.tbs), [[] for _ in lay.tbs]
@@ -911,7 +917,7 @@ class _Flow:
 
     def advance(self, t: int, ready: deque) -> None:
         """Move ``t``'s pieces until a flag, an empty or a full FIFO stops it."""
-        pc, end, k, fill, cap = self.pc[t], self.end[t], self.k[t], self.fill, self.capacity
+        pc, end, fill, cap = self.pc[t], self.end[t], self.fill, self.capacity
         rc, sc = self.rc[t], self.sc[t]
         while pc < end:
             if not self.started[t]:
@@ -924,12 +930,15 @@ class _Flow:
                 self.started[t] = True
             c, kind = self.cnt[pc], self.kind[pc]
             if kind:
-                m = c - k
+                self.pc[t] = pc
+                if kind != 3:
+                    self.hand_over(t, sc if kind == 2 else rc, kind == 2, ready)
+                m = c - self.k[t]
                 if kind & 1 and fill[rc] < m:
                     m = fill[rc]
                 if kind & 2 and cap - fill[sc] < m:
                     m = cap - fill[sc]
-                if m <= 0:
+                if m <= 0 and self.k[t] < c:
                     (self.rwait[rc] if kind & 1 and not fill[rc] else self.swait[sc]).append(t)
                     break
                 if kind & 1:
@@ -940,15 +949,44 @@ class _Flow:
                     fill[sc] += m
                     ready.extend(self.rwait[sc])
                     self.rwait[sc] = []
-                k += m
-                if k < c:
+                self.k[t] += m
+                if self.k[t] < c:
                     continue
-            if self.flagval[pc] >= 0:
-                self.flag[t] = self.flagval[pc]
-                ready.extend(self.fwait[t])
-                self.fwait[t] = []
-            pc, k, self.started[t] = pc + 1, 0, False
-        self.pc[t], self.k[t] = pc, k
+            self.complete(t, pc, ready)
+            pc += 1
+        self.pc[t] = pc
+
+    def complete(self, t: int, pc: int, ready: deque) -> None:
+        """Instruction ``pc`` of ``t`` done: its flag, its waiters, the next instruction."""
+        if self.flagval[pc] >= 0:
+            self.flag[t] = self.flagval[pc]
+            ready.extend(self.fwait[t])
+            self.fwait[t] = []
+        self.pc[t], self.k[t], self.started[t] = pc + 1, 0, False
+
+    def hand_over(self, t: int, conn: int, sending: bool, ready: deque) -> None:
+        """``t``, at a plain send (``sending``) or receive on ``conn``, and the other end
+        started at a plain receive / send: move the pieces the two would pass one by one
+        until one finishes its instruction or the FIFO stops it (the other's completed
+        instruction is finished here, and it is made ready)."""
+        o = self.ends[conn][1 if sending else 0]
+        if o < 0 or o == t or not self.started[o] or self.pc[o] >= self.end[o] or \
+                self.kind[self.pc[o]] != (1 if sending else 2):
+            return
+        s, r = (t, o) if sending else (o, t)
+        a = self.cnt[self.pc[s]] - self.k[s]          # pieces the sender still pushes
+        b = self.cnt[self.pc[r]] - self.k[r]          # pieces the receiver still takes
+        f = self.fill[conn]
+        pushed, popped = (a, min(b, f + a)) if a <= b - f + self.capacity else \
+            (b - f + self.capacity, b)
+        if pushed <= 0 and popped <= 0:
+            return
+        self.fill[conn] = f + pushed - popped
+        self.k[s] += pushed
+        self.k[r] += popped
+        if self.k[o] == self.cnt[self.pc[o]]:
+            self.complete(o, self.pc[o], ready)
+        ready.append(o)
 
 
 def _deadlock_message(lay: _Layout, tab: np.ndarray, stuck: list, capacity, pc_of, k_of,
