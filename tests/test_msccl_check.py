@@ -230,3 +230,38 @@ def test_flow_run_matches_piece_by_piece_polling():
             assert got == want, (trial, cap)
             seen.add(want)
     assert seen == {True, False}
+
+
+# ---- the price stated next to the XML -------------------------------------------------------
+def test_msccl_price_states_the_overhead_apart(tmp_path, capsys):
+    """The α-β time is T_L·α + τ·M/B of the exported schedule (001 §3.2) and the overhead
+    step·(most steps in a threadblock) + tb·(most threadblocks on a rank), both read from the
+    checker's own statistics of the XML; the CLI prints both figures."""
+    from fractions import Fraction
+
+    import topofinder as tf
+    from topofinder.cli.main import main
+
+    s = collective_schedule(from_expression("C(16,{1,6})"), "allreduce")
+    xml = exported("C(16,{1,6})", "allreduce")
+    stats = check_limits(xml)
+    w = tf.Workload.from_strings("10us", "100Gbps", "1MB")
+    price = tf.msccl_price(s, xml, w, step_overhead="3us", tb_overhead=2e-6)
+    want = Fraction(10, 10 ** 6) * s.num_steps + Fraction(s.tau) * Fraction(2 ** 20) / \
+        Fraction(100 * 10 ** 9, 8)
+    assert price["time_s"] == pytest.approx(float(want), rel=1e-12)
+    assert (price["max_steps_per_tb"], price["max_tbs_per_rank"]) == (
+        stats["max_steps_per_tb"], stats["max_tbs_per_gpu"])
+    assert price["threadblocks"] == sum(len(v) for v in stats["steps_per_tb"].values())
+    assert price["overhead_s"] == pytest.approx(3e-6 * stats["max_steps_per_tb"] +
+                                                2e-6 * stats["max_tbs_per_gpu"])
+    assert tf.msccl_price(s, xml)["overhead_s"] == 0
+    out = tmp_path / "a.xml"
+    assert main(["export", "C(16,{1,6})", "--what", "schedule", "--collective", "allreduce",
+                 "--format", "xml", "-o", str(out), "--step-overhead", "3us"]) == 0
+    err = capsys.readouterr().err
+    assert f"{stats['max_steps_per_tb']} steps in the fullest threadblock" in err
+    assert f"runtime overhead {3 * stats['max_steps_per_tb']:g} us" in err
+    assert main(["export", "C(16,{1,6})", "--what", "schedule", "--format", "xml", "-o",
+                 str(tmp_path / "b.xml"), "--step-overhead", "3"]) == 2
+    assert not (tmp_path / "b.xml").exists()

@@ -36,7 +36,8 @@ from topofinder.api.catalog import (
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
 from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
-    SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, relabel, schedule,
+    SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,
+    schedule,
 )
 from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,

@@ -15,6 +15,7 @@ import numpy as np
 from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import note_input
 from topofinder.errors import TopofinderError
+from topofinder.export.msccl_check import shape as xml_shape
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
@@ -28,6 +29,7 @@ from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
 from topofinder.model.collectives import Collective
+from topofinder.workload.cost import Workload, parse_time
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
@@ -203,3 +205,28 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                            announce=announce,
                            **(xml_options if fmt == "xml" else {}))
     return built, text
+
+
+def msccl_price(sched: Schedule, text: str, workload: Workload | None = None, *,
+                step_overhead: str | float = 0.0, tb_overhead: str | float = 0.0) -> dict:
+    """An exported MSCCL XML's shape and price, the runtime's overhead stated apart:
+    ``time_s`` = T_L·α + τ·M/B of the step schedule the XML replays (paper 001 §3.2; the
+    workload's α, B and sizes, default 10us / 100Gbps / 1MB) and ``overhead_s`` =
+    step_overhead · (most steps in one threadblock: a threadblock runs its instructions in
+    sequence, threadblocks run side by side) + tb_overhead · (most threadblocks on one rank).
+    No per-instruction or per-threadblock figure of msccl-executor-nccl is published, so both
+    default to 0 (docs/formats.md names NCCL's own per-step latencies as a guide); give them
+    as seconds or strings ("2us")."""
+    steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+    workload = workload or Workload()
+    per_step, per_tb = (parse_time(x) if isinstance(x, str) else float(x)
+                        for x in (step_overhead, tb_overhead))
+    if min(per_step, per_tb) < 0:
+        raise TopofinderError("the runtime overheads must not be negative")
+    info = xml_shape(text)
+    overhead = per_step * info["max_steps_per_tb"] + per_tb * info["max_tbs_per_gpu"]
+    return {"max_steps_per_tb": info["max_steps_per_tb"],
+            "max_tbs_per_rank": info["max_tbs_per_gpu"], "threadblocks": info["threadblocks"],
+            "T_L": steps.num_steps, "tau": str(steps.tau),
+            "time_s": workload.collective_time(steps.num_steps, float(steps.tau)),
+            "step_overhead_s": per_step, "tb_overhead_s": per_tb, "overhead_s": overhead}
