@@ -75,7 +75,6 @@ SENDS = ("s", "rcs", "rrs", "rrcs")
 RECVS = ("r", "rcs", "rrs", "rrc", "rrcs")
 READS = ("s", "rrs", "rrc", "rrcs", "cpy", "re")        # read the source buffer
 WRITES = ("r", "rcs", "rrc", "rrcs", "cpy", "re")       # write the destination buffer
-REDUCES = ("rrs", "rrc", "rrcs", "re")
 BUFFERS = ("i", "o", "s")
 NOP = TYPES.index("nop")
 #: Columns of the step table (:attr:`Algo.table`), one int32 row per <step>.
@@ -253,8 +252,9 @@ def _feed(parser, xml) -> None:
 
 
 def parse(xml) -> Algo:
-    """Parse MSCCL XML — text (str, bytes), a path (os.PathLike) or a binary file — into :class:`Algo`, streaming
-    (module doc); malformed XML, a DTD or an entity → MscclCheckError."""
+    """Parse MSCCL XML — text (str, bytes), a path (os.PathLike) or a binary file — into
+    :class:`Algo`, streaming (module doc); malformed XML, a DTD or an entity →
+    MscclCheckError."""
     reader = _Reader()
     p = expat.ParserCreate()
     p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
