@@ -782,7 +782,7 @@ class _DataRun:
                 tgt = int(self.target[pc])
                 if tgt < 0 or self.flag[tgt] < row[DEPS]:
                     if tgt >= 0:
-                        self.fwait[tgt].append(t)
+                        self.fwait[tgt].append((row[DEPS], t))
                     break
                 s_list, clocks = self.snaps[tgt]
                 np.maximum(self.vc[t], clocks[bisect_left(s_list, row[DEPS])], out=self.vc[t])
@@ -827,8 +827,7 @@ class _DataRun:
             self.flag[t] = row[S]
             self.snaps[t][0].append(row[S])
             self.snaps[t][1].append(vc.copy())
-            ready.extend(self.fwait[t])
-            self.fwait[t] = []
+            self.fwait[t] = _wake(self.fwait[t], row[S], ready)
 
     def send(self, t: int, val: np.ndarray, cnt: int, step_t: int, ready: deque) -> None:
         key = self.sconn[t]
@@ -925,7 +924,7 @@ class _Flow:
                 if tgt != -1:
                     if tgt < 0 or self.flag[tgt] < self.deps[pc]:
                         if tgt >= 0:
-                            self.fwait[tgt].append(t)
+                            self.fwait[tgt].append((self.deps[pc], t))
                         break
                 self.started[t] = True
             c, kind = self.cnt[pc], self.kind[pc]
@@ -960,8 +959,7 @@ class _Flow:
         """Instruction ``pc`` of ``t`` done: its flag, its waiters, the next instruction."""
         if self.flagval[pc] >= 0:
             self.flag[t] = self.flagval[pc]
-            ready.extend(self.fwait[t])
-            self.fwait[t] = []
+            self.fwait[t] = _wake(self.fwait[t], self.flagval[pc], ready)
         self.pc[t], self.k[t], self.started[t] = pc + 1, 0, False
 
     def hand_over(self, t: int, conn: int, sending: bool, ready: deque) -> None:
@@ -987,6 +985,13 @@ class _Flow:
         if self.k[o] == self.cnt[self.pc[o]]:
             self.complete(o, self.pc[o], ready)
         ready.append(o)
+
+
+def _wake(waiting: list, flag: int, ready: deque) -> list:
+    """Make ready the (deps, tb) waiters whose ``deps`` the new ``flag`` reaches; the rest
+    keep waiting."""
+    ready.extend(t for deps, t in waiting if deps <= flag)
+    return [w for w in waiting if w[0] > flag]
 
 
 def _deadlock_message(lay: _Layout, tab: np.ndarray, stuck: list, capacity, pc_of, k_of,
