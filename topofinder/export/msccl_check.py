@@ -602,7 +602,7 @@ class _Values:
         self.allgather = coll == Collective.ALLGATHER
         self.elem = np.zeros(1024, np.int64)
         self.mask = np.zeros((1024, self.words), np.uint64)
-        self.count = 0
+        self.count, self.one = 0, [1 << r for r in range(n)]
         self.full = np.zeros(self.words, np.uint64)           # the bitset of all ranks
         self.full.view(np.uint8)[:(n + 7) // 8] = np.packbits(np.ones(n, np.uint8),
                                                               bitorder="little")
@@ -642,6 +642,14 @@ class _Values:
         self.mask[first:first + k] = ma | mb
         self.count += k
         return np.arange(self.n0 + first, self.n0 + first + k)
+
+    def mask_ints(self, ids: np.ndarray) -> list:
+        """The ranks of each value as a Python int (bit r: rank r); an input value's is one
+        shared object per rank."""
+        rows = self.masks(ids)
+        return [self.one[v // self.ic] if v < self.n0 else int.from_bytes(rows[k].tobytes(),
+                                                                            "little")
+                for k, v in enumerate(ids.tolist())]
 
     def is_full(self, ids: np.ndarray) -> np.ndarray:
         return (self.masks(ids) == self.full).all(axis=1)
@@ -834,10 +842,9 @@ class _DataRun:
         self.fifos.setdefault(key, deque()).append((val, cnt))
         ready.extend(self.rwait.pop(key, ()))
         if self.transfers is not None:
-            elems, masks = self.values.elems(val), self.values.masks(val)
-            self.transfers += [(key[0], key[1], key[2], step_t, int(e),
-                                int.from_bytes(m.tobytes(), "little"))
-                               for e, m in zip(elems.tolist(), masks)]
+            self.transfers += [(key[0], key[1], key[2], step_t, e, m)
+                               for e, m in zip(self.values.elems(val).tolist(),
+                                               self.values.mask_ints(val))]
 
     def check_result(self) -> None:
         """The collective's result in every rank's output (module doc)."""
