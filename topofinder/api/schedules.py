@@ -182,7 +182,8 @@ def relabel(sched: Schedule, renaming: str | os.PathLike | Mapping) -> Schedule:
 
 
 def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike | None = None,
-                    *, physical=None, announce=None, **xml_options) -> str | None:
+                    *, physical=None, announce=None, priced=None,
+                    **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); returned
@@ -193,7 +194,9 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
     recorded so readers rebuild its topology (json, xml). ``announce``: called with one line
     stating the size (rows, bytes) before anything is written (the CLI prints it): for XML
-    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows."""
+    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows. ``priced``
+    (XML): called with the step schedule and the XML text before it is written (the CLI
+    states :func:`msccl_price`)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -232,6 +235,8 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
     text = to_msccl_xml(steps, **xml_options)
     announce(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB")
+    if priced is not None:
+        priced(steps, text)
     if path is None:
         return text
     emit(text, path)
@@ -259,12 +264,13 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                        *, collective: str = Collective.ALLGATHER, kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
-                       announce=None, **xml_options) -> tuple[Schedule, str | None]:
+                       announce=None, priced=None,
+                       **xml_options) -> tuple[Schedule, str | None]:
     """What `topofinder export SOURCE --what schedule` does: :func:`schedule`, renamed by a
     diff's mapping (``relabel``), written by :func:`export_schedule`. For XML of an
     expression the runtime's limits are checked first on the allgather (cheap, before the
     whole schedule is built); all-to-all schedules, tree schedules other than the allgather
-    and those routed through switches are json only. ``announce``: as for
+    and those routed through switches are json only. ``announce``, ``priced``: as for
     :func:`export_schedule`. Returns the schedule and the text (None for npz)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
@@ -289,7 +295,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                                   "json")
     text = export_schedule(built, fmt, path,
                            physical=None if renaming is None else renaming.physical,
-                           announce=announce,
+                           announce=announce, priced=priced,
                            **(xml_options if fmt == "xml" else {}))
     return built, text
 

@@ -98,17 +98,19 @@ def run(args, renaming=None) -> int:
     xml = dict(channels=args.channels, protocol=args.protocol, runtime=args.runtime,
                inplace=args.inplace, max_steps=args.max_steps, min_bytes=args.min_bytes,
                max_bytes=args.max_bytes)
+    priced = None
     if args.format == "xml":                     # bad figures refused before the export
         workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
-        overheads = [api.Workload.from_strings(alpha=x).alpha_s       # times, as α is
-                     for x in (args.step_overhead, args.tb_overhead)]
-    schedule, text = api.export_schedule_of(
+        per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
+                            for x in (args.step_overhead, args.tb_overhead))
+
+        def priced(steps, text):
+            _state_price(api.msccl_price(steps, text, workload, step_overhead=per_step,
+                                         tb_overhead=per_tb))
+    schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
-        steps=args.steps, relabel=renaming, announce=_announce(args), **xml)
-    if args.format == "xml":
-        _state_price(api.msccl_price(schedule, text, workload, step_overhead=overheads[0],
-                                     tb_overhead=overheads[1]))
+        steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
