@@ -89,6 +89,7 @@ from topofinder.model.collectives import Collective
 PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
+_BUF_CODE = {"i": 0, "o": 1, "s": 2}
 
 
 class _Prog:
@@ -108,6 +109,7 @@ class _Prog:
         self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
         self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
         self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
+        self.csum = [[] for _ in range(ntb)]        # and its sum (the order deps are tried)
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
@@ -130,48 +132,57 @@ class _Prog:
         self.scratch += count
         return ("s", self.scratch - count)
 
+    def cells(self, buf: str, off: int, cnt: int) -> range:
+        """Integer keys of the ``cnt`` pieces from (buf, off), aliased as in memory."""
+        if self.inplace:
+            buf, off = self.phys(buf, off)      # a shift of off: ranges stay ranges
+        code = _BUF_CODE[buf]
+        return range(3 * off + code, 3 * (off + cnt) + code, 3)
+
     def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
-        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
+        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece. Its
+        dependencies: the last writer of what it reads, the last writer and readers of what
+        it writes, on other threadblocks, less those its vector clock already implies."""
+        writer, readers = self.writer, self.readers
         cand = {}
         for buf, off in reads:
-            for k in range(cnt):
-                w = self.writer.get(self.phys(buf, off + k))
-                if w is not None and w[0] != tb:
-                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
-        for buf, off in writes:
-            for k in range(cnt):
-                cell = self.phys(buf, off + k)
-                w = self.writer.get(cell)
-                if w is not None and w[0] != tb:
-                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
-                for r, i in self.readers.get(cell, {}).items():
-                    if r != tb:
-                        cand[r] = max(cand.get(r, -1), i)
-        ntb = len(self.tb_peer)
+            for cell in self.cells(buf, off, cnt):
+                w = writer.get(cell)
+                if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
+                    cand[w[0]] = w[1]
+        wcells = [cell for buf, off in writes for cell in self.cells(buf, off, cnt)]
+        for cell in wcells:
+            w = writer.get(cell)
+            if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
+                cand[w[0]] = w[1]
+            for r, i in readers.get(cell, {}).items():
+                if r != tb and cand.get(r, -1) < i:
+                    cand[r] = i
         cur = list(self.clock[tb][-1]) if self.clock[tb] else []
-        cur += [0] * (ntb - len(cur))
+        cur += [0] * (len(self.tb_peer) - len(cur))
         chosen = []
-        for b, i in sorted(cand.items(), key=lambda x: -sum(self.clock[x[0]][x[1]])):
-            if cur[b] > i:
-                continue
-            chosen.append((b, i))
-            for q, y in enumerate(self.clock[b][i]):
-                cur[q] = max(cur[q], y)
-            self.hasdep[b].add(i)
+        if cand:
+            csum = self.csum
+            for b, i in sorted(cand.items(), key=lambda x: -csum[x[0]][x[1]]):
+                if cur[b] > i:
+                    continue
+                chosen.append((b, i))
+                cb = self.clock[b][i]
+                cur[:len(cb)] = map(max, cur, cb)
+                self.hasdep[b].add(i)
         idx = len(self.instrs[tb])
         cur[tb] = idx + 1
         self.total += max(1, len(chosen))
         self.clock[tb].append(cur)
+        self.csum[tb].append(sum(cur))
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
         self.slots[tb].append(slot or (t, 0))
         for buf, off in reads:
-            for k in range(cnt):
-                self.readers.setdefault(self.phys(buf, off + k), {})[tb] = idx
-        for buf, off in writes:
-            for k in range(cnt):
-                cell = self.phys(buf, off + k)
-                self.writer[cell] = (tb, idx)
-                self.readers[cell] = {}
+            for cell in self.cells(buf, off, cnt):
+                readers.setdefault(cell, {})[tb] = idx
+        for cell in wcells:
+            writer[cell] = (tb, idx)
+            readers.pop(cell, None)
 
     def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
         self.tb_peer.append((kind, peer))
@@ -179,6 +190,7 @@ class _Prog:
         self.instrs.append([])
         self.slots.append([])
         self.clock.append([])
+        self.csum.append([])
         self.hasdep.append(set())
         return len(self.tb_peer) - 1
 
@@ -857,76 +869,94 @@ def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     return None
 
 
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
+                          "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"})
+
+
+def _open_tag(tag: str, attrs: dict, indent: int, empty: bool = False) -> str:
+    """One element's start tag on its own indented line (escaped as ElementTree does)."""
+    body = " ".join(f'{k}="{str(v).translate(_ESCAPES)}"' for k, v in attrs.items())
+    return f"{' ' * indent}<{tag} {body}{' /' if empty else ''}>\n"
+
+
 def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
           extra=None) -> str:
+    """The XML text, written rank by rank as lines (no element tree is held: memory is one
+    rank's lines plus the text)."""
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
     kp, lanes = k * p, _lane_count(progs)
-    _, shift = _layout(coll, n, p, k)
     if max_bytes is None:
         max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
     else:
         max_b = str(max_bytes)
-    algo = ET.Element("algo", {
+    head = _open_tag("algo", {
         "name": name or f"topofinder_{coll}_{topo.expr}"[:200], "proto": protocol,
-        "nchannels": str(k * lanes), "nchunksperloop": str(n * kp), "ngpus": str(n),
+        "nchannels": k * lanes, "nchunksperloop": n * kp, "ngpus": n,
         "coll": rt.colls[coll], "inplace": "1" if inplace else "0",
-        "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
-        "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
-        "reduce_scatter_steps": str(schedule.reduce_steps),
-        "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})})
+        "outofplace": "0" if inplace else "1", "minBytes": min_bytes, "maxBytes": max_b,
+        "topology": topo.expr, "shard_chunks": p, "num_steps": schedule.num_steps,
+        "reduce_scatter_steps": schedule.reduce_steps,
+        "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})},
+        0, empty=not progs)
     slots = shard_slots(topo, coll)
-    i_chunks = kp if coll == Collective.ALLGATHER else n * kp
-    o_chunks = kp if coll == Collective.REDUCE_SCATTER else n * kp
+    sizes = {"i_chunks": kp if coll == Collective.ALLGATHER else n * kp,
+             "o_chunks": kp if coll == Collective.REDUCE_SCATTER else n * kp}
+    parts = [head]
     for prog in progs:
-        used = prog.emitted()
-        ntb = len(used)
-        tid = {b: x for x, b in enumerate(used)}
-        scratch = prog.scratch
-        gpu = ET.SubElement(algo, "gpu", {"id": str(prog.u), "i_chunks": str(i_chunks),
-                                          "o_chunks": str(o_chunks),
-                                          "s_chunks": str(k * scratch)})
+        gpu = {"id": prog.u, **sizes, "s_chunks": k * prog.scratch}
         if topo.labels is not None:
-            gpu.set("label", topo.labels[prog.u])
+            gpu["label"] = topo.labels[prog.u]
         if coll == Collective.ALLREDUCE:
-            gpu.set("slot", str(slots[prog.u]))
-        sidx = {}
+            gpu["slot"] = slots[prog.u]
+        parts.append(_open_tag("gpu", gpu, 1, empty=not prog.emitted()))
+        parts.append("".join(_rank_lines(prog, k, lanes, _layout(coll, n, p, k)[1])))
+        if prog.emitted():
+            parts.append(" </gpu>\n")
+    if progs:
+        parts.append("</algo>\n")
+    return "".join(parts)
+
+
+def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
+    """The ``<tb>`` and ``<step>`` lines of one rank, instance by instance (extra
+    dependencies as ``nop`` steps before their instruction)."""
+    used = prog.emitted()
+    ntb = len(used)
+    tid = {b: x for x, b in enumerate(used)}
+    sidx = {}
+    for b in used:
+        idx, cur = [], 0
+        for ins in prog.instrs[b]:
+            cur += max(0, len(ins[5]) - 1)
+            idx.append(cur)
+            cur += 1
+        sidx[b] = idx
+    step = ('   <step s="{}" type="{}" srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" '
+            'cnt="{}" depid="{}" deps="{}" hasdep="{}" t="{}" />\n')
+    for j in range(k):
+        base = {"s": j * prog.scratch, "i": shift(j), "o": shift(j)}
         for b in used:
-            idx, cur = [], 0
-            for ins in prog.instrs[b]:
-                cur += max(0, len(ins[5]) - 1)
-                idx.append(cur)
-                cur += 1
-            sidx[b] = idx
-        for j in range(k):
-            def off(buf, o, j=j, scratch=scratch):
-                return o + (j * scratch if buf == "s" else shift(j))
-            for b in used:
-                kind, peer = prog.tb_peer[b]
-                tb = ET.SubElement(gpu, "tb", {
-                    "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
-                    "recv": str(peer if kind == "recv" else -1),
-                    "chan": str(j * lanes + prog.lane[b])})
-                st = 0
-                for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
-                    for db, di in deps[:-1]:
-                        ET.SubElement(tb, "step", {
-                            "s": str(st), "type": "nop", "srcbuf": "i", "srcoff": "-1",
-                            "dstbuf": "o", "dstoff": "-1", "cnt": "0",
-                            "depid": str(j * ntb + tid[db]), "deps": str(sidx[db][di]),
-                            "hasdep": "0", "t": str(t)})
-                        st += 1
-                    dep = deps[-1] if deps else None
-                    ET.SubElement(tb, "step", {
-                        "s": str(st), "type": typ, "srcbuf": src[0],
-                        "srcoff": str(off(*src)), "dstbuf": dst[0], "dstoff": str(off(*dst)),
-                        "cnt": str(cnt),
-                        "depid": str(j * ntb + tid[dep[0]]) if dep else "-1",
-                        "deps": str(sidx[dep[0]][dep[1]]) if dep else "-1",
-                        "hasdep": "1" if i in prog.hasdep[b] else "0", "t": str(t)})
+            kind, peer = prog.tb_peer[b]
+            yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
+                                   "recv": peer if kind == "recv" else -1,
+                                   "chan": j * lanes + prog.lane[b]}, 2,
+                            empty=not prog.instrs[b])
+            st, dep_of = 0, prog.hasdep[b]
+            for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
+                for db, di in deps[:-1]:
+                    yield step.format(st, "nop", "i", -1, "o", -1, 0, j * ntb + tid[db],
+                                      sidx[db][di], 0, t)
                     st += 1
-    ET.indent(algo, space=" ")
-    return ET.tostring(algo, encoding="unicode") + "\n"
+                dep = deps[-1] if deps else None
+                yield step.format(st, typ, src[0], src[1] + base[src[0]], dst[0],
+                                  dst[1] + base[dst[0]], cnt,
+                                  j * ntb + tid[dep[0]] if dep else -1,
+                                  sidx[dep[0]][dep[1]] if dep else -1,
+                                  1 if i in dep_of else 0, t)
+                st += 1
+            if prog.instrs[b]:
+                yield "  </tb>\n"
 
 
 def instruction_counts(text: str) -> dict:
