@@ -91,8 +91,8 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
 
 def test_runs_merge_contiguous_places_up_to_the_count_limit():
     items = [(("o", 0),), (("o", 1),), (("o", 2),), (("s", 3),), (("o", 4),), (("o", 5),)]
-    assert [len(r) for r in _runs(items, 71, key=lambda x: x)] == [3, 1, 2]
-    assert [len(r) for r in _runs(items, 2, key=lambda x: x)] == [2, 1, 1, 2]
+    assert [len(r) for r in _runs(items, 71, (0,))] == [3, 1, 2]
+    assert [len(r) for r in _runs(items, 2, (0,))] == [2, 1, 1, 2]
 
 
 def test_step_messages_are_in_buffer_order_and_reduce_senders_give_up_partials():
@@ -115,8 +115,8 @@ def test_consolidation_sends_one_instruction_per_contiguous_run():
     st = _Lowering(sched, 1, False, 71, False)
     srcs = [("o", 0), ("o", 1), ("o", 5)]
     recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
-    runs = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
-    assert [len(r) for r in runs] == [2, 1]
+    runs, cut = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
+    assert [len(r) for r in runs] == [2, 1] and not cut
     sends = st.progs[0].instrs[st.progs[0].send_tb[(1, 0)]]
     assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
                                                                        ("s", ("o", 5), 1)]

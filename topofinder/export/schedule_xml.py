@@ -561,10 +561,12 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
             started_ag = True
         msgs = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
         recvs = _receive_places(st, msgs, reducing)
-        runs = {}
+        runs, staged = {}, set()
         for u, w, pieces, srcs in msgs:
-            runs[(u, w)] = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
-        _emit_receives(st, t, runs, {(m[0], m[1]): m[2] for m in msgs})
+            runs[(u, w)], cut = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
+            if cut:
+                staged.add((u, w))
+        _emit_receives(st, t, runs, staged, {(m[0], m[1]): m[2] for m in msgs})
         if max_steps is not None:
             big = max(st.progs, key=lambda prog: prog.total)
             if big.total > max_steps:
@@ -612,7 +614,7 @@ def _finish_reduce(st: _Lowering) -> None:
                 raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
             if cur != want:
                 pend.append((cur, want))
-        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, key=lambda x: x):
+        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, (0, 2)):
             (src, _, dst), cnt = run[0], len(run)
             prog.add(prog.local, "cpy", src, dst, cnt, st.reduce_until, [src], [dst])
         st.loc[u] = {(u, c): st.own_out(u, c) for c in range(st.p)}
@@ -675,23 +677,25 @@ def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs:
                        reducing: bool) -> list:
     """Consolidation pass for link u→w at step t: runs of pieces contiguous on both ends
     become one send instruction each; staged, the message goes in blocks of ``max_cnt``
-    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)."""
+    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)
+    and whether they were cut in blocks (else each is contiguous on both ends)."""
     items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
-    runs = _runs(items, st.max_cnt, key=lambda x: x)
-    if st.stage and not reducing and len(runs) > 1:
+    runs = _runs(items, st.max_cnt, (0, 1, 2, 3))
+    staged = st.stage and not reducing and len(runs) > 1
+    if staged:
         runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
     prog = st.progs[u]
     for r, run in enumerate(runs):
-        src = _stage_pack(prog, t, run, st.max_cnt)
+        src = _stage_pack(prog, t, run, st.max_cnt) if staged else run[0][0]
         prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
                  slot=(t, r))
-    return runs
+    return runs, staged
 
 
 def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
     """Staging pass, sender side: a run whose sources are several ranges is copied into one
     fresh scratch range by step t's local threadblock; returns where the send reads."""
-    parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+    parts = _runs(run, max_cnt, (0,))
     if len(parts) == 1:
         return run[0][0]
     blk = prog.new_scratch(len(run))
@@ -703,15 +707,16 @@ def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
     return blk
 
 
-def _emit_receives(st: _Lowering, t: int, runs: dict, msg_pieces: dict) -> None:
+def _emit_receives(st: _Lowering, t: int, runs: dict, staged: set, msg_pieces: dict) -> None:
     """The receive instructions of step t, receiver by receiver: each message lands in its
     places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
-    ranges, in scratch and is unpacked by :func:`_stage_unpack`."""
+    ranges (only in a link of ``staged``, cut in blocks), in scratch and is unpacked by
+    :func:`_stage_unpack`."""
     for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
         prog, where = st.progs[w], None
         for r, run in enumerate(runs[(u, w)]):
             _, kind, cur, dst = run[0]
-            parts = _runs(run, st.max_cnt, key=lambda it: (it[3],))
+            parts = _runs(run, st.max_cnt, (3,)) if (u, w) in staged else (run,)
             if kind == "r" and len(parts) > 1:
                 where = where or {id(it): pc for it, pc in zip(
                     (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
@@ -741,26 +746,26 @@ def _stage_unpack(st: _Lowering, prog: _Prog, slot: tuple, u: int, w: int, run, 
         at += len(part)
 
 
-def _runs(items, max_cnt, key):
-    """Split ``items`` into maximal runs of at most ``max_cnt`` in which the (buf, off)
-    members of ``key(item)`` all advance by one and its other members agree."""
-    out = []
-    for it in items:
-        if out and len(out[-1]) < max_cnt and _follows(key(out[-1][-1]), key(it)):
-            out[-1].append(it)
-        else:
-            out.append([it])
-    return out
+_OTHER_CODE = {None: -1, "r": -2, "rrc": -3}
 
 
-def _follows(a, b) -> bool:
-    for x, y in zip(a, b):
-        if type(x) is tuple and type(y) is tuple:
-            if x[1] + 1 != y[1] or x[0] != y[0]:
-                return False
-        elif x != y:
-            return False
-    return True
+def _runs(items, max_cnt, fields):
+    """Split ``items`` into maximal runs of at most ``max_cnt`` in which, for each index in
+    ``fields``, the item members that are places (buf, off) all advance by one and the other
+    members agree (vectorised over the items)."""
+    m = len(items)
+    if m < 2:
+        return [list(items)] if m else []
+    ok = np.ones(m - 1, bool)
+    for f in fields:
+        code = np.array([(_BUF_CODE[x[0]], x[1]) if type(x) is tuple else (_OTHER_CODE[x], 0)
+                         for x in (it[f] for it in items)], np.int64)
+        a, b = code[:, 0], code[:, 1]
+        ok &= (a[1:] == a[:-1]) & (b[1:] - b[:-1] == (a[1:] >= 0))
+    start = np.flatnonzero(np.r_[True, ~ok])
+    seg = np.cumsum(np.r_[True, ~ok]) - 1
+    cut = np.flatnonzero((np.arange(m) - start[seg]) % max_cnt == 0).tolist() + [m]
+    return [items[cut[i]:cut[i + 1]] for i in range(len(cut) - 1)]
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
