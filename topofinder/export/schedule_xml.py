@@ -144,13 +144,13 @@ class _Prog:
         dependencies: the last writer of what it reads, the last writer and readers of what
         it writes, on other threadblocks, less those its vector clock already implies."""
         writer, readers = self.writer, self.readers
+        rcells = [c for buf, off in reads for c in self.cells(buf, off, cnt)]
+        wcells = [c for buf, off in writes for c in self.cells(buf, off, cnt)]
         cand = {}
-        for buf, off in reads:
-            for cell in self.cells(buf, off, cnt):
-                w = writer.get(cell)
-                if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
-                    cand[w[0]] = w[1]
-        wcells = [cell for buf, off in writes for cell in self.cells(buf, off, cnt)]
+        for cell in rcells:
+            w = writer.get(cell)
+            if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
+                cand[w[0]] = w[1]
         for cell in wcells:
             w = writer.get(cell)
             if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
@@ -158,28 +158,30 @@ class _Prog:
             for r, i in readers.get(cell, {}).items():
                 if r != tb and cand.get(r, -1) < i:
                     cand[r] = i
-        cur = list(self.clock[tb][-1]) if self.clock[tb] else []
+        own = self.clock[tb]
+        cur = list(own[-1]) if own else []
         cur += [0] * (len(self.tb_peer) - len(cur))
         chosen = []
         if cand:
             csum = self.csum
-            for b, i in sorted(cand.items(), key=lambda x: -csum[x[0]][x[1]]):
+            order = sorted(cand.items(), key=lambda x: -csum[x[0]][x[1]]) if len(cand) > 1 \
+                else cand.items()
+            for b, i in order:
                 if cur[b] > i:
                     continue
                 chosen.append((b, i))
                 cb = self.clock[b][i]
                 cur[:len(cb)] = map(max, cur, cb)
                 self.hasdep[b].add(i)
-        idx = len(self.instrs[tb])
+        idx = len(own)
         cur[tb] = idx + 1
         self.total += max(1, len(chosen))
-        self.clock[tb].append(cur)
+        own.append(cur)
         self.csum[tb].append(sum(cur))
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
         self.slots[tb].append(slot or (t, 0))
-        for buf, off in reads:
-            for cell in self.cells(buf, off, cnt):
-                readers.setdefault(cell, {})[tb] = idx
+        for cell in rcells:
+            readers.setdefault(cell, {})[tb] = idx
         for cell in wcells:
             writer[cell] = (tb, idx)
             readers.pop(cell, None)
