@@ -64,6 +64,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
@@ -108,8 +109,9 @@ class _Prog:
         self.lanes = lanes or {}                    # link (u, w) → first steps of lanes 1, 2, …
         self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
         self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
-        self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
-        self.csum = [[] for _ in range(ntb)]        # and its sum (the order deps are tried)
+        self.kpos = [[] for _ in range(ntb)]        # per tb: instructions with dependencies,
+        self.kval = [[] for _ in range(ntb)]        # the vector clock after each of them
+        self.ksum = [[] for _ in range(ntb)]        # and its sum without the tb's own entry
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
@@ -158,26 +160,26 @@ class _Prog:
             for r, i in readers.get(cell, {}).items():
                 if r != tb and cand.get(r, -1) < i:
                     cand[r] = i
-        own = self.clock[tb]
-        cur = list(own[-1]) if own else []
+        idx = len(self.instrs[tb])
+        cur = self.clock(tb, idx - 1)
         cur += [0] * (len(self.tb_peer) - len(cur))
         chosen = []
         if cand:
-            csum = self.csum
-            order = sorted(cand.items(), key=lambda x: -csum[x[0]][x[1]]) if len(cand) > 1 \
+            order = sorted(cand.items(), key=lambda x: -self.clock_sum(*x)) if len(cand) > 1 \
                 else cand.items()
             for b, i in order:
                 if cur[b] > i:
                     continue
                 chosen.append((b, i))
-                cb = self.clock[b][i]
+                cb = self.clock(b, i)
                 cur[:len(cb)] = map(max, cur, cb)
                 self.hasdep[b].add(i)
-        idx = len(own)
         cur[tb] = idx + 1
         self.total += max(1, len(chosen))
-        own.append(cur)
-        self.csum[tb].append(sum(cur))
+        if chosen:
+            self.kpos[tb].append(idx)
+            self.kval[tb].append(array("I", cur))
+            self.ksum[tb].append(sum(cur) - idx - 1)
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
         self.slots[tb].append(slot or (t, 0))
         for cell in rcells:
@@ -186,13 +188,30 @@ class _Prog:
             writer[cell] = (tb, idx)
             readers.pop(cell, None)
 
+    def clock(self, b: int, i: int) -> list:
+        """The vector clock of threadblock b after its instruction i (per threadblock: how
+        many of its instructions are known done); stored only where dependencies joined it."""
+        j = bisect_right(self.kpos[b], i) - 1
+        if i < 0:
+            return []
+        c = list(self.kval[b][j]) if j >= 0 else []
+        c += [0] * (b + 1 - len(c))
+        c[b] = i + 1
+        return c
+
+    def clock_sum(self, b: int, i: int) -> int:
+        """The sum of :meth:`clock` (b, i) (the order dependencies are tried in)."""
+        j = bisect_right(self.kpos[b], i) - 1
+        return (self.ksum[b][j] if j >= 0 else 0) + i + 1
+
     def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
         self.tb_peer.append((kind, peer))
         self.lane.append(lane)
         self.instrs.append([])
         self.slots.append([])
-        self.clock.append([])
-        self.csum.append([])
+        self.kpos.append([])
+        self.kval.append([])
+        self.ksum.append([])
         self.hasdep.append(set())
         return len(self.tb_peer) - 1
 
