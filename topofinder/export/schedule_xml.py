@@ -91,6 +91,7 @@ PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
 _BUF_CODE = {"i": 0, "o": 1, "s": 2}
+_LOW32 = (1 << 32) - 1
 
 
 class _Prog:
@@ -145,21 +146,9 @@ class _Prog:
         """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece. Its
         dependencies: the last writer of what it reads, the last writer and readers of what
         it writes, on other threadblocks, less those its vector clock already implies."""
-        writer, readers = self.writer, self.readers
         rcells = [c for buf, off in reads for c in self.cells(buf, off, cnt)]
         wcells = [c for buf, off in writes for c in self.cells(buf, off, cnt)]
-        cand = {}
-        for cell in rcells:
-            w = writer.get(cell)
-            if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
-                cand[w[0]] = w[1]
-        for cell in wcells:
-            w = writer.get(cell)
-            if w is not None and w[0] != tb and cand.get(w[0], -1) < w[1]:
-                cand[w[0]] = w[1]
-            for r, i in readers.get(cell, {}).items():
-                if r != tb and cand.get(r, -1) < i:
-                    cand[r] = i
+        cand = self.candidates(tb, rcells, wcells)
         idx = len(self.instrs[tb])
         cur = self.clock(tb, idx - 1)
         cur += [0] * (len(self.tb_peer) - len(cur))
@@ -182,11 +171,37 @@ class _Prog:
             self.ksum[tb].append(sum(cur) - idx - 1)
         self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
         self.slots[tb].append(slot or (t, 0))
-        for cell in rcells:
-            readers.setdefault(cell, {})[tb] = idx
+        if self.inplace:
+            for cell in rcells:
+                self.readers.setdefault(cell, {})[tb] = idx
         for cell in wcells:
-            writer[cell] = (tb, idx)
-            readers.pop(cell, None)
+            self.writer[cell] = tb << 32 | idx
+            self.readers.pop(cell, None)
+
+    def candidates(self, tb: int, rcells: list, wcells: list) -> dict:
+        """{threadblock: its last instruction} this one must wait for: the last writer of
+        each piece read, and of each piece written the last writer and the readers since.
+        Out of place every write goes to a place nothing touched before (the input is never
+        written, scratch is fresh, an output place is written at its piece's first arrival),
+        so readers are tracked in place only, and a write elsewhere is checked fresh."""
+        writer, cand = self.writer, {}
+        for cell in rcells:
+            w = writer.get(cell)
+            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
+                cand[w >> 32] = w & _LOW32
+        if not self.inplace:
+            if any(cell in writer or cell % 3 == _BUF_CODE["i"] for cell in wcells):
+                raise TopofinderError("MSCCL lowering: internal error, an out-of-place write "
+                                      "hits a place in use")
+            return cand
+        for cell in wcells:
+            w = writer.get(cell)
+            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
+                cand[w >> 32] = w & _LOW32
+            for r, i in self.readers.get(cell, {}).items():
+                if r != tb and cand.get(r, -1) < i:
+                    cand[r] = i
+        return cand
 
     def clock(self, b: int, i: int) -> list:
         """The vector clock of threadblock b after its instruction i (per threadblock: how
