@@ -537,12 +537,12 @@ def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
                   k * schedule.shard_chunks, lanes) for u in range(schedule.topology.n)]
 
 
-def assign_lanes(progs: list, budget: int) -> dict | None:
+def assign_lanes(progs: list, budgets) -> list:
     """Placement in time: from programs lowered on one lane, cut each link's sequence of slots
     (step, run of the step's message) into consecutive groups whose instructions (nops
-    included) on the sending and on the receiving threadblock stay within ``budget``; group i
-    runs on channel lane i. Returns {link (u, w): [first slot of lane 1, of lane 2, …]} for
-    the links that need cuts, or None when one slot alone exceeds ``budget``."""
+    included) on the sending and on the receiving threadblock stay within a budget; group i
+    runs on channel lane i. Per budget in ``budgets``: {link (u, w): [first slot of lane 1,
+    of lane 2, …]} for the links that need cuts, or None when one slot alone exceeds it."""
     per_slot = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for prog in progs:
         for b, (kind, peer) in enumerate(prog.tb_peer):
@@ -551,11 +551,18 @@ def assign_lanes(progs: list, budget: int) -> dict | None:
             link, side = ((prog.u, peer), 0) if kind == "send" else ((peer, prog.u), 1)
             for ins, slot in zip(prog.instrs[b], prog.slots[b]):
                 per_slot[link][slot][side] += max(1, len(ins[5]))
+    per_link = {link: [(slot, slots[slot]) for slot in sorted(slots)]
+                for link, slots in per_slot.items()}
+    return [_cut_lanes(per_link, budget) for budget in budgets]
+
+
+def _cut_lanes(per_link: dict, budget: int) -> dict | None:
+    """:func:`assign_lanes` for one budget, from each link's (slot, [send, receive
+    instructions]) in slot order."""
     lanes = {}
-    for link, slots in per_slot.items():
+    for link, slots in per_link.items():
         used, cuts = [0, 0], []
-        for slot in sorted(slots):
-            need = slots[slot]
+        for slot, need in slots:
             if max(need) > budget:
                 return None
             if used[0] + need[0] > budget or used[1] + need[1] > budget:
@@ -610,6 +617,8 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
                               f"schedule step {t} of {schedule.num_steps}")
     if not started_ag:
         _finish_reduce(st)
+    for prog in st.progs:
+        prog.writer = prog.readers = prog.kpos = prog.kval = prog.ksum = None
     return st.progs
 
 
@@ -864,14 +873,15 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
         if problem is None:
             return progs
         first = first or problem
-        for budget in (limit * 7 // 8, limit * 3 // 4):
-            lanes = assign_lanes(progs, budget)
+        cuts = assign_lanes(progs, (limit * 7 // 8, limit * 3 // 4))
+        progs = None                                # freed before the next lowering
+        for lanes in cuts:
             if lanes is None:
                 break
             laned = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt, lanes=lanes)
-            problem = _fit_problem(laned, n, k, rt, limit)
-            if problem is None:
+            if _fit_problem(laned, n, k, rt, limit) is None:
                 return laned
+            laned = None
     raise TopofinderError(f"{what}: {first}")
 
 
