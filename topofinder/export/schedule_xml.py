@@ -169,7 +169,7 @@ class _Prog:
             self.kpos[tb].append(idx)
             self.kval[tb].append(array("I", cur))
             self.ksum[tb].append(sum(cur) - idx - 1)
-        self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
+        self.instrs[tb].append((kind, src, dst, cnt, t, tuple(chosen)))
         self.slots[tb].append(slot or (t, 0))
         if self.inplace:
             for cell in rcells:
@@ -519,10 +519,13 @@ class _Lowering:
                              Collective.ALLREDUCE: schedule.reduce_steps}[self.coll]
         self.loc = [{} for _ in range(self.n)]
         self.remaining = defaultdict(int)
+        # one shared object per piece and per input/output place (memory: N²·P entries)
+        self.piece = [(v, c) for v in range(self.n) for c in range(self.p)]
+        self.at = {buf: [(buf, x) for x in range(self.n * k * self.p)] for buf in "io"}
 
     def own_out(self, w: int, c: int):
         """Where rank w's own reduced chunk c ends: its output."""
-        return ("o", c) if self.coll == Collective.REDUCE_SCATTER else ("o", self.pos(w, c))
+        return self.at["o"][c if self.coll == Collective.REDUCE_SCATTER else self.pos(w, c)]
 
 
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
@@ -630,17 +633,16 @@ def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
         for u in range(n):
             if inplace:
                 for c in range(p):
-                    st.loc[u][(u, c)] = ("o", pos(u, c))
+                    st.loc[u][st.piece[u * p + c]] = st.at["o"][pos(u, c)]
             else:
                 for c in range(p):
-                    st.loc[u][(u, c)] = ("i", c)
+                    st.loc[u][st.piece[u * p + c]] = st.at["i"][c]
                 st.progs[u].add(st.progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
                                 [("i", 0)], [("o", pos(u, 0))])
         return
+    held = {st.piece[v * p + c]: st.at["i"][pos(v, c)] for v in range(n) for c in range(p)}
     for u in range(n):
-        for v in range(n):
-            for c in range(p):
-                st.loc[u][(v, c)] = ("i", pos(v, c))
+        st.loc[u] = dict(held)
     for t, v, lo, hi, u, w in s.tolist():
         if t <= st.reduce_until and v == w:
             for c in range(lo, hi):
@@ -670,7 +672,7 @@ def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> l
     their places at u, in buffer order; a reduce-phase sender gives its partials up."""
     groups = {}
     for _, v, lo, hi, u, w in rows.tolist():
-        groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
+        groups.setdefault((u, w), []).extend(st.piece[v * st.p + lo:v * st.p + hi])
     msgs = []
     for (u, w) in sorted(groups):
         pieces = groups[(u, w)]
@@ -711,7 +713,7 @@ def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
                 if pc in st.loc[w]:
                     dst = st.progs[w].new_scratch()
                 else:
-                    dst = ("o", st.pos(v, c))
+                    dst = st.at["o"][st.pos(v, c)]
                     st.loc[w][pc] = dst
                 lst.append(("r", None, dst))
         recvs[(u, w)] = lst
