@@ -1,20 +1,27 @@
 """The MSCCL lowering's passes one by one (export/schedule_xml.py): layout, threadblock
 placement, the step's messages in layout order, consolidation into instructions, staging."""
 
+import dataclasses
+import random
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import pytest
 
+from topofinder.errors import TopofinderError
 from topofinder.export.schedule_xml import (
     _consolidate_sends,
     _layout,
     _Lowering,
     _lower,
+    _Prog,
     _reduce_bound,
     _runs,
     _stage_pack,
     _step_messages,
     place_threadblocks,
     shard_slots,
+    to_msccl_xml,
 )
 from topofinder.families import uni_ring
 from topofinder.finder.recipe import from_expression
@@ -137,3 +144,73 @@ def test_staging_packs_several_ranges_into_one_scratch_range():
     assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
                                                           ("cpy", ("o", 7), ("s", 2), 1)]
     assert _stage_pack(prog, 4, run[:2], 71) == ("o", 0)
+
+
+def _greedy_runs(items, max_cnt, fields):
+    """The run split spelled out one item at a time (the vectorised _runs' second method)."""
+    def follows(a, b):
+        for f in fields:
+            x, y = a[f], b[f]
+            if isinstance(x, tuple) and isinstance(y, tuple):
+                if (x[0], x[1] + 1) != y:
+                    return False
+            elif x != y:
+                return False
+        return True
+    out = []
+    for it in items:
+        if out and len(out[-1]) < max_cnt and follows(out[-1][-1], it):
+            out[-1].append(it)
+        else:
+            out.append([it])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_equal_the_item_by_item_greedy_split(seed):
+    """Random messages (places that mostly advance, kinds, partials or none): the vectorised
+    run split equals the greedy scan for every field set and count limit."""
+    rng = random.Random(seed)
+    items, at = [], {f: ("o", 0) for f in (0, 2, 3)}
+    for _ in range(rng.randrange(1, 120)):
+        it = []
+        for f in range(4):
+            if f == 1:
+                it.append(rng.choice(["r", "r", "rrc"]))
+                continue
+            buf, off = at[f]
+            at[f] = (rng.choice("ios"), rng.randrange(50)) if rng.random() < 0.15 \
+                else (buf, off + 1)
+            it.append(None if f == 2 and rng.random() < 0.2 else at[f])
+        items.append(tuple(it))
+    for fields in [(0,), (3,), (0, 2), (0, 1, 2, 3)]:
+        for max_cnt in (1, 2, 5, 71):
+            assert _runs(items, max_cnt, fields) == _greedy_runs(items, max_cnt, fields)
+
+
+@pytest.mark.parametrize("expr, coll, opts", [
+    ("L(K(4,4))", "allreduce", {"channels": 2}), ("Torus(4,4)", "reduce-scatter", {}),
+    ("Hypercube(3)", "allgather", {"inplace": True, "stage": True})])
+def test_streamed_xml_is_what_elementtree_writes(expr, coll, opts):
+    """The writer emits lines without an element tree; ElementTree reading the text and
+    writing it back (indented by one space) gives the same text, labels escaped alike."""
+    s = collective_schedule(from_expression(expr), coll)
+    names = tuple(f'h"{i}&<x>' for i in range(s.topology.n))
+    s = dataclasses.replace(s, topology=dataclasses.replace(s.topology, labels=names))
+    text = to_msccl_xml(s, **opts)
+    root = ET.fromstring(text)
+    assert [g.get("label") for g in root.iter("gpu")] == list(names)
+    ET.indent(root, space=" ")
+    assert ET.tostring(root, encoding="unicode") + "\n" == text
+
+
+def test_an_out_of_place_write_to_a_used_place_is_refused():
+    """Out of place the lowering tracks no readers because every write goes to a fresh
+    place; a write to a place already written, or to the input, is an internal error."""
+    prog = _Prog(0, [1], [1], False, "allgather", 1)
+    prog.add(prog.recv_tb[(1, 0)], "r", ("o", 3), ("o", 3), 2, 1, [], [("o", 3)])
+    prog.add(prog.send_tb[(1, 0)], "s", ("o", 4), ("o", 4), 1, 2, [("o", 4)], [])
+    assert prog.instrs[prog.send_tb[(1, 0)]][0][5] == ((prog.recv_tb[(1, 0)], 0),)
+    for place in (("o", 4), ("i", 0)):
+        with pytest.raises(TopofinderError, match="internal error"):
+            prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
