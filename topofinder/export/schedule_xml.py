@@ -45,8 +45,12 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   threadblock carries a dependency.
 - Dependencies: an instruction waits for the last instruction of another threadblock that
   wrote what it reads (or read/wrote what it writes), unless an earlier dependency already
-  implies it (vector clocks); MSCCL allows one dependency per instruction, so extra ones become
-  ``nop`` steps before it; ``hasdep`` marks depended-on instructions.
+  implies it (vector clocks, stored only where dependencies join them); MSCCL allows one
+  dependency per instruction, so extra ones become ``nop`` steps before it; ``hasdep`` marks
+  depended-on instructions. Out of place every write goes to a place nothing touched before,
+  so readers are tracked in place only (:meth:`_Prog.candidates`).
+- Cost: the lowering is per message and per instruction (runs are found with numpy), and the
+  XML is written as lines rank by rank, never as an element tree.
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
