@@ -3,12 +3,14 @@ placement, the step's messages in layout order, consolidation into instructions,
 
 import dataclasses
 import random
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
+from topofinder.export.msccl_check import RUNTIMES
 from topofinder.export.schedule_xml import (
     _consolidate_sends,
     _layout,
@@ -19,6 +21,8 @@ from topofinder.export.schedule_xml import (
     _runs,
     _stage_pack,
     _step_messages,
+    allreduce_phases,
+    check_fits,
     place_threadblocks,
     shard_slots,
     to_msccl_xml,
@@ -214,3 +218,40 @@ def test_an_out_of_place_write_to_a_used_place_is_refused():
     for place in (("o", 4), ("i", 0)):
         with pytest.raises(TopofinderError, match="internal error"):
             prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
+
+
+def _elements_figure(sched, monkeypatch, max_nodes, **kw):
+    """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when
+    it passes) and the refusal text."""
+    rt = RUNTIMES["msccl-executor"]
+    monkeypatch.setitem(RUNTIMES, "msccl-executor", dataclasses.replace(rt, max_nodes=max_nodes))
+    try:
+        check_fits(sched, **kw)
+    except TopofinderError as exc:
+        return int(re.search(r"load at least (\d+) XML", str(exc)).group(1)), str(exc)
+    finally:
+        monkeypatch.setitem(RUNTIMES, "msccl-executor", rt)
+    return None, ""
+
+
+@pytest.mark.parametrize("expr", ["L(K(4,4))", "Torus(4,4)"])
+def test_allreduce_refusal_names_its_two_phases_when_each_fits(expr, monkeypatch):
+    """The allreduce is the reduce-scatter then the allgather (collective_schedule builds it
+    so): its phases split back are those schedules. Under a parser holding fewer elements
+    than the allreduce needs but more than each phase needs, the refusal offers the two
+    programs back to back; when a phase does not fit either, it does not."""
+    recipe = from_expression(expr)
+    ar = collective_schedule(recipe, "allreduce")
+    rs, ag = allreduce_phases(ar)
+    for got, coll in ((rs, "reduce-scatter"), (ag, "allgather")):
+        want = collective_schedule(recipe, coll)
+        assert got.collective == coll and got.num_steps == want.num_steps
+        assert sorted(map(tuple, got.sends.tolist())) == sorted(map(tuple, want.sends.tolist()))
+    tight = ar.topology.n + 2
+    need_ar, _ = _elements_figure(ar, monkeypatch, tight)
+    need = [_elements_figure(x, monkeypatch, tight)[0] for x in (rs, ag)]
+    assert need_ar > max(need)
+    between, text = _elements_figure(ar, monkeypatch, max(need) + 1)
+    assert between == need_ar and "back to back" in text
+    _, text = _elements_figure(ar, monkeypatch, min(need))
+    assert "back to back" not in text

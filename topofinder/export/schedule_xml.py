@@ -374,9 +374,37 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
     nodes = 1 + n + tbs + channels * int(per_rank.max())
     if nodes >= rt.max_nodes:
+        split = _split_advice(schedule, channels, runtime, max_steps, stage) \
+            if coll == Collective.ALLREDUCE and not collective else ""
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
-                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); export --format "
-                              "json or npz instead")
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {split}export "
+                              "--format json or npz instead")
+
+
+def allreduce_phases(schedule: StepSchedule) -> tuple[StepSchedule, StepSchedule]:
+    """An allreduce's reduce-scatter (steps 1..reduce_steps) and allgather (the rest, from
+    step 1) as schedules of their own: run back to back they move the same chunks at the same
+    steps, so (T_L, τ) add to the allreduce's (paper 001 §3)."""
+    r, rows = schedule.reduce_steps, schedule.sends
+    later = rows[rows[:, 0] > r].copy()
+    later[:, 0] -= r
+    return (StepSchedule(schedule.topology, schedule.shard_chunks, rows[rows[:, 0] <= r],
+                         collective=Collective.REDUCE_SCATTER),
+            StepSchedule(schedule.topology, schedule.shard_chunks, later,
+                         collective=Collective.ALLGATHER))
+
+
+def _split_advice(schedule: StepSchedule, channels: int, runtime: str, max_steps, stage) -> str:
+    """The nearest runnable form of an allreduce that does not fit one program, when its two
+    phases each pass :func:`check_fits`: as two programs, at the price of a second launch."""
+    try:
+        for phase in allreduce_phases(schedule):
+            check_fits(phase, channels, runtime, max_steps, stage=stage)
+    except TopofinderError:
+        return ""
+    return ("its reduce-scatter and allgather phases each pass this bound: export them with "
+            "--collective reduce-scatter and --collective allgather and run the two programs "
+            "back to back (the same (T_L, τ) plus one more kernel launch), or ")
 
 
 def _rank_bound(link: np.ndarray, n: int) -> np.ndarray:
