@@ -873,10 +873,9 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    progs = _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what)
-    text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes,
-                 extra)
-    try:
+    text = _emit(schedule, _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what),
+                 channels, protocol, name, rt, inplace, min_bytes, max_bytes, extra)
+    try:                                 # (the programs are freed before the text is parsed)
         check_limits(text, runtime, limit)
     except MscclCheckError as exc:       # a writer bug, never the user's input
         raise TopofinderError(f"{what}: internal error, the XML fails the limits check: "
