@@ -56,7 +56,7 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
         progress(0, len(todo), exprs)
     scores = run_parallel(score, todo, jobs=jobs,
                           progress=(lambda k, count: progress(k, count, exprs)) if progress
-                          else None, label="scoring baselines")
+                          else None, label="scoring baselines", share=True)
     scored.update(zip(exprs, scores))
     out = []
     for spec in specs:
