@@ -265,6 +265,22 @@ def read_document(doc, topology: Topology, columns, required) -> dict:
     return doc
 
 
+def send_rows(*blocks) -> np.ndarray:
+    """An (S, 6) send table from consecutive blocks of rows, each block given as its six
+    columns (t, v, lo, hi, u, w): arrays of the block's length, or scalars repeated; column v
+    is always an array. Laid out column by column (Fortran order), so no row is written with
+    a stride, and with no intermediate copies (np.stack, then np.concatenate, wrote every
+    value twice, strided)."""
+    sizes = [np.shape(cols[1])[0] for cols in blocks]
+    out = np.empty((sum(sizes), 6), np.int64, order="F")
+    at = 0
+    for size, cols in zip(sizes, blocks):
+        for j, col in enumerate(cols):
+            out[at:at + size, j] = col
+        at += size
+    return out
+
+
 def _links(topo: Topology) -> tuple[np.ndarray, np.ndarray] | None:
     """(table, cap): table[u·N + w] the index of the link u→w in ``cap`` (its summed arc
     capacity), or len(cap) − 1, whose capacity is 0, where there is no link; None beyond
@@ -562,8 +578,8 @@ def reverse(schedule: StepSchedule, topology: Topology | None = None) -> StepSch
                                 f"{schedule.topology.expr}")
         gt = topology
     s = schedule.sends
-    out = np.stack([schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
-                    s[:, 4]], axis=1)
+    out = send_rows((schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
+                     s[:, 4]))
     other = (Collective.REDUCE_SCATTER if schedule.collective == Collective.ALLGATHER
              else Collective.ALLGATHER)
     return StepSchedule(gt, schedule.shard_chunks, out, collective=other,

@@ -26,7 +26,7 @@ from scipy.sparse.csgraph import shortest_path
 from topofinder.families.shifted_ring_dbt import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
-from topofinder.model.schedule import StepSchedule, link_capacity
+from topofinder.model.schedule import StepSchedule, link_capacity, send_rows
 from topofinder.model.symmetric import OrbitSchedule
 
 
@@ -78,9 +78,8 @@ def two_tree_allgather(m: int) -> StepSchedule:
         for u, w in ((child, parent[child]), (parent[child], child)):
             du, dw = dist[:, u], dist[:, w]               # (source v, arc)
             v, arc = np.nonzero(dw == du + 1)
-            rows.append(np.stack([dw[v, arc], v, np.full(v.size, j), np.full(v.size, j + 1),
-                                  u[arc], w[arc]], axis=1))
-    return StepSchedule(topo, 2, np.concatenate(rows), method="double-binary-tree")
+            rows.append((dw[v, arc], v, j, j + 1, u[arc], w[arc]))
+    return StepSchedule(topo, 2, send_rows(*rows), method="double-binary-tree")
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
