@@ -79,9 +79,9 @@ IDLE_WORKER_SECONDS = 300
 #: Workers run native code single-threaded: the cores are already one worker each.
 _WORKER_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
-#: In a worker: True (its own run_parallel calls run in-process). ``warm``: the executor and
-#: the warm-up futures of its workers (prestart).
-_STATE = {"in_worker": False, "warm": None}
+#: ``in_worker``: True in a worker (its own run_parallel calls run in-process). ``helpers``:
+#: the warmed-up workers shared batches hand items to (prestart).
+_STATE = {"in_worker": False, "helpers": None}
 
 
 def _start_worker(parent: int) -> None:
@@ -106,6 +106,35 @@ def _ready(fn: Callable) -> int:
     return os.getpid()
 
 
+class _Helpers:
+    """Workers started beside this process: one free slot per worker whose warm-up has ended,
+    taken while an item of a shared batch runs there, so an item never waits in the queue of
+    a worker that is still importing."""
+
+    def __init__(self, executor):
+        self.executor, self.warm, self.free = executor, [], 0
+        self.cond = threading.Condition()
+
+    def add(self, fn: Callable) -> None:
+        future = self.executor.submit(_ready, fn)
+        self.warm.append(future)
+        future.add_done_callback(self.give)
+
+    def give(self, _future=None) -> None:
+        with self.cond:
+            self.free += 1
+            self.cond.notify_all()
+
+    def take(self, timeout: float) -> bool:
+        with self.cond:
+            if not self.free:
+                self.cond.wait(timeout)
+            if not self.free:
+                return False
+            self.free -= 1
+            return True
+
+
 def _workers(jobs: int | None) -> int:
     """Local worker processes for ``jobs`` (None: all cores), never more than the cores; 0
     inside a worker or on the Dask backend."""
@@ -116,19 +145,19 @@ def _workers(jobs: int | None) -> int:
 
 
 def prestart(fn: Callable, jobs: int | None) -> None:
-    """Start, in the background, the workers a later ``run_parallel(fn, ..., jobs=jobs,
-    share=True)`` can use (jobs − 1 beside this process) and have each import ``fn``'s
-    modules, so they are ready when the work is. A no-op for one job, inside a worker and on
-    the Dask backend."""
-    helpers = _workers(jobs) - 1
-    if helpers < 1:
+    """Start, in the background, the workers a later shared batch (``begin``, or
+    ``run_parallel(fn, ..., jobs=jobs, share=True)``) can use — jobs − 1 beside this
+    process — and have each import ``fn``'s modules, so they are ready when the work is. A
+    no-op for one job, inside a worker and on the Dask backend."""
+    count = _workers(jobs) - 1
+    if count < 1:
         return
     executor = _executor()
-    if _STATE["warm"] is None or _STATE["warm"][0] is not executor:
-        _STATE["warm"] = (executor, [])
-    warm = _STATE["warm"][1]
-    while len(warm) < helpers:
-        warm.append(executor.submit(_ready, fn))
+    if _STATE["helpers"] is None or _STATE["helpers"].executor is not executor:
+        _STATE["helpers"] = _Helpers(executor)
+    helpers = _STATE["helpers"]
+    while len(helpers.warm) < count:
+        helpers.add(fn)
 
 
 def _indexed(fn: Callable, i: int, *args):
@@ -141,71 +170,148 @@ def _ticking(bar, stop: threading.Event) -> None:
         bar.refresh()
 
 
-class _Feed:
-    """Items handed to loky workers, at most ``workers`` at a time (only to warmed-up workers
-    when ``ready`` is given), from the back of ``pending``; results stored as they arrive."""
+class Batch:
+    """Items of one parallel map on the local loky workers. Shared (``begin``): this process
+    takes items from the front when ``results`` is called, warmed-up workers take them from
+    the back from the start, each under a helper slot; else up to ``jobs`` workers take them
+    all. Results are stored as they arrive, in item order."""
 
-    def __init__(self, fn, args, pending: deque, out: list, workers: int, tick, lock,
-                 ready: list | None = None):
-        self.fn, self.args, self.pending, self.out = fn, args, pending, out
-        self.workers, self.tick, self.lock, self.ready = workers, tick, lock, ready
-        self.executor = _executor()
+    def __init__(self, fn: Callable, args: list[tuple], jobs: int | None, shared: bool):
+        self.fn, self.args, self.shared = fn, args, shared
+        self.out: list = [None] * len(args)
+        self.pending = deque(range(len(args)))
+        self.lock = threading.Lock()
         self.failure: list[BaseException] = []
         self.stop = threading.Event()
+        self.done, self.tick = 0, None
+        workers = _workers(jobs)
+        self.limit = workers - 1 if shared else workers
+        self.helpers, self.thread = None, None
+        if self.limit >= 1 and args:
+            if shared:
+                prestart(fn, workers)
+                self.helpers = _STATE["helpers"]
+            self.executor = self.helpers.executor if shared else _executor()
+            self.thread = threading.Thread(target=self._feed, daemon=True)
+            self.thread.start()
 
-    def run(self) -> None:
+    def _finished(self, i: int, result) -> None:
+        with self.lock:
+            self.out[i] = result
+            self.done += 1
+            tick = self.tick
+        if tick is not None:
+            tick()
+
+    def _take(self, timeout: float) -> bool:
+        return self.helpers is None or self.helpers.take(timeout)
+
+    def _feed(self) -> None:
         flying: set = set()
         while not self.stop.is_set():
-            allowed = self.workers if self.ready is None else \
-                min(self.workers, sum(f.done() for f in self.ready))
             with self.lock:
-                while len(flying) < allowed and self.pending:
-                    i = self.pending.pop()
-                    flying.add(self.executor.submit(_indexed, self.fn, i, *self.args[i]))
-                if not flying and not self.pending:
+                if not self.pending and not flying:
                     return
-            waiting = flying or [f for f in self.ready if not f.done()]
-            done, _ = wait(waiting, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in done & flying:
-                flying.discard(future)
+                room = bool(self.pending) and len(flying) < self.limit
+            if room and self._take(0 if flying else 0.1):
+                with self.lock:
+                    i = self.pending.pop() if self.pending else None
+                if i is None:
+                    if self.helpers is not None:
+                        self.helpers.give()
+                    continue
                 try:
-                    i, result = future.result()
-                except BaseException as exc:                # re-raised in the calling thread
+                    future = self.executor.submit(_indexed, self.fn, i, *self.args[i])
+                except BaseException as exc:                # a broken executor
                     self.failure.append(exc)
                     return
-                self.out[i] = result
-                self.tick()
+                if self.helpers is not None:
+                    future.add_done_callback(self.helpers.give)
+                flying.add(future)
+                continue
+            if flying:
+                done, _ = wait(flying, timeout=0.1, return_when=FIRST_COMPLETED)
+                for future in done:
+                    flying.discard(future)
+                    try:
+                        self._finished(*future.result())
+                    except BaseException as exc:            # re-raised by results()
+                        self.failure.append(exc)
+                        return
 
-
-def _run_loky(fn, args, workers: int, tick, share: bool) -> list:
-    """run_parallel on the local loky workers; with ``share`` this process takes items from
-    the front while warmed-up workers take them from the back."""
-    out: list = [None] * len(args)
-    pending = deque(range(len(args)))
-    lock = threading.RLock()
-    if not share:
-        feed = _Feed(fn, args, pending, out, workers, tick, lock)
-        feed.run()
-    else:
-        prestart(fn, workers)
-        feed = _Feed(fn, args, pending, out, workers - 1, tick, lock, _STATE["warm"][1])
-        thread = threading.Thread(target=feed.run, daemon=True)
-        thread.start()
+    def results(self, tick: Callable | None = None) -> list:
+        """Wait for every item (taking untaken ones in this process when shared), telling
+        ``tick()`` once per item, the ones already done first."""
+        with self.lock:
+            self.tick, already = tick, self.done
+        for _ in range(already if tick else 0):
+            tick()
         try:
-            while not feed.failure:
-                with lock:
-                    if not pending:
+            while (self.shared or self.thread is None) and not self.failure:
+                with self.lock:
+                    if not self.pending:
                         break
-                    i = pending.popleft()
-                out[i] = fn(*args[i])
-                tick()
-            while thread.is_alive():
-                thread.join(0.2)                 # short waits: signals are handled between
+                    i = self.pending.popleft()
+                self._finished(i, self.fn(*self.args[i]))
+            while self.thread is not None and self.thread.is_alive():
+                self.thread.join(0.2)            # short waits: signals are handled between
         finally:
-            feed.stop.set()
-    if feed.failure:
-        raise feed.failure[0]
-    return out
+            self.stop.set()
+        if self.failure:
+            raise self.failure[0]
+        return self.out
+
+
+def _as_args(items: Iterable) -> list[tuple]:
+    return [it if isinstance(it, tuple) else (it,) for it in items]
+
+
+def begin(fn: Callable, items: Iterable, jobs: int | None = None) -> Batch:
+    """Start a shared batch now (items on warmed-up workers in the background while this
+    process does other work); ``finish`` waits for it, taking in this process whatever no
+    worker has taken. In-process only for one job, inside a worker and on the Dask
+    backend."""
+    return Batch(fn, _as_args(items), jobs, shared=True)
+
+
+class _Progress:
+    """A stderr bar (``progress`` True) or a callable told (items done, items), ticking once
+    per finished item; worker failures become one clear error."""
+
+    def __init__(self, total: int, progress, label: str):
+        self.total, self.label, self.count = total, label, 0
+        self.notify = progress if callable(progress) else None
+        self.bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False,
+                        disable=not progress or self.notify is not None)
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        if progress and self.notify is None:
+            threading.Thread(target=_ticking, args=(self.bar, self.stop), daemon=True).start()
+
+    def tick(self) -> None:
+        with self.lock:
+            self.bar.update()
+            self.count += 1
+            if self.notify is not None:
+                self.notify(self.count, self.total)
+
+    def __enter__(self):
+        return self.tick
+
+    def __exit__(self, kind, exc, tb):
+        self.stop.set()
+        self.bar.close()
+        if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError)):
+            raise TopofinderError(f"{self.label}: a worker ran out of memory or was killed; "
+                                  f"run with fewer parallel jobs (--jobs 1) or on a larger "
+                                  f"machine") from None
+        return False
+
+
+def finish(batch: Batch, progress: bool | Callable | None = None,
+           label: str = "working") -> list:
+    """The results of a batch from ``begin``, in item order (progress as run_parallel)."""
+    with _Progress(len(batch.args), progress, label) as tick:
+        return batch.results(tick)
 
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
@@ -217,34 +323,16 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     ``share``: this process is one of the ``jobs`` and starts on the items at once, the
     others join as their workers finish importing (short work: module docstring).
     ``progress``: True for a stderr bar, or a callable told (items done, items) as they end."""
-    items = list(items)
-    args = [it if isinstance(it, tuple) else (it,) for it in items]
-    local = _workers(jobs)
-    notify = progress if callable(progress) else None
-    bar = tqdm(total=len(args), desc=label, file=sys.stderr, leave=False,
-               disable=not progress or notify is not None)
-    done = [0]
-    lock = threading.Lock()
-
-    def tick() -> None:
-        with lock:
-            bar.update()
-            done[0] += 1
-            if notify is not None:
-                notify(done[0], len(args))
-
-    stop = threading.Event()
-    if progress and notify is None:
-        threading.Thread(target=_ticking, args=(bar, stop), daemon=True).start()
-    try:
-        if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and local <= 1):
+    args = _as_args(items)
+    with _Progress(len(args), progress, label) as tick:
+        if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and _workers(jobs) <= 1):
             out = []
             for a in args:
                 out.append(fn(*a))
                 tick()
             return out
         if _BACKEND["name"] == "loky":
-            return _run_loky(fn, args, local, tick, share)
+            return Batch(fn, args, jobs, share).results(tick)
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs or os.cpu_count()):
             gen = joblib.Parallel(return_as="generator")(
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
@@ -253,9 +341,3 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out[i] = result
                 tick()
             return out
-    except (MemoryError, TerminatedWorkerError):
-        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
-                              f"fewer parallel jobs (--jobs 1) or on a larger machine") from None
-    finally:
-        stop.set()
-        bar.close()
