@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Callable, Iterable
 
 import joblib
-from joblib.externals.loky import reusable_executor
+from joblib.externals.loky import ProcessPoolExecutor, reusable_executor
 from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
 
@@ -58,6 +58,9 @@ def stop_workers() -> None:
     executor = reusable_executor._executor
     if executor is not None:
         executor.shutdown(wait=False, kill_workers=True)
+    helpers, _STATE["helpers"] = _STATE["helpers"], None
+    if helpers is not None:
+        helpers.executor.shutdown(wait=False, kill_workers=True)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -99,6 +102,15 @@ def _executor():
     return reusable_executor.get_reusable_executor(
         max_workers=os.cpu_count() or 1, timeout=IDLE_WORKER_SECONDS,
         initializer=_start_worker, initargs=(os.getpid(),), env=_WORKER_ENV)
+
+
+def _helper_executor(count: int):
+    """An executor of exactly ``count`` workers for shared batches (loky starts every worker
+    of an executor at once: a reusable one of a worker per core would import the stack in a
+    process that shared work never uses, on the core this process computes on)."""
+    return ProcessPoolExecutor(max_workers=count, timeout=IDLE_WORKER_SECONDS,
+                               initializer=_start_worker, initargs=(os.getpid(),),
+                               env=_WORKER_ENV)
 
 
 def _ready(fn: Callable) -> int:
@@ -152,11 +164,10 @@ def prestart(fn: Callable, jobs: int | None) -> None:
     count = _workers(jobs) - 1
     if count < 1:
         return
-    executor = _executor()
-    if _STATE["helpers"] is None or _STATE["helpers"].executor is not executor:
-        _STATE["helpers"] = _Helpers(executor)
     helpers = _STATE["helpers"]
-    while len(helpers.warm) < count:
+    if helpers is None or helpers.executor._flags.broken or helpers.executor._flags.shutdown:
+        helpers = _STATE["helpers"] = _Helpers(_helper_executor(count))
+    while len(helpers.warm) < min(count, helpers.executor._max_workers):
         helpers.add(fn)
 
 
