@@ -132,15 +132,21 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     return frontier
 
 
+#: Below this many target nodes the bases are scored lazily in this process even with more
+#: than one job: all of N = 1024's take 0.25 s (N = 4096: 0.7 s), less than a worker's start.
+PARALLEL_BASES_MIN_NODES = 4096
+
+
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
                        use_cache: bool = True, progress: Callable | None = None,
                        kstep: bool = False) -> list[Candidate]:
     """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
-    more than one job the bases of every reachable size are scored in parallel up front;
-    otherwise sizes are visited lazily and only where they can matter."""
+    more than one job and more than PARALLEL_BASES_MIN_NODES nodes, the bases of every
+    reachable size are scored in parallel up front; otherwise sizes are visited lazily and
+    only where they can matter."""
     own = base_expressions(n, d)
     extra = [b for b in base_expressions(n, d, at_target=True) if b not in own]
-    if jobs != 1:
+    if jobs != 1 and n > PARALLEL_BASES_MIN_NODES:
         states = [s for s in growth.reachable_states(n, d)
                   if (s, kstep, fingerprint()) not in _FRONTIERS]
         _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
