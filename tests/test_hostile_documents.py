@@ -87,12 +87,23 @@ def test_ctrl_c_inside_an_exact_all_to_all_solve_acts_within_a_second(tmp_path):
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "topofinder: interrupted"
 
 
-@pytest.mark.parametrize("after", [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5])
-def test_ctrl_c_while_starting_is_one_line(tmp_path, after):
-    """Ctrl-C at any moment of a short command — its imports, the handlers being installed,
-    lazy imports of solvers, the interpreter's teardown — ends in one line and 130, or the
-    command's own status; never a traceback or a silent death by SIGINT (status -2)."""
-    proc = subprocess.Popen([sys.executable, "-m", "topofinder", "score", "C(8,{1,2})"],
+#: How the command is started: `python -m topofinder`, and as the installed ``topofinder``
+#: program's script does it (import ``entry`` from topofinder.__main__, then call it).
+LAUNCHERS = {"module": ["-m", "topofinder"],
+             "script": ["-c", "import sys; from topofinder.__main__ import entry; "
+                              "sys.exit(entry())"]}
+
+
+@pytest.mark.parametrize("launcher, after", [
+    *(("module", t) for t in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5)),
+    *(("script", t) for t in (0.3, 0.6, 1.0))])
+def test_ctrl_c_while_starting_is_one_line(tmp_path, launcher, after):
+    """Ctrl-C at any moment of a short command — its imports (also the script's, before any
+    command code runs), the handlers being installed, lazy imports of solvers, the
+    interpreter's teardown — ends in one line and 130, or the command's own status; never a
+    traceback or a silent death by SIGINT (status -2). (A signal in the interpreter's own
+    start-up, its first ~0.05 s before any line of the program runs, is Python's to report.)"""
+    proc = subprocess.Popen([sys.executable, *LAUNCHERS[launcher], "score", "C(8,{1,2})"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
     time.sleep(after)

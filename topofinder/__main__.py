@@ -1,5 +1,7 @@
-"""`python -m topofinder` runs the command line. Ctrl-C while the modules load (before the
-command line installs its own handlers) ends the run with the same one line and exit 130."""
+"""`python -m topofinder` and the ``topofinder`` program (whose script imports :func:`entry`
+from here) run the command line. Importing this module first installs start-up signal
+handlers, so Ctrl-C while the modules load (before the command line installs its own) ends
+the run with the same one line and exit 130 instead of an import traceback."""
 
 import os
 import signal
@@ -17,4 +19,7 @@ for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
 
 from topofinder.cli.main import entry  # noqa: E402  (after the start-up handlers)
 
-entry()
+__all__ = ["entry"]
+
+if __name__ == "__main__":
+    entry()

@@ -332,13 +332,30 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
     scored unless the point is an exactly scored BFB schedule) plus the exported
     reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
     on G^T (Thm 1), which may cost more."""
-    if candidate.recipe.method == "bfb" and candidate.exact:
-        topo, t_l, tau = build_topology(candidate.recipe), candidate.t_l, candidate.tau
+    if candidate.exact:
+        topo = build_topology(candidate.recipe)
+        t_l, tau = _exported_allgather_price(candidate, topo)
     else:
         allgather = allgather_schedule(candidate.recipe)
         topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
     rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
     return rs_t_l + t_l, rs_tau + tau
+
+
+def _exported_allgather_price(candidate, topo: Topology) -> tuple[int, Fraction]:
+    """(T_L, τ) of `allgather_schedule` for an exactly predicted candidate without building
+    it: the construction's proven (T_L, τ) — its operators only apply where their theorem
+    holds — unless BFB on the built topology is no worse in both and better in one."""
+    named = candidate.t_l, candidate.tau
+    if candidate.recipe.method == "bfb":
+        return named
+    try:
+        best = bfb.bfb_score(topo)
+    except TopofinderError:
+        return named
+    if (best.T_L, best.tau) != named and best.T_L <= named[0] and best.tau <= named[1]:
+        return best.T_L, best.tau
+    return named
 
 
 def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
