@@ -20,7 +20,7 @@ from topofinder.finder.baseline_scores import baseline_specs, closest_torus, sco
 from topofinder.model.schedule import validate
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.allgather.ring_and_two_tree import (
-    double_tree_cut_bound, ring_allgather, two_tree_allgather,
+    double_tree_cut_bound, ring_allgather, tree_distances, two_tree_allgather,
 )
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import load_moe, unoverlapped_allreduce
@@ -258,3 +258,26 @@ def test_baselines_repeat_from_the_cache_without_a_worker_pool(tmp_path, monkeyp
     again = search(16, 4, Workload(), jobs=2, baselines=True,
                    baseline_progress=lambda done, count, exprs: told.append((done, count)))
     assert told == [] and again.baselines == first.baselines
+
+
+def test_tree_distances_equal_breadth_first_search():
+    """tree_distances (preorder rows) against scipy's all-sources BFS on both DBT trees for
+    m = 2..40 and 1024, and on random trees with a random root."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    def bfs(parent):
+        m = parent.size
+        child = np.flatnonzero(parent >= 0)
+        a = sp.coo_matrix((np.ones(child.size), (child, parent[child])), shape=(m, m))
+        return shortest_path(a.tocsr(), directed=False, unweighted=True).astype(np.int64)
+
+    rng = np.random.default_rng(1)
+    for m in [*range(2, 41), 1024]:
+        for parent in double_tree_parents(m):
+            assert np.array_equal(tree_distances(parent), bfs(parent)), m
+        perm = rng.permutation(m)
+        parent = np.full(m, -1)
+        for i in range(1, m):
+            parent[perm[i]] = perm[rng.integers(0, i)]
+        assert np.array_equal(tree_distances(parent), bfs(parent)), m
