@@ -16,8 +16,10 @@ import ctypes
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 #: Blocks up to this size come from the heap, and up to this much freed memory at its top is
-#: kept for the next allocation instead of being returned to the system (bytes).
-KEEP_FREED_BYTES = 1 << 30
+#: kept for the next allocation instead of being returned to the system (bytes). Larger
+#: blocks are still mapped and unmapped: a freed heap block stays resident until reused, so
+#: at N ≥ 10^4, where single arrays pass 256 MiB, holes that large would raise the peak.
+KEEP_FREED_BYTES = 1 << 28
 
 
 def keep_freed_memory() -> bool:
