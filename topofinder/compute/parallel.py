@@ -25,7 +25,7 @@ from joblib.externals.loky import ProcessPoolExecutor, reusable_executor
 from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
 
-from topofinder.compute.memory import keep_freed_memory
+from topofinder.compute.memory import keep_freed_memory, release_freed_memory
 from topofinder.errors import TopofinderError
 
 _BACKEND = {"name": "loky", "client": None}
@@ -172,7 +172,13 @@ def prestart(fn: Callable, jobs: int | None) -> None:
 
 
 def _indexed(fn: Callable, i: int, *args):
-    return i, fn(*args)
+    """(i, fn(*args)); in a worker, the memory the item freed goes back to the system before
+    its next one (release_freed_memory: else loky would restart the worker)."""
+    try:
+        return i, fn(*args)
+    finally:
+        if _STATE["in_worker"]:
+            release_freed_memory()
 
 
 def _ticking(bar, stop: threading.Event) -> None:
