@@ -206,11 +206,20 @@ def write_stdout(text: str) -> None:
 
 def write_text(path: str | os.PathLike | None, text: str) -> None:
     """``text`` to ``path`` atomically, or to standard output when ``path`` is None or "-"."""
+    write_blocks(path, (text,))
+
+
+def write_blocks(path: str | os.PathLike | None, blocks) -> None:
+    """The concatenation of the strings ``blocks`` yields, written as each comes (a large
+    document is never held whole): to ``path`` atomically, or to standard output when
+    ``path`` is None or "-"."""
     if path is None or os.fspath(path) == "-":
-        write_stdout(text)
+        for block in blocks:
+            write_stdout(block)
         return
     with atomic_output(path) as fh:
-        fh.write(text)
+        for block in blocks:
+            fh.write(block)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

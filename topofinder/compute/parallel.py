@@ -28,14 +28,16 @@ from tqdm import tqdm
 from topofinder.compute.memory import keep_freed_memory, release_freed_memory
 from topofinder.errors import TopofinderError
 
-_BACKEND = {"name": "loky", "client": None}
+#: The backend in use; ``deaths``: its exceptions for a worker that died (a Dask task whose
+#: workers were killed, e.g. by the nanny's memory limit, too often: KilledWorker).
+_BACKEND = {"name": "loky", "client": None, "deaths": ()}
 
 
 def use_dask(address: str | None) -> None:
     """Run later parallel work on the Dask scheduler at ``address`` (a LocalCluster when None).
     Needs the optional extra: pip install 'topofinder[dask]'."""
     try:
-        from dask.distributed import Client
+        from dask.distributed import Client, KilledWorker
     except ImportError:
         raise TopofinderError("the dask backend needs dask[distributed]: "
                               "pip install 'topofinder[dask]'") from None
@@ -43,13 +45,13 @@ def use_dask(address: str | None) -> None:
         client = Client(address) if address else Client(processes=True, n_workers=2)
     except OSError as exc:
         raise TopofinderError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    _BACKEND.update(name="dask", client=client)
+    _BACKEND.update(name="dask", client=client, deaths=(KilledWorker,))
 
 
 def use_loky() -> None:
     if _BACKEND["client"] is not None:
         _BACKEND["client"].close()
-    _BACKEND.update(name="loky", client=None)
+    _BACKEND.update(name="loky", client=None, deaths=())
 
 
 def stop_workers() -> None:
@@ -200,7 +202,7 @@ class Batch:
         self.lock = threading.Lock()
         self.failure: list[BaseException] = []
         self.stop = threading.Event()
-        self.done, self.tick = 0, None
+        self.done, self.tick = [], None          # indices finished, in order of arrival
         workers = _workers(jobs)
         self.limit = workers - 1 if shared else workers
         self.helpers, self.thread = None, None
@@ -215,10 +217,10 @@ class Batch:
     def _finished(self, i: int, result) -> None:
         with self.lock:
             self.out[i] = result
-            self.done += 1
+            self.done.append(i)
             tick = self.tick
         if tick is not None:
-            tick()
+            tick(i, result)
 
     def _take(self, timeout: float) -> bool:
         return self.helpers is None or self.helpers.take(timeout)
@@ -258,11 +260,11 @@ class Batch:
 
     def results(self, tick: Callable | None = None) -> list:
         """Wait for every item (taking untaken ones in this process when shared), telling
-        ``tick()`` once per item, the ones already done first."""
+        ``tick(i, result)`` once per item, the ones already done first."""
         with self.lock:
-            self.tick, already = tick, self.done
-        for _ in range(already if tick else 0):
-            tick()
+            self.tick, already = tick, list(self.done)
+        for i in already if tick else ():
+            tick(i, self.out[i])
         try:
             while (self.shared or self.thread is None) and not self.failure:
                 with self.lock:
@@ -293,10 +295,11 @@ def begin(fn: Callable, items: Iterable, jobs: int | None = None) -> Batch:
 
 class _Progress:
     """A stderr bar (``progress`` True) or a callable told (items done, items), ticking once
-    per finished item; worker failures become one clear error."""
+    per finished item, and ``on_result(i, result)`` told each result; a worker that died
+    becomes one clear error."""
 
-    def __init__(self, total: int, progress, label: str):
-        self.total, self.label, self.count = total, label, 0
+    def __init__(self, total: int, progress, label: str, on_result: Callable | None = None):
+        self.total, self.label, self.count, self.on_result = total, label, 0, on_result
         self.notify = progress if callable(progress) else None
         self.bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False,
                         disable=not progress or self.notify is not None)
@@ -304,8 +307,10 @@ class _Progress:
         if progress and self.notify is None:
             threading.Thread(target=_ticking, args=(self.bar, self.stop), daemon=True).start()
 
-    def tick(self) -> None:
+    def tick(self, i: int, result) -> None:
         with self.lock:
+            if self.on_result is not None:
+                self.on_result(i, result)
             self.bar.update()
             self.count += 1
             if self.notify is not None:
@@ -317,10 +322,13 @@ class _Progress:
     def __exit__(self, kind, exc, tb):
         self.stop.set()
         self.bar.close()
-        if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError)):
+        if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError,
+                                                  *_BACKEND["deaths"])):
+            hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
+                    "processes per machine" if _BACKEND["name"] == "dask" else
+                    "run with fewer parallel jobs (--jobs 1) or on a larger machine")
             raise TopofinderError(f"{self.label}: a worker ran out of memory or was killed; "
-                                  f"run with fewer parallel jobs (--jobs 1) or on a larger "
-                                  f"machine") from None
+                                  f"{hint}") from None
         return False
 
 
@@ -333,28 +341,30 @@ def finish(batch: Batch, progress: bool | Callable | None = None,
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working",
-                 share: bool = False) -> list:
+                 share: bool = False, on_result: Callable | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
     ``share``: this process is one of the ``jobs`` and starts on the items at once, the
     others join as their workers finish importing (short work: module docstring).
-    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end."""
+    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end.
+    ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
+    worker may run on another machine: what must land on this one's disk is written here)."""
     args = _as_args(items)
-    with _Progress(len(args), progress, label) as tick:
+    with _Progress(len(args), progress, label, on_result) as tick:
         if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and _workers(jobs) <= 1):
             out = []
-            for a in args:
+            for i, a in enumerate(args):
                 out.append(fn(*a))
-                tick()
+                tick(i, out[-1])
             return out
         if _BACKEND["name"] == "loky":
             return Batch(fn, args, jobs, share).results(tick)
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs or os.cpu_count()):
-            gen = joblib.Parallel(return_as="generator")(
+            gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
             out = [None] * len(args)
             for i, result in gen:
                 out[i] = result
-                tick()
+                tick(i, result)
             return out
