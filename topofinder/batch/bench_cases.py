@@ -354,16 +354,18 @@ def _score_at_scale(expr: str, max_gb: float):
     return run
 
 
-def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
+def _export_xml_at_scale(expr: str, coll: str, max_gb: float, written: bool = False):
     """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
-    process: written or refused (one-line TopofinderError), within ``max_gb`` GiB."""
+    process: written or refused (one-line TopofinderError; a failed case when ``written``),
+    within ``max_gb`` GiB."""
     code = ("bad = []\ntry:\n"
             f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r})\n"
             "except tf.TopofinderError:\n"
-            "    pass\n")
+            f"    bad = {['refused'] if written else []!r}\n")
 
     def run(_):
-        _in_fresh_process(code, f"export {expr} {coll} xml", max_gb)
+        if _in_fresh_process(code, f"export {expr} {coll} xml", max_gb):
+            raise AssertionError(f"export {expr} {coll} xml: refused")
     return run
 
 
@@ -393,6 +395,9 @@ case("check the N=1024 MSCCL XML of L^2(Aff(64,17,{7,21,29,31})) reduce-scatter 
 case("export L^3(C(16,{1,6})) allreduce --format xml (N=1024: written or refused with the "
      "figure; <= 2 GiB)", 30.0, group="scale", repeat=1)(
     _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0))
+case("export L^3(C(16,{1,6})) allgather --format xml (N=1024: written within the default "
+     "limits; issue 28's goal 30 s, <= 2 GiB)", 30.0, group="scale", repeat=1)(
+    _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLGATHER, 2.0, written=True))
 case("score Pi(4,10000) (not vertex-transitive; <= 1 GiB)", 5.0, group="scale",
      repeat=3)(_score_at_scale("Pi(4,10000)", 1.0))
 case("score Torus(316,316) (N=99856; <= 2 GiB)", 10.0, group="scale",
