@@ -301,17 +301,21 @@ class _Progress:
     def __init__(self, total: int, progress, label: str, on_result: Callable | None = None):
         self.total, self.label, self.count, self.on_result = total, label, 0, on_result
         self.notify = progress if callable(progress) else None
-        self.bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False,
-                        disable=not progress or self.notify is not None)
+        # no tqdm object at all without a bar: even a disabled one creates tqdm's
+        # multiprocessing lock, which a worker killed at the end leaves to the resource
+        # tracker ("leaked semaphore objects" printed when every sweep ended)
+        self.bar = (tqdm(total=total, desc=label, file=sys.stderr, leave=False)
+                    if progress and self.notify is None else None)
         self.lock, self.stop = threading.Lock(), threading.Event()
-        if progress and self.notify is None:
+        if self.bar is not None:
             threading.Thread(target=_ticking, args=(self.bar, self.stop), daemon=True).start()
 
     def tick(self, i: int, result) -> None:
         with self.lock:
             if self.on_result is not None:
                 self.on_result(i, result)
-            self.bar.update()
+            if self.bar is not None:
+                self.bar.update()
             self.count += 1
             if self.notify is not None:
                 self.notify(self.count, self.total)
@@ -321,7 +325,8 @@ class _Progress:
 
     def __exit__(self, kind, exc, tb):
         self.stop.set()
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
         if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError,
                                                   *_BACKEND["deaths"])):
             hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
