@@ -19,7 +19,7 @@ from topofinder.finder.growth import Candidate
 from topofinder.compute.parallel import prestart, run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
-from topofinder.finder.verify import (SCORE_MAX_N2D, base_topology, check_score,
+from topofinder.finder.verify import (SCORE_MAX_N2D, VerifiedPoint, base_topology, check_score,
                                       check_verified, score_base, score_kstep, unscored_reason,
                                       unverifiable_reason, verify_candidate)
 from topofinder.errors import TopofinderError
@@ -143,7 +143,6 @@ PARALLEL_BASES_MIN_NODES = 4096
 def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
                        use_cache: bool = True, progress: Callable | None = None,
                        kstep: bool = False) -> list[Candidate]:
-<<<<<<< HEAD
     """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end)."""
     return growth.pareto(final_candidates(n, d, bidirectional, jobs, use_cache, progress,
                                           kstep), with_flags=False)
@@ -153,11 +152,8 @@ def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | No
                      use_cache: bool = True, progress: Callable | None = None,
                      kstep: bool = False) -> list[Candidate]:
     """The candidates of (n, d) the final Pareto step chooses from: the size's frontier with
-    flags, and the large rings kept as fall-backs. With more than one job the bases of every
-=======
-    """Steps 1–4: the predicted Pareto frontier of (n, d) (flags ignored at the end). With
-    more than one job and more than PARALLEL_BASES_MIN_NODES nodes, the bases of every
->>>>>>> main
+    flags, and the large rings kept as fall-backs. With more than one job and more than
+    PARALLEL_BASES_MIN_NODES nodes, the bases of every
     reachable size are scored in parallel up front; otherwise sizes are visited lazily and
     only where they can matter."""
     own = base_expressions(n, d)
@@ -209,11 +205,13 @@ def skipped_bases(n: int, d: int) -> list[dict]:
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
-                      progress: Callable | None = None) -> list[tuple[Candidate, dict]]:
-<<<<<<< HEAD
+                      progress: Callable | None = None
+                      ) -> tuple[list[tuple[Candidate, VerifiedPoint]], list[dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored; and the
     predicted points left out because they cannot be replayed within the budget
-    (`verifiable_frontier`)."""
+    (`verifiable_frontier`). The workers that help verify start importing first, while this
+    process predicts (prestart)."""
+    prestart(verify_candidate, verify_jobs(n, d, jobs))
     predicted, skipped = verifiable_frontier(
         final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep))
     if not predicted:
@@ -222,19 +220,8 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
     verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
                             [(c, full_alltoall) for c in predicted],
                             jobs=verify_jobs(n, d, jobs),
-                            progress=progress, label="verifying frontier")
-    return list(zip(predicted, verified)), skipped
-=======
-    """Steps 1–5: the predicted frontier, each point built, replayed and scored. The workers
-    that help verify start importing first, while this process predicts (prestart)."""
-    prestart(verify_candidate, verify_jobs(n, d, jobs))
-    predicted = predicted_frontier(n, d, bidirectional, jobs, use_cache, progress, kstep)
-    verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
-                            [(c, full_alltoall) for c in predicted],
-                            jobs=verify_jobs(n, d, jobs),
                             progress=progress, label="verifying frontier", share=True)
-    return list(zip(predicted, verified))
->>>>>>> main
+    return list(zip(predicted, verified)), skipped
 
 
 def check_frontier(args: tuple, frontier: list) -> None:
