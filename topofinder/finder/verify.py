@@ -238,8 +238,9 @@ def _flat(factors) -> list:
 
 
 def _back(n: int, gens):
-    """γ_v⁻¹(x) for the factor group of ``gens`` (topofinder.model.symmetric.to_representatives):
-    x − v for the rotation group of Z_n, a transversal table for another (small) group."""
+    """γ_v⁻¹(x) for the factor group of ``gens`` (as topofinder.model.symmetric's
+    to_representatives wants): x − v for the rotation group of Z_n, a transversal table for
+    another (small) group."""
     if not gens:
         return None
     if len(gens) == 1 and np.array_equal(gens[0], rotation(n)):

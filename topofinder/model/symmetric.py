@@ -382,8 +382,9 @@ def _moved(sizes, backs, owner: np.ndarray, nodes: np.ndarray) -> np.ndarray:
 def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     """Rows (t, v, lo, hi, u, w) of G_1 × … × G_k (mixed radix, the last factor fastest)
     moved by the element γ_v⁻¹ of the product of the factors' groups that takes the shard v to
-    its orbit representative: coordinate i of v, u and w through ``backs[i](v_i, ·)`` = γ_{v_i}⁻¹
-    (a :func:`transversal` row, or x − v_i on Z_n; None for a factor whose group is trivial).
+    its orbit representative: coordinate i of v, u and w through ``backs[i](v_i, ·)``, that
+    is γ_{v_i}⁻¹ (a :func:`transversal` row, or x − v_i on Z_n; None for a factor whose group
+    is trivial).
     Γ-equivariant extensions are unchanged (γ_v⁻¹ is in Γ); the result carries
     representative shards only."""
     sizes = [int(m) for m in sizes]
