@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from topofinder.api.topology import Source, emit, load, mapping, recipe
-from topofinder.compute.output import note_input
+from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
@@ -98,13 +98,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     """
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("{")):
-        path = os.fspath(source)
-        note_input(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                source = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
+        source = read_input(source, "schedule")
     source = parse_object(source)
     if topology is None:
         if not isinstance(source.get("topology"), str):

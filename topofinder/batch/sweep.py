@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import note_input, write_text
+from topofinder.compute.output import write_text
+from topofinder.model.inputs import read_input
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
@@ -88,8 +89,7 @@ def load_spec(path: str | Path) -> Spec:
     if path.is_dir():
         raise TopofinderError(f"sweep: {path} is a directory; give a SPEC.toml file")
     try:
-        note_input(path)
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_input(path, "sweep spec"))
     except FileNotFoundError:
         raise TopofinderError(f"sweep: no spec file {path}") from None
     except OSError as exc:

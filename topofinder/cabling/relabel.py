@@ -12,12 +12,11 @@ list), so :func:`topofinder.api.load_schedule` rebuilds the renamed topology.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.compute.output import note_input
+from topofinder.model.inputs import read_input
 from topofinder.cabling.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.names import check_name, csv_rows
@@ -65,12 +64,7 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
 
 
 def read_mapping(path) -> Mapping:
-    try:
-        note_input(path)
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"cannot read mapping {path}: {exc}") from None
-    return parse_mapping(text, str(path))
+    return parse_mapping(read_input(path, "mapping"), str(path))
 
 
 def relabel_topology(topo: Topology, mapping: Mapping) -> Topology:

@@ -99,6 +99,11 @@ class CsvWriter:
 
 def csv_rows(text: str, where: str) -> Iterator[list[str]]:
     """Rows of CSV ``text`` (BOM dropped, control characters refused by line) with the ``'``
-    that :func:`csv_cell` adds removed."""
-    for row in csv.reader(io.StringIO(check_text(text, where))):
-        yield [x[1:] if x.startswith("'") else x for x in row]
+    that :func:`csv_cell` adds removed; a row csv cannot read is a one-line error."""
+    reader = csv.reader(io.StringIO(check_text(text, where)))
+    try:
+        for row in reader:
+            yield [x[1:] if x.startswith("'") else x for x in row]
+    except csv.Error as exc:              # a field over csv's size limit (128 KiB)
+        raise TopofinderError(f"{where}:{reader.line_num}: not valid CSV ({exc})") from None
+

@@ -1,0 +1,89 @@
+"""The held-out hostile cases of issue 27 (inputs the first round of tests did not cover): each
+is refused in one line with exit status 2, or handled, never a traceback, a hang or a read
+without end."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from topofinder.cli.main import main
+
+HOSTILE = Path(__file__).parent / "data" / "hostile"
+
+
+def _one_line_exit_2(argv, capsys) -> str:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2, (argv, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("name, says", [
+    ("cap_5000_digits.edges", "capacity must be"),
+    ("node_bandwidth_5000_digits.edges", "node_bandwidth must be"),
+    ("rank_5000_digits.json", "digits"),
+    ("unit_list.json", "capacity_unit"),
+    ("duplicate_edges_key.json", "'edges' appears twice"),
+    ("node_id_list.json", "a node id is a string or an integer"),
+    ("node_id_null.json", "a node id is a string or an integer")])
+def test_odd_numbers_keys_and_ids_in_topology_files(name, says, capsys):
+    """Integers of thousands of digits (Python's int-from-text limit raised ValueError), a key
+    given twice (other JSON readers keep the first), ids that are lists, objects, null or
+    true (named by their Python repr before)."""
+    assert says in _one_line_exit_2(["score", HOSTILE / name], capsys)
+
+
+def test_a_schedule_with_a_repeated_key_is_refused(capsys):
+    """num_nodes 6 then 7: Python keeps the last, other tools the first; neither is safe."""
+    err = _one_line_exit_2(["check", HOSTILE / "plan_c6.csv",
+                            HOSTILE / "schedule_duplicate_num_nodes.json"], capsys)
+    assert "'num_nodes' appears twice" in err
+
+
+def test_a_csv_field_over_the_csv_limit_is_one_line(tmp_path, capsys):
+    plan = (HOSTILE / "plan_c6.csv").read_text()
+    path = tmp_path / "plan.csv"
+    path.write_text(plan + '"' + "x" * 200_000 + '",1,2,3,4,5,duplex\n')
+    err = _one_line_exit_2(["check", path, HOSTILE / "schedule_c6.json"], capsys)
+    assert "not valid CSV" in err and "xxxx" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "/dev/zero", "{H}/schedule_c6.json"],
+    ["check", "{H}/plan_c6.csv", "/dev/zero"],
+    ["check", "{H}/plan_c6.csv", "{H}/schedule_c6.json", "--diff", "/dev/zero"],
+    ["run", "/dev/zero"],
+    ["export", "C(6,{1,2})", "--what", "ranks", "--relabel", "/dev/zero"],
+    ["sweep", "/dev/zero"],
+    ["search", "--n", "6", "--d", "2", "--workload", "/dev/zero"]])
+def test_a_device_as_an_input_is_refused_before_reading(argv, capsys, tmp_path, monkeypatch):
+    """/dev/zero has no end: every reader refuses a device (a pipe is still read)."""
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("{H}", str(HOSTILE)) for a in argv]
+    assert "not a regular file" in _one_line_exit_2(argv, capsys)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "{T}", "{H}/schedule_c6.json"],
+    ["check", "{H}/plan_c6.csv", "{T}"],
+    ["run", "{T}"],
+    ["export", "C(6,{1,2})", "--what", "ranks", "--relabel", "{T}"]])
+def test_a_directory_as_an_input_is_one_line(argv, capsys, tmp_path):
+    argv = [a.replace("{H}", str(HOSTILE)).replace("{T}", str(tmp_path)) for a in argv]
+    assert "is a directory" in _one_line_exit_2(argv, capsys)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_pipe_is_still_an_input(tmp_path, capsys):
+    """`check <(cat plan.csv) schedule.json`: process substitution hands over a pipe."""
+    plan = (HOSTILE / "plan_c6.csv").read_text()
+    r, w = os.pipe()
+    os.write(w, plan.encode())
+    os.close(w)
+    try:
+        assert main(["check", f"/dev/fd/{r}", str(HOSTILE / "schedule_c6.json")]) == 0
+    finally:
+        os.close(r)
+    assert "error" not in capsys.readouterr().err
