@@ -87,3 +87,14 @@ def test_a_pipe_is_still_an_input(tmp_path, capsys):
     finally:
         os.close(r)
     assert "error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, says", [
+    ("schedule_physical_collapsed.json", "permutation"),
+    ("schedule_physical_object.json", "permutation"),
+    ("schedule_labels_bidi.json", "U+202E")])
+def test_the_relabelling_a_schedule_records_is_checked(name, says, capsys):
+    """'physical' [0, 0, 0, 0, 0, 0] collapsed the six nodes into one and check said ok; an
+    object there was a TypeError traceback; a bidi mark in 'labels' went through."""
+    argv = ["check", HOSTILE / "plan_c6.csv", HOSTILE / name]
+    assert says in _one_line_exit_2(argv, capsys)

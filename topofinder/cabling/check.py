@@ -25,7 +25,7 @@ import numpy as np
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import load_npz
 from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
-from topofinder.cabling.relabel import Mapping, relabel_topology
+from topofinder.cabling.relabel import document_mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.model.alltoall_schedule import ALLTOALL_COLUMNS
@@ -64,7 +64,7 @@ def _named_topology(expr, physical, labels) -> tuple[Topology | None, str]:
         return None, "the schedule names no topology: one fibre per used pair required"
     topo = document_topology(expr, "schedule")
     if physical is not None:
-        topo = relabel_topology(topo, Mapping(np.asarray(physical, np.int64), labels))
+        topo = relabel_topology(topo, document_mapping(physical, labels, "schedule"))
     return topo, ""
 
 

@@ -63,6 +63,23 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
     return Mapping(np.array([phys[x] for x in range(n)], np.int64), labels)
 
 
+def document_mapping(physical, labels, where: str) -> Mapping:
+    """The mapping a schedule document records (``physical`` and ``labels`` of a schedule
+    exported with --relabel), checked: ``physical`` a permutation of 0..N−1, ``labels`` absent
+    or N usable names (:func:`~topofinder.model.names.check_name`)."""
+    n = len(physical) if isinstance(physical, (list, tuple)) else -1
+    if n < 1 or any(isinstance(x, bool) or not isinstance(x, int) for x in physical) \
+            or sorted(physical) != list(range(n)):
+        raise TopofinderError(f"{where}: 'physical' must be a permutation of the nodes "
+                              f"0..N-1 (as export --relabel writes it)")
+    if labels is not None:
+        if not isinstance(labels, (list, tuple)) or len(labels) != n \
+                or not all(isinstance(x, str) for x in labels):
+            raise TopofinderError(f"{where}: 'labels' must be a list of {n} node names")
+        labels = tuple(check_name(x, f"{where}: labels") for x in labels)
+    return Mapping(np.asarray(physical, np.int64), labels or None)
+
+
 def read_mapping(path) -> Mapping:
     return parse_mapping(read_input(path, "mapping"), str(path))
 

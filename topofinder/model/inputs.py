@@ -4,7 +4,8 @@ tool wrote (topologies, schedules, plans, diffs, mappings, sweep specs, workload
 
 - the path is a regular file or a pipe (a directory, device or socket is refused: reading
   ``/dev/zero`` would never end), of at most a given size, read no further than that;
-- the text is UTF-8 (a leading BOM dropped) without control or format characters
+- the text is UTF-8 (a leading BOM dropped; CR LF and CR line ends read as LF) without control
+  or format characters
   (:func:`~topofinder.model.names.check_text`, which names the line);
 - JSON: a key repeated in one object (other tools' readers resolve it differently), an
   integer of more than :data:`MAX_DIGITS` digits, or nesting too deep to read is refused.
@@ -53,7 +54,7 @@ def read_input(path: str | os.PathLike, what: str, limit: int = MAX_INPUT_BYTES)
         line = data.count(b"\n", 0, exc.start) + 1
         raise TopofinderError(f"{name}:{line}: not UTF-8 text (byte {exc.start}); the {what} "
                               f"must be UTF-8") from None
-    return check_text(text, name)
+    return check_text(text.replace("\r\n", "\n").replace("\r", "\n"), name)
 
 
 def read_json(text: str | bytes, where: str):
