@@ -98,3 +98,34 @@ def test_the_relabelling_a_schedule_records_is_checked(name, says, capsys):
     object there was a TypeError traceback; a bidi mark in 'labels' went through."""
     argv = ["check", HOSTILE / "plan_c6.csv", HOSTILE / name]
     assert says in _one_line_exit_2(argv, capsys)
+
+
+def test_a_size_listed_twice_in_a_sweep_is_refused_before_the_sweep(tmp_path, capsys):
+    """Both sizes wrote best_d2_1MB.png: the second write was refused after the whole sweep,
+    under its progress bar."""
+    err = _one_line_exit_2(["sweep", HOSTILE / "sweep_size_twice.toml", "--jobs", "1",
+                            "--no-cache", "--out", tmp_path], capsys)
+    assert "'1MB' twice" in err and not any(tmp_path.iterdir())
+
+
+def test_a_huge_sweep_name_is_not_echoed(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "' + "x" * 100_000 + '"\ndegrees = [2]\nn = [6]\n')
+    err = _one_line_exit_2(["sweep", spec, "--out", tmp_path], capsys)
+    assert "plain folder name" in err and len(err) < 300
+
+
+@pytest.mark.parametrize("extra", [["--mapping", "{OLD}"], ["-o", "{OLD_STEM}.csv"]])
+def test_a_diff_output_on_its_input_is_refused_before_the_diff(extra, tmp_path, capsys):
+    """--mapping OLD.csv, or -o X.csv whose default mapping X-mapping.csv is the old plan:
+    refused before the diff is computed and reported (it printed its counts, then the error)."""
+    old = tmp_path / "old-mapping.csv"
+    old.write_bytes((HOSTILE / "plan_c6.csv").read_bytes())
+    before = old.read_bytes()
+    argv = ["export", "C(6,{1,3})", "--what", "patch-panel", "--diff", old,
+            *[a.replace("{OLD}", str(old)).replace("{OLD_STEM}", str(tmp_path / "old"))
+              for a in extra]]
+    if "-o" not in argv:
+        argv += ["-o", tmp_path / "new.csv"]
+    assert "input of this command" in _one_line_exit_2(argv, capsys)
+    assert old.read_bytes() == before

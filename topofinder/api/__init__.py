@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from topofinder.api.batch import (
     MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, check_output,
-    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank, run_schedule,
-    stop_workers, sweep, was_interrupted,
+    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank, note_input,
+    run_schedule, stop_workers, sweep, was_interrupted,
 )
 from topofinder.api.cabling import (
     CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,

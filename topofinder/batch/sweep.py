@@ -78,7 +78,7 @@ def _int(value) -> bool:
 def _flag(doc: dict, key: str) -> bool:
     value = doc.get(key, False)
     if not isinstance(value, bool):
-        raise TopofinderError(f"sweep: '{key}' must be true or false, got {value!r}")
+        raise TopofinderError(f"sweep: '{key}' must be true or false, got {ascii(value)[:40]}")
     return value
 
 
@@ -103,8 +103,8 @@ def load_spec(path: str | Path) -> Spec:
                               f"accepted: {sorted(known)}")
     name = doc.get("name", path.stem)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-        raise TopofinderError(f"sweep: name {name!r} must be a plain folder name (letters, "
-                              f"digits, '.', '_', '-'; at most 100)")
+        raise TopofinderError(f"sweep: name {ascii(name)[:60]} must be a plain folder name "
+                              f"(letters, digits, '.', '_', '-'; at most 100)")
     degrees = doc.get("degrees")
     if not isinstance(degrees, list) or not degrees or not all(
             _int(k) and 1 <= k <= MAX_DEGREE for k in degrees):
@@ -149,6 +149,9 @@ def load_spec(path: str | Path) -> Spec:
             isinstance(s, str) for s in sizes):
         raise TopofinderError(f"sweep: workload.sizes must be a non-empty list of at most "
                               f"{MAX_SIZES} strings such as ['1MB', '100MB']")
+    if len(set(sizes)) != len(sizes):        # each size names its own best.csv column and plot
+        twice = ascii(max(sizes, key=sizes.count))[:40]
+        raise TopofinderError(f"sweep: workload.sizes lists {twice} twice; give each size once")
     for key in ("alpha", "bandwidth"):
         if not isinstance(w.get(key, ""), str):
             raise TopofinderError(f"sweep: workload.{key} must be a string such as "
@@ -157,7 +160,7 @@ def load_spec(path: str | Path) -> Spec:
     for key, share in zip(("alltoall_share", "broadcast_share"), shares):
         if isinstance(share, bool) or not isinstance(share, (int, float)):
             raise TopofinderError(f"sweep: workload.{key} must be a number in [0, 1], "
-                                  f"got {share!r}")
+                                  f"got {ascii(share)[:40]}")
     workloads = tuple(Workload.from_strings(w.get("alpha", "10us"), w.get("bandwidth", "100Gbps"),
                                             s, *shares) for s in sizes)
     return Spec(name, tuple(cells), bidirectional, verify, workloads, tuple(sizes))
