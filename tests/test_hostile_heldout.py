@@ -129,3 +129,25 @@ def test_a_diff_output_on_its_input_is_refused_before_the_diff(extra, tmp_path, 
         argv += ["-o", tmp_path / "new.csv"]
     assert "input of this command" in _one_line_exit_2(argv, capsys)
     assert old.read_bytes() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_links_planted_in_a_sweep_folder_are_replaced_not_followed(tmp_path, capsys):
+    """Whoever can write into the results folder planted frontier.csv, best.csv and a cell
+    as links to a file of the user's (and a cell as a link to /dev/zero): the sweep wrote
+    through the first link, clobbering the file, and would have read /dev/zero for ever."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("keep me\n")
+    folder = tmp_path / "out" / "tiny"
+    (folder / "cells").mkdir(parents=True)
+    for name in ("frontier.csv", "best.csv", "frontier.json"):
+        (folder / name).symlink_to(secret)
+    (folder / "cells" / "N6_d2.json").symlink_to("/dev/zero")
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\ndegrees = [2]\nn = [6]\n')
+    assert main(["sweep", str(spec), "--jobs", "1", "--no-cache", "--out",
+                 str(tmp_path / "out")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert secret.read_text() == "keep me\n"
+    for name in ("frontier.csv", "best.csv", "frontier.json", "cells/N6_d2.json"):
+        assert not (folder / name).is_symlink() and (folder / name).stat().st_size > 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 import tomllib
@@ -33,7 +34,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from topofinder.compute.output import write_text
-from topofinder.model.inputs import read_input
+from topofinder.model.inputs import read_input, read_json
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
@@ -174,9 +175,10 @@ def cell_path(out: Path, n: int, k: int, bidirectional: bool = False,
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: never half-written."""
+    """Write via a temporary file in the same folder and rename: never half-written; a
+    symbolic link planted at ``path`` is replaced, not followed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, text)
+    write_text(path, text, follow=False)
 
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
@@ -252,14 +254,15 @@ def check_cell(args: tuple, cell: dict) -> None:
 def _valid_cell(path: Path, n: int, k: int) -> dict | None:
     """The cell file at ``path`` when it exists, parses and passes `check_cell`, else None
     (a corrupt or impossible cell is recomputed, never published)."""
+    if not os.path.lexists(path):
+        return None
     try:
-        cell = json.loads(path.read_text())
+        cell = read_json(read_input(path, "sweep cell"), str(path))
         check_cell((n, k), cell)
         return cell
-    except FileNotFoundError:
-        return None
     except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
-        print(f"topofinder: recomputing {path.name} ({exc})", file=sys.stderr)
+        why = "".join(c if c.isprintable() else "?" for c in str(exc))[:200]
+        print(f"topofinder: recomputing {path.name} ({why})", file=sys.stderr)
         return None
 
 
