@@ -3,6 +3,7 @@ is refused in one line with exit status 2, or handled, never a traceback, a hang
 without end."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,36 @@ def test_links_planted_in_a_sweep_folder_are_replaced_not_followed(tmp_path, cap
     assert secret.read_text() == "keep me\n"
     for name in ("frontier.csv", "best.csv", "frontier.json", "cells/N6_d2.json"):
         assert not (folder / name).is_symlink() and (folder / name).stat().st_size > 0
+
+
+def test_a_huge_trees_per_root_is_refused_in_one_line(capsys):
+    """--trees-per-root 10^9 overflowed int64 in the ForestColl capacities (a traceback)."""
+    err = _one_line_exit_2(["export", "C(6,{1,2})", "--what", "schedule", "--kind", "trees",
+                            "--trees-per-root", "1000000000"], capsys)
+    assert "1..4096" in err
+
+
+def test_fixed_k_trees_on_link_capacities_near_the_limit(tmp_path, capsys):
+    """Capacities of 10^9 (the largest read): ⌊U·C(e)⌋ passed int64 (OverflowError); now exact.
+    The schedule is written, and with k = 1 its tree count is one per root."""
+    out = tmp_path / "trees.json"
+    assert main(["export", str(HOSTILE / "capacities_1e9.edges"), "--what", "schedule",
+                 "--kind", "trees", "--trees-per-root", "1", "-o", str(out)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    trees = __import__("json").loads(out.read_text())["trees"]
+    assert sorted(t["root"] for t in trees) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--gpus-per-node", "2", "--intra", "NVSwitch nan"], "--intra"),
+    (["--gpus-per-node", "2", "--intra", "mesh"], "--intra"),
+    (["--rank-by", "robust"], "needs --robust")])
+def test_search_options_are_refused_before_the_search(extra, says, capsys, monkeypatch):
+    """A bad --intra or --rank-by robust without --robust was refused after the whole
+    search, under its progress bar (two lines on stderr)."""
+    def no_search(*args, **kwargs):
+        raise AssertionError("the search ran")
+    monkeypatch.setattr(sys.modules["topofinder.api.search"], "_search", no_search)
+    err = _one_line_exit_2(["search", "--n", "6", "--d", "2", "--jobs", "1", "--no-cache",
+                            "--no-baselines", *extra], capsys)
+    assert says in err
