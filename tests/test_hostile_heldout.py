@@ -185,3 +185,10 @@ def test_search_options_are_refused_before_the_search(extra, says, capsys, monke
     err = _one_line_exit_2(["search", "--n", "6", "--d", "2", "--jobs", "1", "--no-cache",
                             "--no-baselines", *extra], capsys)
     assert says in err
+
+
+def test_a_huge_spare_pool_is_refused_in_one_line(capsys):
+    """fail --repatch 0 --spares 10^9 re-configured the panels for each spare: no end."""
+    err = _one_line_exit_2(["fail", "C(6,{1,2})", "--repatch", "0", "--spares", "1000000000"],
+                           capsys)
+    assert "1..1024" in err
