@@ -3,6 +3,7 @@ is refused in one line with exit status 2, or handled, never a traceback, a hang
 without end."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -192,3 +193,16 @@ def test_a_huge_spare_pool_is_refused_in_one_line(capsys):
     err = _one_line_exit_2(["fail", "C(6,{1,2})", "--repatch", "0", "--spares", "1000000000"],
                            capsys)
     assert "1..1024" in err
+
+
+@pytest.mark.parametrize("argv, status", [
+    (["score", "C(6,{9})"], 2),
+    (["search", "--n", "6", "--d", "2", "--jobs", "1", "--no-cache", "--no-baselines"], 0)])
+def test_a_closed_standard_error_keeps_the_exit_status(argv, status, tmp_path):
+    """`2>&-`: the search's progress bar wrote to a missing stderr (AttributeError, exit 1
+    with no word); a C library writing to descriptor 2 would have written into whatever file
+    the command had opened there."""
+    proc = subprocess.run([sys.executable, "-m", "topofinder", *argv], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(2),
+                          timeout=600)
+    assert proc.returncode == status
