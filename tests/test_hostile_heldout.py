@@ -206,3 +206,9 @@ def test_a_closed_standard_error_keeps_the_exit_status(argv, status, tmp_path):
                           stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(2),
                           timeout=600)
     assert proc.returncode == status
+
+
+def test_export_pick_refuses_a_device(capsys):
+    """export /dev/zero --pick 0 read until memory ran out."""
+    assert "not a regular file" in _one_line_exit_2(["export", "/dev/zero", "--pick", "0"],
+                                                    capsys)

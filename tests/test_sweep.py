@@ -110,6 +110,51 @@ def test_dask_backend_matches_loky(spec_file, tmp_path, reference):
     assert _outputs(out) == reference
 
 
+def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, reference,
+                                                     monkeypatch):
+    """The documented recipe in small (docs/performance.md): a scheduler with two worker
+    processes (a LocalCluster standing for `dask scheduler` + `dask worker`), the CLI given its
+    tcp:// address and a --out relative to the driver's directory, which is not the workers'
+    (they started elsewhere): the cells reach the driver's disk, and every file equals the
+    loky run's (two local worker processes) and the sequential reference."""
+    distributed = pytest.importorskip("dask.distributed")
+    loky, _ = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "loky", jobs=2,
+                              use_cache=False, progress=False)
+    assert _outputs(loky) == reference
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = set(client.run(os.getpid).values())
+        assert len(pids) == 2 and os.getpid() not in pids
+        driver = tmp_path / "driver"
+        driver.mkdir()
+        monkeypatch.chdir(driver)
+        assert main(["sweep", str(spec_file), "--backend", "dask", "--scheduler",
+                     cluster.scheduler_address, "--out", "rel", "--no-cache"]) == 0
+    assert _outputs(driver / "rel" / "tiny") == reference
+
+
+def _killed(_):
+    from types import SimpleNamespace
+    from distributed import KilledWorker
+    raise KilledWorker("cell", SimpleNamespace(address="tcp://127.0.0.1:1"), 3)   # a death
+
+
+def test_dask_worker_deaths_are_one_line():
+    """A task whose workers died too often (KilledWorker: e.g. the nanny's memory limit) ends
+    run_parallel with the one-line error naming --memory-limit, not a traceback; with loky
+    the same exception is not a worker death and propagates."""
+    pytest.importorskip("dask.distributed")
+    parallel.use_dask(None)
+    try:
+        with pytest.raises(parallel.TopofinderError, match="--memory-limit"):
+            parallel.run_parallel(_killed, [1, 2], jobs=2)
+    finally:
+        parallel.use_loky()
+    with pytest.raises(Exception, match="tcp://127.0.0.1:1") as exc:
+        parallel.run_parallel(_killed, [1, 2], jobs=1)
+    assert not isinstance(exc.value, parallel.TopofinderError)
+
 
 def test_missing_spec_is_exit_2(capsys, tmp_path):
     assert main(["sweep", str(tmp_path / "none.toml")]) == 2

@@ -42,7 +42,8 @@ from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,
 )
 from topofinder.api.topology import (
-    Source, export_ranks, export_topology, load, mapping, score, topology_of_document,
+    Source, export_ranks, export_topology, load, mapping, read_json_document, score,
+    topology_of_document,
 )
 from topofinder import API_NAMES
 from topofinder.errors import TopofinderError

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-
 from topofinder.api.topology import Source, emit, load, mapping, recipe
+from topofinder.compute.output import write_blocks
 from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
@@ -19,19 +19,24 @@ from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_sched
                                         relabel_topology)
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
 from topofinder.families.build import document_topology
-from topofinder.finder.verify import allgather_schedule, collective_schedule
+from topofinder.finder.verify import (REPLAY_LIMIT, allgather_schedule, collective_schedule,
+                                      symmetric_allgather)
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
-from topofinder.model.schedule import (COLLECTIVES, StepSchedule, dumps_document, parse_object,
-                                       validate)
+from topofinder.model.schedule import (COLLECTIVES, SEND_COLUMNS, StepSchedule, document_blocks,
+                                       dumps_document, parse_object, validate)
+from topofinder.model.symmetric import OrbitSchedule, replay_by_symmetry
 from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
 from topofinder.model.collectives import Collective
 
-Schedule = StepSchedule | TreeSchedule | AllToAllSchedule
+Schedule = StepSchedule | TreeSchedule | AllToAllSchedule | OrbitSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
 SCHEDULE_FORMATS = ("json", "xml", "npz")
+#: A step schedule of at least this many send rows (~30 MB of JSON) has its size stated
+#: before it is written as json or npz (MSCCL XML and orbit schedules always have).
+ANNOUNCE_ROWS = 1_000_000
 
 
 def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str = "steps", *,
@@ -70,8 +75,10 @@ def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str =
                               f"{', '.join(COLLECTIVES + (ALLTOALL,))}")
     if kind == "steps":
         named = recipe(source)
+        topo = load(source)
+        if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+            return _orbit_form(named, topo, collective)
         if named is None:
-            topo = load(source)
             if topo.has_switches:
                 raise TopofinderError(f"{topo.expr} has switch nodes; step schedules (BFB) are "
                                       f"for direct-connect fabrics, use kind='trees'")
@@ -86,6 +93,47 @@ def schedule(source: Source, collective: str = Collective.ALLGATHER, kind: str =
         raise TopofinderError("trees_per_root must be a positive integer")
     return collective_trees(load(source), collective, prefer_low_trees=low_trees,
                             trees_per_root=trees_per_root)
+
+
+def _beyond_replay(source: Source) -> bool:
+    """N²·d of the topology beyond REPLAY_LIMIT: no step schedule is built whole."""
+    topo = load(source)
+    return topo.n * topo.n * topo.degree > REPLAY_LIMIT
+
+
+def _orbit_form(named, topo, collective: str) -> OrbitSchedule:
+    """The allgather of a topology beyond REPLAY_LIMIT (N²·d send rows do not fit in memory)
+    in orbit form, replayed by symmetry (topofinder.model.symmetric); TopofinderError naming
+    the size when it has none (only line graphs L^k of circulants and circulants do) or
+    another collective is asked for."""
+    size = (f"{topo.expr} has N = {topo.n}, d = {topo.degree}: its step schedule has about "
+            f"N²·d = {topo.n * topo.n * topo.degree:.2g} send rows, above the "
+            f"{REPLAY_LIMIT:.2g} built in memory")
+    if collective != Collective.ALLGATHER:
+        raise TopofinderError(f"{size}; at this size only the allgather is written (orbit "
+                              f"form, --format npz), not the {collective}")
+    orbit = None if named is None else symmetric_allgather(named)
+    if orbit is None:
+        raise TopofinderError(f"{size}, and it has no orbit form (one source per orbit of a "
+                              f"free automorphism group: circulants and their line graphs)")
+    replay_by_symmetry(orbit)
+    return orbit
+
+
+def schedule_rows(sched: StepSchedule | OrbitSchedule) -> int:
+    """Send rows of the whole step schedule (an orbit schedule's equivariant extension: its
+    representatives' rows × |Γ| = N / orbits, as Γ acts freely)."""
+    if isinstance(sched, OrbitSchedule):
+        return sched.num_sends * (sched.topology.n // sched.action.reps.size)
+    return sched.num_sends
+
+
+def json_bytes(sched: StepSchedule | OrbitSchedule) -> int:
+    """About how many bytes the step JSON of ``sched`` takes: its rows × the text of one row
+    (brackets, separators and the digits of its largest values)."""
+    widths = [len(str(x)) for x in (sched.num_steps, sched.topology.n - 1, sched.shard_chunks)]
+    per_row = 2 + 2 * (len(SEND_COLUMNS) - 1) + 2 + widths[0] + 3 * widths[1] + 2 * widths[2]
+    return schedule_rows(sched) * per_row
 
 
 def load_schedule(source: str | os.PathLike | dict, topology: Source | None = None) -> Schedule:
@@ -128,35 +176,74 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
                     *, physical=None, announce=None, **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
-    refused before anything is written when it does not fit the runtime's limits); also
-    written to ``path`` when given ("-": standard output). ``npz`` (step or tree schedules)
-    is binary: written to ``path`` (a file, required), returns None. ``physical``: the diff
-    mapping φ the schedule was renamed with (:func:`relabel`), recorded so readers rebuild its
-    topology (json, xml). ``announce``: called with the text before it is written (the CLI
-    states an XML's size)."""
+    refused before anything is written when it does not fit the runtime's limits); returned
+    when ``path`` is None, else streamed to ``path`` ("-": standard output; JSON block by
+    block, never held whole) and None returned. ``npz`` (step, orbit or tree schedules) is
+    binary: written to ``path`` (a file, required). An orbit schedule (N²·d beyond
+    REPLAY_LIMIT) is written as npz only; json and xml are refused naming its size.
+    ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
+    recorded so readers rebuild its topology (json, xml). ``announce``: called with one line
+    stating the size (rows, bytes) before anything is written (the CLI prints it): for XML
+    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
     if isinstance(sched, AllToAllSchedule) and fmt != "json":
         raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
+    announce = announce or (lambda line: None)
+    if isinstance(sched, OrbitSchedule) and fmt != "npz":
+        n = sched.topology.n
+        raise TopofinderError(
+            f"{sched.topology.expr}: its allgather has {schedule_rows(sched):,} send rows "
+            f"(about {_size(json_bytes(sched))} as step JSON); {fmt} is written only "
+            f"when N²·d ≤ {REPLAY_LIMIT:.2g} (here {n * n * sched.topology.degree:.2g}); "
+            f"write --format npz (orbit form, {sched.num_sends:,} rows)")
     if fmt == "npz":
         if path is None or os.fspath(path) == "-":
             raise TopofinderError("schedule format npz is binary; give an output file "
                                   "(-o, path=)")
+        if isinstance(sched, OrbitSchedule) or (isinstance(sched, StepSchedule)
+                                                and sched.num_sends >= ANNOUNCE_ROWS):
+            announce(_npz_size(sched))
         save_npz(sched, path)
         return None
     if fmt == "json":
         doc = sched.to_dict(_rows=True) if isinstance(sched, StepSchedule) else sched.to_dict()
         if physical is not None:
             doc["physical"] = [int(x) for x in physical]
-        return emit(dumps_document(doc, "\n"), path)
+        if path is None:
+            return dumps_document(doc, "\n")
+        if isinstance(sched, StepSchedule) and sched.num_sends >= ANNOUNCE_ROWS:
+            announce(f"schedule JSON: {sched.num_sends:,} send rows, about "
+                     f"{_size(json_bytes(sched))}")
+        write_blocks(path, document_blocks(doc, "\n"))
+        return None
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
     text = to_msccl_xml(steps, **xml_options)
-    if announce is not None:
-        announce(text)
-    return emit(text, path)
+    announce(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB")
+    if path is None:
+        return text
+    emit(text, path)
+    return None
+
+
+def _size(num_bytes: int) -> str:
+    return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e9 else f"{num_bytes / 1e6:,.1f} MB"
+
+
+def _npz_size(sched) -> str:
+    """One line: what a schedule .npz holds, before it is written."""
+    if isinstance(sched, OrbitSchedule):
+        return (f"schedule npz (orbit form): {sched.num_sends:,} send rows of "
+                f"{sched.action.reps.size} representative source(s) and "
+                f"{len(sched.generators)} generator(s) of N = {sched.topology.n}, standing for "
+                f"{schedule_rows(sched):,} rows; about "
+                f"{(sched.num_sends * 6 + len(sched.generators) * sched.topology.n) * 4 / 1e6:,.1f}"
+                f" MB before compression")
+    return (f"schedule npz: {sched.num_sends:,} send rows, at most "
+            f"{sched.num_sends * 6 * 8 / 1e6:,.1f} MB before compression")
 
 
 def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLike | None = None,
@@ -176,7 +263,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if collective == ALLTOALL and fmt != "json":     # refused before the LP is solved
         raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
     named = recipe(source) if fmt == "xml" and kind == "steps" else None
-    if named is not None:
+    if named is not None and not _beyond_replay(source):
         check_fits(allgather_schedule(named), xml_options.get("channels", 1),
                    xml_options.get("runtime", "msccl-executor"), xml_options.get("max_steps"),
                    collective=collective)

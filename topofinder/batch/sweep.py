@@ -202,16 +202,22 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     return {"N": n, "d": k, "frontier": points}
 
 
-def _run_cell(n, k, bidirectional, verify, use_cache, out: Path) -> dict:
-    """Compute and write one cell; a failure is returned as {"N", "d", "error"} (nothing is
-    written, so a rerun retries it) instead of aborting the sweep."""
+def _run_cell(n, k, bidirectional, verify, use_cache) -> dict:
+    """Compute one cell (in a worker, possibly on another machine: its disk cache is that
+    machine's); a failure is returned as {"N", "d", "error"} instead of aborting the sweep."""
     try:
         doc = cached(compute_cell, use_cache, check_cell)(n, k, bidirectional, verify)
     except TopofinderError as exc:
         return {"N": n, "d": k, "error": str(exc)}
-    doc = {**doc, "bidirectional": bidirectional, "verify": verify}
-    atomic_write(cell_path(out, n, k, bidirectional, verify), json.dumps(doc, indent=1) + "\n")
-    return doc
+    return {**doc, "bidirectional": bidirectional, "verify": verify}
+
+
+def _write_cell(out: Path, doc: dict) -> None:
+    """A finished cell written by the process that runs the sweep, as soon as it arrives (a
+    failed one is not written, so a rerun retries it)."""
+    if "error" not in doc:
+        atomic_write(cell_path(out, doc["N"], doc["d"], doc["bidirectional"], doc["verify"]),
+                     json.dumps(doc, indent=1) + "\n")
 
 
 def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
@@ -224,9 +230,10 @@ def run_sweep(spec: Spec, out_root: Path = RESULTS, jobs: int | None = None,
     out = out_root / spec.name
     path = {c: cell_path(out, *c, spec.bidirectional, spec.verify) for c in spec.cells}
     todo = [c for c in spec.cells if _valid_cell(path[c], *c) is None]
-    results = run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache, out)
+    results = run_parallel(_run_cell, [(n, k, spec.bidirectional, spec.verify, use_cache)
                                        for n, k in todo], jobs=jobs, progress=progress,
-                           label=f"sweep {spec.name}")
+                           label=f"sweep {spec.name}",
+                           on_result=lambda _, doc: _write_cell(out, doc))
     failed = [r for r in results if "error" in r]
     cells = [cell for c in spec.cells if (cell := _valid_cell(path[c], *c)) is not None]
     write_summaries(spec, cells, out)

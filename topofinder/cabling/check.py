@@ -33,6 +33,7 @@ from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
 from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
                                        StepSchedule)
 from topofinder.model.inputs import read_input, read_json
+from topofinder.model.symmetric import OrbitSchedule, arc_sends
 from topofinder.model.topology import MAX_NODES, Topology
 from topofinder.model.collectives import Collective
 
@@ -152,7 +153,16 @@ def _check_ranges(doc: dict, rows: np.ndarray, kind: str, path) -> None:
 
 
 def _from_object(sched) -> Sends:
+    """The sends of a schedule read from .npz; of an orbit schedule (N = 10^5), one send of the
+    extended schedule on every link it uses (model/symmetric.py: arc_sends), which is what
+    the check needs."""
     topo = sched.topology
+    if isinstance(sched, OrbitSchedule):
+        rows = arc_sends(sched)
+        return Sends(rows, "steps", topo.n, topo, topo.labels,
+                     f"orbit form: {rows.shape[0]} sends checked, one on each link the "
+                     f"extended schedule uses (each of its sends is an automorphism's image "
+                     f"of one of them)")
     if isinstance(sched, StepSchedule):
         return Sends(sched.sends, "steps", topo.n, topo, topo.labels)
     rows = [(i + 1, t.root, 0, 0, u, w) for i, t in enumerate(sched.trees) for u, w in t.edges]
@@ -239,31 +249,41 @@ def check(plan: PatchPlan, sends: Sends) -> CheckReport:
                                       "diff's mapping)")
     n = plan.n
     src, dst = plan.arcs()
-    fibres = np.bincount(src * n + dst, minlength=n * n)
     need = None
     if sends.topology is not None:
         t = sends.topology
         if t.n > n:
             raise TopofinderError(f"the schedule's topology has {t.n} nodes, the plan {n}")
-        need = np.bincount(t.src * n + t.dst, minlength=n * n)
     rows = sends.rows
     key = rows[:, 4] * n + rows[:, 5] if rows.size else np.zeros(0, np.int64)
     if rows.size and (rows[:, 4:6].min() < 0 or rows[:, 4:6].max() >= n):
         bad = int(np.flatnonzero((rows[:, 4:6] < 0).any(1) | (rows[:, 4:6] >= n).any(1))[0])
         raise TopofinderError(f"{_describe(sends, rows[bad], plan)}: a node outside the plan")
-    missing = fibres[key] == 0
+    fibres = _pair_counts(src * n + dst, key)
+    if sends.topology is not None:
+        need = _pair_counts(t.src * n + t.dst, key)
+    missing = fibres == 0
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
         u, w = int(rows[i, 4]), int(rows[i, 5])
         raise TopofinderError(f"{_describe(sends, rows[i], plan)}: no fibre from node {u} to "
                               f"node {w} in the plan")
     if need is not None:
-        short = fibres[key] < need[key]
+        short = fibres < need
         if short.any():
             i = int(np.flatnonzero(short)[0])
             u, w = int(rows[i, 4]), int(rows[i, 5])
             raise TopofinderError(
                 f"{_describe(sends, rows[i], plan)}: the schedule's topology has "
-                f"{int(need[key[i]])} links {u} -> {w} but the plan cables "
-                f"{int(fibres[key[i]])} fibre(s)")
+                f"{int(need[i])} links {u} -> {w} but the plan cables "
+                f"{int(fibres[i])} fibre(s)")
     return CheckReport(int(rows.shape[0]), int(np.unique(key).size), int(src.size), sends.note)
+
+
+def _pair_counts(have: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """How often each pair key u·N + w of ``key`` occurs in ``have`` (sorted keys, no N×N
+    table: N = 10^5 would need 10^10 counters)."""
+    uniq, counts = np.unique(have, return_counts=True)
+    i = np.minimum(np.searchsorted(uniq, key), max(uniq.size - 1, 0))
+    found = (uniq[i] == key) if uniq.size else np.zeros(key.size, bool)
+    return np.where(found, counts[i] if uniq.size else 0, 0)

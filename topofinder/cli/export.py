@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import json
-
 from topofinder import api
 from topofinder.cli import export_cabling, export_schedule
 from topofinder.cli.common import add_undirected
@@ -63,9 +61,10 @@ def picked_expression(path: str, pick: int) -> str:
     """The expression of frontier point ``pick`` of a `search --json` result file."""
     not_a_result = f"export --pick: {path} is not a 'topofinder search --json' result"
     try:
-        with open(path, encoding="utf-8") as f:
-            frontier = json.load(f)["frontier"]
-    except (OSError, ValueError, KeyError, TypeError):
+        frontier = api.read_json_document(path, "search result")["frontier"]
+    except (TopofinderError, KeyError, TypeError) as exc:
+        if "not a regular file" in str(exc) or "is a directory" in str(exc):
+            raise
         raise TopofinderError(not_a_result) from None
     if not isinstance(frontier, list) or not frontier:
         raise TopofinderError(f"{not_a_result} (no frontier list)")

@@ -56,13 +56,13 @@ def add_options(p) -> None:
 
 
 def _announce(args):
-    """For XML written to a file: one stderr line with its size, before it is written (none
-    when the file's directory is missing: the write's own error line is the answer)."""
-    if args.format != "xml" or args.output in (None, "-") or not os.path.isdir(
+    """For a schedule written to a file: print the size line export_schedule states before
+    writing (none when the file's directory is missing: the write's own error line is the
+    answer)."""
+    if args.output in (None, "-") or not os.path.isdir(
             os.path.dirname(os.path.abspath(args.output))):
         return None
-    return lambda text: print(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB, writing "
-                              f"{args.output}", file=sys.stderr)
+    return lambda line: print(f"{line}, writing {args.output}", file=sys.stderr)
 
 
 def run(args, renaming=None) -> int:

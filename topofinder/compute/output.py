@@ -219,11 +219,20 @@ def write_stdout(text: str) -> None:
 def write_text(path: str | os.PathLike | None, text: str, follow: bool = True) -> None:
     """``text`` to ``path`` atomically, or to standard output when ``path`` is None or "-"
     (``follow``: :func:`checked_target`)."""
+    write_blocks(path, (text,), follow)
+
+
+def write_blocks(path: str | os.PathLike | None, blocks, follow: bool = True) -> None:
+    """The concatenation of the strings ``blocks`` yields, written as each comes (a large
+    document is never held whole): to ``path`` atomically, or to standard output when
+    ``path`` is None or "-" (``follow``: :func:`checked_target`)."""
     if path is None or os.fspath(path) == "-":
-        write_stdout(text)
+        for block in blocks:
+            write_stdout(block)
         return
     with atomic_output(path, follow=follow) as fh:
-        fh.write(text)
+        for block in blocks:
+            fh.write(block)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

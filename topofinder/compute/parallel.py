@@ -19,14 +19,16 @@ from tqdm import tqdm
 
 from topofinder.errors import TopofinderError
 
-_BACKEND = {"name": "loky", "client": None}
+#: The backend in use; ``deaths``: its exceptions for a worker that died (a Dask task whose
+#: workers were killed, e.g. by the nanny's memory limit, too often: KilledWorker).
+_BACKEND = {"name": "loky", "client": None, "deaths": ()}
 
 
 def use_dask(address: str | None) -> None:
     """Run later parallel work on the Dask scheduler at ``address`` (a LocalCluster when None).
     Needs the optional extra: pip install 'topofinder[dask]'."""
     try:
-        from dask.distributed import Client
+        from dask.distributed import Client, KilledWorker
     except ImportError:
         raise TopofinderError("the dask backend needs dask[distributed]: "
                               "pip install 'topofinder[dask]'") from None
@@ -34,13 +36,13 @@ def use_dask(address: str | None) -> None:
         client = Client(address) if address else Client(processes=True, n_workers=2)
     except OSError as exc:
         raise TopofinderError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    _BACKEND.update(name="dask", client=client)
+    _BACKEND.update(name="dask", client=client, deaths=(KilledWorker,))
 
 
 def use_loky() -> None:
     if _BACKEND["client"] is not None:
         _BACKEND["client"].close()
-    _BACKEND.update(name="loky", client=None)
+    _BACKEND.update(name="loky", client=None, deaths=())
 
 
 def stop_workers() -> None:
@@ -76,11 +78,14 @@ def _ticking(bar, stop: threading.Event) -> None:
 
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
-                 progress: bool | Callable | None = None, label: str = "working") -> list:
+                 progress: bool | Callable | None = None, label: str = "working",
+                 on_result: Callable | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
-    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end."""
+    ``progress``: True for a stderr bar, or a callable told (items done, items) as they end.
+    ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
+    worker may run on another machine: what must land on this one's disk is written here)."""
     items = list(items)
     args = [it if isinstance(it, tuple) else (it,) for it in items]
     cores = os.cpu_count() or 1
@@ -90,7 +95,9 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                disable=not progress or notify is not None)
     done = [0]
 
-    def tick() -> None:
+    def tick(i: int, result) -> None:
+        if on_result is not None:
+            on_result(i, result)
         bar.update()
         done[0] += 1
         if notify is not None:
@@ -102,24 +109,26 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     try:
         if jobs == 1 or len(args) <= 1:
             out = []
-            for a in args:
+            for i, a in enumerate(args):
                 out.append(fn(*a))
-                tick()
+                tick(i, out[-1])
             return out
         extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
                  if _BACKEND["name"] == "loky" else {})
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs, **extra):
-            order = "generator_unordered" if _BACKEND["name"] == "loky" else "generator"
-            gen = joblib.Parallel(return_as=order)(
+            gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
             out = [None] * len(args)
             for i, result in gen:
                 out[i] = result
-                tick()
+                tick(i, result)
             return out
-    except (MemoryError, TerminatedWorkerError):
-        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; run with "
-                              f"fewer parallel jobs (--jobs 1) or on a larger machine") from None
+    except (MemoryError, TerminatedWorkerError, *_BACKEND["deaths"]):
+        hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
+                "processes per machine" if _BACKEND["name"] == "dask" else
+                "run with fewer parallel jobs (--jobs 1) or on a larger machine")
+        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; {hint}") \
+            from None
     finally:
         stop.set()
         bar.close()

@@ -6,7 +6,11 @@ type that holds it, plus the topology's arcs, so a file re-imports without parsi
 keys ``kind`` ("steps"), ``collective``, ``topology`` (expression), ``method``,
 ``shard_chunks``, ``reduce_steps``, ``n``, ``src``, ``dst``, ``capacity`` (empty: all ones),
 ``labels`` (host name of every rank; empty: none), ``sends``. A tree schedule (kind "trees") stores ``roots``, ``weight_num``/``weight_den``
-(exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2).
+(exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2). An allgather in orbit form
+(kind "orbit", :class:`topofinder.model.symmetric.OrbitSchedule`: N = 10^5 and beyond, where the
+N²·d rows of the whole schedule do not fit) stores ``shard_chunks``, the representatives'
+``sends`` (as a step schedule's) and ``generators`` (g × N node permutations); the schedule is
+their equivariant extension, replayed by :func:`topofinder.model.symmetric.replay_by_symmetry`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from topofinder.compute.output import atomic_output, note_input
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import StepSchedule
+from topofinder.model.symmetric import OrbitSchedule
 from topofinder.model.topology import Topology
 from topofinder.model.tree_schedule import Tree, TreeSchedule
 from topofinder.model.collectives import Collective
@@ -42,7 +47,7 @@ def _topology_arrays(topo: Topology) -> dict:
             "labels": np.array(topo.labels if topo.labels is not None else [], dtype=str)}
 
 
-def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
+def save_npz(schedule: StepSchedule | TreeSchedule | OrbitSchedule, path) -> None:
     """Write ``schedule`` to ``path`` (.npz, compressed)."""
     arrays = _topology_arrays(schedule.topology)
     arrays["method"] = np.array(schedule.method)
@@ -61,6 +66,12 @@ def save_npz(schedule: StepSchedule | TreeSchedule, path) -> None:
                       weight_den=np.array([t.weight.denominator for t in trees], np.int64),
                       edge_start=_narrow(np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])),
                       edges=_narrow(edges))
+    elif isinstance(schedule, OrbitSchedule):
+        arrays.update(kind=np.array("orbit"), collective=np.array(Collective.ALLGATHER),
+                      shard_chunks=np.array(schedule.shard_chunks),
+                      sends=np.ascontiguousarray(_narrow(schedule.sends).T),
+                      generators=_narrow(np.array(schedule.generators, np.int64)
+                                         .reshape(-1, schedule.topology.n)))
     else:
         raise TopofinderError(f"cannot write a {type(schedule).__name__} as .npz")
     with atomic_output(path, "wb") as f:
@@ -95,7 +106,7 @@ def _array_sizes(path) -> None:
                          f"{MAX_NPZ_BYTES} are read")
 
 
-def load_npz(path) -> StepSchedule | TreeSchedule:
+def load_npz(path) -> StepSchedule | TreeSchedule | OrbitSchedule:
     """Read a schedule written by :func:`save_npz` (validate it separately); sizes are checked
     before decompressing (MAX_NPZ_BYTES), objects are never unpickled."""
     note_input(path)
@@ -116,6 +127,10 @@ def load_npz(path) -> StepSchedule | TreeSchedule:
             return StepSchedule(topo, int(a["shard_chunks"]), a["sends"].T.astype(np.int64),
                                 collective=str(a["collective"]), method=str(a["method"]),
                                 reduce_steps=int(a["reduce_steps"]))
+        if kind == "orbit":
+            return OrbitSchedule(topo, int(a["shard_chunks"]), a["sends"].T.astype(np.int64),
+                                 tuple(a["generators"].astype(np.int64)),
+                                 method=str(a["method"]))
         if kind == "trees":
             start, edges = a["edge_start"].astype(np.int64), a["edges"].astype(np.int64)
             trees = [Tree(int(r), Fraction(int(p), int(q)),
@@ -129,4 +144,4 @@ def load_npz(path) -> StepSchedule | TreeSchedule:
         if isinstance(exc, TopofinderError):
             raise
         raise TopofinderError(f"schedule .npz {path}: malformed arrays ({exc})") from None
-    raise TopofinderError(f"schedule .npz {path}: kind {kind!r} is not steps or trees")
+    raise TopofinderError(f"schedule .npz {path}: kind {kind!r} is not steps, orbit or trees")

@@ -162,23 +162,21 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
 
 def _orbit_bfb(topo: Topology) -> OrbitSchedule | None:
     """The BFB allgather of a Cayley graph of Z_N (rotation x ↦ x+1 an automorphism) made
-    equivariant: receiver 0's optimal in-link plan translated to every receiver, as node 0's
-    sends (a row (t, v, lo, hi, u, 0) becomes (t, 0, lo, hi, u−v, −v)). Each receiver's
-    loads are receiver 0's, so τ is BFB's optimum (vertex-transitive: U_t = U_{0,t}).
-    None when the rotation is not a free automorphism (checked) or the base is too large to
-    schedule (N²·d > REPLAY_LIMIT)."""
+    equivariant: receiver 0's optimal in-link plan (bfb.bfb_receiver_sends, O(N·d) memory at
+    any N) translated to every receiver, as node 0's sends (a row (t, v, lo, hi, u, 0)
+    becomes (t, 0, lo, hi, u−v, −v)). Each receiver's loads are receiver 0's, so τ is BFB's
+    optimum (vertex-transitive: U_t = U_{0,t}). None when the rotation is not a free
+    automorphism (checked) or BFB does not apply (more than bfb.MAX_SUBSET_BITS
+    in-neighbours)."""
     n = topo.n
-    if n * n * topo.degree > REPLAY_LIMIT:
-        return None
     try:
         check_group(topo, [rotation(n)])
-    except ScheduleError:
+        p, s = bfb.bfb_receiver_sends(topo, 0)
+    except TopofinderError:
         return None
-    full = bfb.bfb_schedule(topo)
-    s = full.sends[full.sends[:, 5] == 0]
     rows = np.stack([s[:, 0], np.zeros_like(s[:, 0]), s[:, 2], s[:, 3], (s[:, 4] - s[:, 1]) % n,
                      (-s[:, 1]) % n], axis=1)
-    return OrbitSchedule(topo, full.shard_chunks, rows, (rotation(n),), method="bfb")
+    return OrbitSchedule(topo, p, rows, (rotation(n),), method="bfb")
 
 
 def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:

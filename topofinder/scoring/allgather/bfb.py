@@ -506,24 +506,58 @@ def bfb_schedule(topo: Topology, *, shard_chunks: int | None = None,
         masks[lo:hi] = _masks(dist[lo:hi], dist[slots[lo:hi]])
         counts[lo:hi] = _mask_counts(masks[lo:hi], dist[lo:hi], steps, k)
         num[lo:hi], den[lo:hi] = _hall_loads(counts[lo:hi], caps[lo:hi], k)
-    step_load = _step_max(num, den)
+    q, p, pid, stretches = _flow_plan(counts, caps, _step_max(num, den), k, shard_chunks)
+    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
+             for lo, hi in _blocks(n, n * 8)]
+    return StepSchedule(topo, p, _columns(parts), method="bfb")
+
+
+def bfb_receiver_sends(topo: Topology, receiver: int = 0) -> tuple[int, np.ndarray]:
+    """(P, sends into ``receiver``) of the optimal BFB schedule of a vertex-transitive
+    ``topo``: its U_t = U_{receiver,t} (every receiver is alike), so these are exactly the
+    rows of :func:`bfb_schedule` whose receiver w is ``receiver``, from k + 1 breadth-first
+    searches (O(N·d) memory: no N×N distance or mask matrix). TopofinderError when ``topo``
+    is not vertex-transitive or has more than MAX_SUBSET_BITS in-neighbours."""
+    if not topo.vertex_transitive:
+        raise TopofinderError(f"{topo.expr} is not vertex-transitive: one receiver's BFB "
+                              f"plan does not give the others'")
+    slots, caps = in_slots(topo.n, topo.link_matrix)
+    k = slots.shape[1]
+    if k > MAX_SUBSET_BITS:
+        raise TopofinderError(f"{topo.expr}: the BFB generator handles up to "
+                              f"{MAX_SUBSET_BITS} distinct in-neighbours per node, not {k}")
+    r = int(receiver)
+    dist = _distances_to_nodes(topo, np.concatenate([[r], slots[r]]), slots)
+    steps = int(dist[0].max())
+    masks = _masks(dist[:1], dist[None, 1:])
+    counts = _mask_counts(masks, dist[:1], steps, k)
+    num, den = _hall_loads(counts, caps[r:r + 1], k)
+    q, p, pid, stretches = _flow_plan(counts, caps[r:r + 1], _step_max(num, den), k, None)
+    cols = _sends_block(0, 1, dist[:1], masks, slots[r:r + 1], pid, stretches, q, p, k, steps)
+    cols[5] = np.full_like(cols[5], r)
+    return p, _columns([cols])
+
+
+def _flow_plan(counts, caps, step_load, k, shard_chunks):
+    """(q, P, pid, stretches): the step loads' denominators q_t, the chunks per shard P
+    (lcm q_t, or ``shard_chunks``), and the integral max-flow over the distinct per-(u, t)
+    problems (t, shard counts per eligibility mask, slot capacities) laid out as stretches
+    for :func:`_sends_block`."""
     q = np.array([u.denominator for u in step_load], np.int64)
     a = np.array([u.numerator for u in step_load], np.int64)
-    exact_p = lcm(*q.tolist())
-    p = exact_p if shard_chunks is None else int(shard_chunks)
-
-    # distinct per-(u, t) problems: (t, shard counts per eligibility mask, slot capacities)
+    p = lcm(*q.tolist()) if shard_chunks is None else int(shard_chunks)
     pid, uniq_t, uniq_counts, uniq_caps = _distinct_problems(counts, caps)
     gp, gm, fcum = _solve_flows(uniq_t, uniq_counts, uniq_caps, k, a, q)
     g, sj = np.nonzero(np.diff(fcum, axis=1) > 0)           # nonzero stretches, sorted
-    stretches = ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
+    return q, p, pid, ((gp[g] << k) + gm[g], sj, fcum[g, sj], fcum[g, sj + 1])
 
-    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
-             for lo, hi in _blocks(n, n * 8)]
+
+def _columns(parts) -> np.ndarray:
+    """The (S, 6) send table of blocks of send columns, in block order."""
     sends = np.empty((sum(c[0].size for c in parts), 6), np.int64, order="F")
     for col in range(6):
         np.concatenate([c[col] for c in parts], out=sends[:, col])
-    return StepSchedule(topo, p, sends, method="bfb")
+    return sends
 
 
 def _blocks(n: int, cells_per_row: int):
