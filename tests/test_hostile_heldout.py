@@ -212,3 +212,12 @@ def test_export_pick_refuses_a_device(capsys):
     """export /dev/zero --pick 0 read until memory ran out."""
     assert "not a regular file" in _one_line_exit_2(["export", "/dev/zero", "--pick", "0"],
                                                     capsys)
+
+
+def test_an_unreadable_loky_core_count_is_one_line(monkeypatch):
+    """LOKY_MAX_CPU_COUNT=abc was a ValueError traceback from inside joblib's pool."""
+    from topofinder.compute.parallel import run_parallel
+    from topofinder.errors import TopofinderError
+    monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "abc")
+    with pytest.raises(TopofinderError, match="LOKY_MAX_CPU_COUNT"):
+        run_parallel(abs, [-1, -2, -3], jobs=2)

@@ -77,6 +77,18 @@ def _ticking(bar, stop: threading.Event) -> None:
         bar.refresh()
 
 
+def _check_loky_environment() -> None:
+    """loky reads LOKY_MAX_CPU_COUNT with int() inside the pool (a ValueError traceback);
+    refuse a value it cannot read, in one line, before starting workers."""
+    value = os.environ.get("LOKY_MAX_CPU_COUNT")
+    if value is not None and _BACKEND["name"] == "loky":
+        try:
+            int(value)
+        except ValueError:
+            raise TopofinderError(f"LOKY_MAX_CPU_COUNT={ascii(value)[:40]} is not a whole "
+                                  f"number of cores; unset it or pass --jobs 1") from None
+
+
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working",
                  on_result: Callable | None = None) -> list:
@@ -113,6 +125,7 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out.append(fn(*a))
                 tick(i, out[-1])
             return out
+        _check_loky_environment()
         extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
                  if _BACKEND["name"] == "loky" else {})
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs, **extra):
