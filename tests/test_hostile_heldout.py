@@ -221,3 +221,25 @@ def test_an_unreadable_loky_core_count_is_one_line(monkeypatch):
     monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "abc")
     with pytest.raises(TopofinderError, match="LOKY_MAX_CPU_COUNT"):
         run_parallel(abs, [-1, -2, -3], jobs=2)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and links")
+def test_cache_entries_that_are_links_or_fifos_are_recomputed(tmp_path, monkeypatch, capsys):
+    """Every entry of a warm cache replaced by a link to /dev/zero and one by a FIFO: the
+    next search read /dev/zero until the kernel killed it (or waited on the FIFO for ever);
+    now each is ignored with a note and the result is the same."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(tmp_path / "cache"))
+    argv = ["search", "--n", "8", "--d", "2", "--jobs", "1", "--no-baselines", "--json"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    entries = sorted((tmp_path / "cache").rglob("*.json"))
+    assert entries
+    for path in entries:
+        path.unlink()
+        path.symlink_to("/dev/zero")
+    entries[0].unlink()
+    os.mkfifo(entries[0])
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == first and "ignoring cache entry" in err and "Traceback" not in err
