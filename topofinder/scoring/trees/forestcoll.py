@@ -370,8 +370,8 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     range is below 1/X² (X = max C); then U* is the largest breakpoint j/C(e) ≤ the feasible
     end (distinct breakpoints differ by ≥ 1/X², and feasibility only changes at them)."""
     if not isinstance(k, int) or not 1 <= k <= MAX_TREES_PER_ROOT:
-        raise TopofinderError(f"fixed-k needs an integer number of trees per root in "
-                              f"1..{MAX_TREES_PER_ROOT}, got {k!r}")
+        raise TopofinderError(f"fixed-k needs a positive integer number of trees per root "
+                              f"in 1..{MAX_TREES_PER_ROOT}, got {k!r}")
     links = _links(topo)
     src, dst, cap = links.tail, links.head, links.cap
     n, nc = topo.n, topo.num_compute
