@@ -12,6 +12,7 @@ import pytest
 
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
+from topofinder.compute.parallel import begin
 from topofinder.export.plot import plot_frontier
 from topofinder.families.shifted_ring_dbt import binary_tree_parents, double_tree_parents, ring_shifts
 from topofinder.families.build import parse
@@ -19,7 +20,7 @@ from topofinder.finder.baseline_scores import baseline_specs, closest_torus, sco
 from topofinder.model.schedule import validate
 from topofinder.scoring.alltoall.concurrent_flow import alltoall_summary
 from topofinder.scoring.allgather.ring_and_two_tree import (
-    double_tree_cut_bound, ring_allgather, two_tree_allgather,
+    double_tree_cut_bound, ring_allgather, tree_distances, two_tree_allgather,
 )
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import load_moe, unoverlapped_allreduce
@@ -250,10 +251,33 @@ def test_baselines_repeat_from_the_cache_without_a_worker_pool(tmp_path, monkeyp
 
     def no_pool(fn, items, **kwargs):
         assert not items, "a warm search scored a baseline again"
-        return []
+        return begin(fn, items, **kwargs)
 
-    monkeypatch.setattr("topofinder.workload.baseline_speedups.run_parallel", no_pool)
+    monkeypatch.setattr("topofinder.workload.baseline_speedups.begin", no_pool)
     told.clear()
     again = search(16, 4, Workload(), jobs=2, baselines=True,
                    baseline_progress=lambda done, count, exprs: told.append((done, count)))
     assert told == [] and again.baselines == first.baselines
+
+
+def test_tree_distances_equal_breadth_first_search():
+    """tree_distances (preorder rows) against scipy's all-sources BFS on both DBT trees for
+    m = 2..40 and 1024, and on random trees with a random root."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    def bfs(parent):
+        m = parent.size
+        child = np.flatnonzero(parent >= 0)
+        a = sp.coo_matrix((np.ones(child.size), (child, parent[child])), shape=(m, m))
+        return shortest_path(a.tocsr(), directed=False, unweighted=True).astype(np.int64)
+
+    rng = np.random.default_rng(1)
+    for m in [*range(2, 41), 1024]:
+        for parent in double_tree_parents(m):
+            assert np.array_equal(tree_distances(parent), bfs(parent)), m
+        perm = rng.permutation(m)
+        parent = np.full(m, -1)
+        for i in range(1, m):
+            parent[perm[i]] = perm[rng.integers(0, i)]
+        assert np.array_equal(tree_distances(parent), bfs(parent)), m

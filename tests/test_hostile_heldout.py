@@ -214,15 +214,6 @@ def test_export_pick_refuses_a_device(capsys):
                                                     capsys)
 
 
-def test_an_unreadable_loky_core_count_is_one_line(monkeypatch):
-    """LOKY_MAX_CPU_COUNT=abc was a ValueError traceback from inside joblib's pool."""
-    from topofinder.compute.parallel import run_parallel
-    from topofinder.errors import TopofinderError
-    monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "abc")
-    with pytest.raises(TopofinderError, match="LOKY_MAX_CPU_COUNT"):
-        run_parallel(abs, [-1, -2, -3], jobs=2)
-
-
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and links")
 def test_cache_entries_that_are_links_or_fifos_are_recomputed(tmp_path, monkeypatch, capsys):
     """Every entry of a warm cache replaced by a link to /dev/zero and one by a FIFO: the

@@ -397,6 +397,29 @@ def test_tree_collectives_as_xml_complete(coll, tmp_path):
     assert chunk_moves(doc["sends"]) == chunk_moves(steps.sends)
 
 
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("expr,coll", [
+    ("Pi(4,256)", "allgather"), ("Pi(4,256)", "reduce-scatter"), ("Pi(4,256)", "allreduce"),
+    pytest.param("L^2(C(16,{3,4}))", "allgather", marks=_SLOW),
+    pytest.param("L^2(C(16,{3,4}))", "reduce-scatter", marks=_SLOW),
+    pytest.param("L^2(C(16,{3,4}))", "allreduce", marks=[_SLOW, pytest.mark.xfail(
+        strict=True, raises=TopofinderError,
+        reason="refused by the lowering: rank 84 passes 3838 XML steps at step 21 of 28")])])
+def test_n256_tree_schedules_as_xml(expr, coll):
+    """ForestColl tree schedules (`--kind trees`) at N = 256 (issue 28): within
+    msccl-executor's default limits on every rank, complete at capacity 1 and 2 with the
+    exact result, and move exactly the chunks of the step rows ``trees_as_steps`` gives
+    (figures in results/msccl_xml_n256.md)."""
+    trees, xml = api.export_schedule_of(expr, "xml", None, collective=coll, kind="trees")
+    stats = check(xml, "msccl-executor", capacities=(1, 2))
+    assert stats["max_steps_per_tb"] <= 64 and stats["max_nodes_per_rank"] < 4096
+    steps = trees_as_steps(trees)
+    validate(steps)
+    assert chunk_moves(parse_msccl_xml(xml)["sends"]) == chunk_moves(steps.sends)
+
+
 @pytest.mark.parametrize("expr", ["L(K(3,3))", pytest.param("C(96,{1,2})",
                                                             marks=pytest.mark.slow)])
 def test_allreduce_slots_ride_on_the_gpus(expr):

@@ -187,3 +187,60 @@ def test_replay_of_wide_chunk_ranges_sorts_breakpoints(edit, message):
     edit(rows)
     with pytest.raises(ScheduleError, match=message):
         validate(refine(with_rows(ring4_allgather(), rows), 10 ** 6))
+
+
+def _random_sends(topo, steps: int, rows: int, p: int, rng) -> np.ndarray:
+    """Sends over random arcs of ``topo`` (not a collective: for counting only)."""
+    arc = rng.integers(0, topo.src.size, rows)
+    lo = rng.integers(0, p, rows)
+    hi = lo + 1 + rng.integers(0, p - lo)
+    return np.stack([rng.integers(1, steps + 1, rows), rng.integers(0, topo.n, rows), lo, hi,
+                     topo.src[arc], topo.dst[arc]], 1)
+
+
+def test_dense_link_tables_agree_with_the_sorted_links(monkeypatch):
+    """step_loads and link_capacity through the dense N×N link table equal those through the
+    sorted links (DENSE_LINK_NODES = 0) on multigraphs with capacities 1..3, and a send over
+    no arc is refused by both; the dense path is taken (its table is kept on the topology)."""
+    from topofinder.model import schedule as sched
+    from topofinder.model.topology import Topology
+
+    rng = np.random.default_rng(5)
+    for n in (5, 12, 40):
+        src = rng.integers(0, n, 6 * n)
+        dst = (src + 1 + rng.integers(0, n - 1, src.size)) % n
+        cap = rng.integers(1, 4, src.size)
+        sends = _random_sends(Topology(n, src, dst), 7, 50 * n, 6, rng)
+        u, w = rng.integers(0, n, 500), rng.integers(0, n, 500)
+        dense_topo = Topology(n, src, dst, capacity=cap)
+        dense = StepSchedule(dense_topo, 6, sends).step_loads
+        dense_cap = sched.link_capacity(dense_topo, u, w)
+        assert "_dense_links" in dense_topo.__dict__
+        with monkeypatch.context() as m:
+            m.setattr(sched, "DENSE_LINK_NODES", 0)
+            sorted_topo = Topology(n, src, dst, capacity=cap)
+            assert StepSchedule(sorted_topo, 6, sends).step_loads == dense
+            assert np.array_equal(sched.link_capacity(sorted_topo, u, w), dense_cap)
+            assert "_dense_links" not in sorted_topo.__dict__
+        missing = np.flatnonzero(dense_cap == 0)
+        if missing.size:
+            bad = sends.copy()
+            bad[0, 4], bad[0, 5] = u[missing[0]], w[missing[0]]
+            with pytest.raises(ScheduleError, match="missing arc"):
+                StepSchedule(Topology(n, src, dst, capacity=cap), 6, bad).step_loads
+
+
+@pytest.mark.parametrize("scratch", [True, False])
+def test_first_repeat_by_scratch_or_sort(scratch):
+    """The first position of the smallest repeated value, the same by the scratch array and by
+    np.unique, checked against a direct count."""
+    from topofinder.model.schedule import _first_repeat
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        src = rng.integers(0, 30, rng.integers(1, 25))
+        counts = np.bincount(src)
+        repeated = np.flatnonzero(counts > 1)
+        want = None if repeated.size == 0 else int(np.argmax(src == repeated[0]))
+        last = np.empty(30, np.int32) if scratch else None
+        assert _first_repeat(src, last) == want

@@ -1,12 +1,18 @@
 """Sweep tables price the allreduce that is exported (issue 27): best.csv's allreduce time of
 every row equals the time of the replayed exported allreduce schedule (reduce-scatter as
-exported — BFB on G^T when G is not reverse-symmetric — plus allgather), at ≥ 50 sizes N."""
+exported — BFB on G^T when G is not reverse-symmetric — plus allgather), at ≥ 50 sizes N: in a
+fresh sweep and in the committed results/paper/best.csv."""
 
 import csv
 from fractions import Fraction
+from pathlib import Path
+
+import pytest
 
 import topofinder as tf
 from topofinder.batch import sweep
+from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder.verify import allgather_schedule, allreduce_price, reduce_scatter_of
 from topofinder.model.schedule import validate
 from topofinder.workload.cost import Workload
 
@@ -34,3 +40,55 @@ def test_best_csv_prices_the_replayed_exported_allreduce(tmp_path, monkeypatch):
                                                       Fraction(r["allreduce_tau_exact"]))
         not_twice += exported.tau != 2 * tf.schedule(r["expr"]).tau
     assert not_twice                  # rows where pricing as twice the allgather was wrong
+
+
+#: The committed paper 001 App. A.3 sweep (`topofinder sweep search/paper.toml`).
+PAPER_BEST = Path(__file__).resolve().parents[1] / "results" / "paper" / "best.csv"
+
+
+def _paper_sample(rows: list[dict], n_max: int = 300) -> list[dict]:
+    """Rows of best.csv at 60 sizes N ≤ ``n_max``, one degree each: the 40 smallest N whose
+    best point is not reverse-symmetric (Aff, Pi: where pricing as twice the allgather was
+    wrong) and 20 more N spread over the rest at every degree in turn, both message sizes."""
+    cells = {}                                            # N -> d
+    for r in sorted(rows, key=lambda r: (int(r["N"]), int(r["d"]))):
+        if int(r["N"]) <= n_max and r["expr"].startswith(("Aff", "Pi")) and len(cells) < 40:
+            cells.setdefault(int(r["N"]), r["d"])
+    rest = sorted({int(r["N"]) for r in rows if int(r["N"]) <= n_max} - set(cells))
+    for i, n in enumerate(rest[::len(rest) // 20][:20]):       # every degree in turn
+        degrees = sorted({r["d"] for r in rows if int(r["N"]) == n}, key=int)
+        cells[n] = degrees[i % len(degrees)]
+    return [r for r in rows if cells.get(int(r["N"])) == r["d"]]
+
+
+def test_committed_paper_best_csv_prices_the_replayed_exported_allreduce():
+    rows = _paper_sample(list(csv.DictReader(open(PAPER_BEST))))
+    assert len({r["N"] for r in rows}) >= 60
+    exported = {}
+    for expr in {r["expr"] for r in rows}:
+        exported[expr] = tf.schedule(expr, collective="allreduce")
+        validate(exported[expr])                         # replayed: it computes the allreduce
+    for r in rows:
+        seconds = Workload.from_strings(size=r["size"]).collective_time(
+            exported[r["expr"]].num_steps, float(exported[r["expr"]].tau))
+        assert float(r["allreduce_time_s"]) == pytest.approx(seconds, rel=1e-12), r
+        assert (exported[r["expr"]].num_steps, exported[r["expr"]].tau) == (
+            int(r["allreduce_T_L"]), Fraction(r["allreduce_tau_exact"])), r
+    assert any(s.tau != 2 * tf.schedule(e).tau for e, s in exported.items())
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 8])
+def test_allreduce_price_without_building_equals_the_built_schedules(k):
+    """`allreduce_price` prices exact predictions from the theorems and one BFB score, without
+    building the allgather; it equals the (T_L, τ) of the exported schedules built in full."""
+    seen = set()
+    for n in (16, 27, 32, 36, 48, 64, 81, 100, 125, 128, 192, 256, 290):
+        if n <= k:
+            continue
+        for c in predicted_frontier(n, k, False, jobs=1, use_cache=False):
+            allgather = allgather_schedule(c.recipe)
+            rs = reduce_scatter_of(allgather)
+            built = (allgather.num_steps + rs.num_steps, allgather.tau + rs.tau)
+            assert allreduce_price(c) == built, c.expr
+            seen.add(c.recipe.op)
+    assert seen >= ({"base", "line", "product", "degree"} if k == 4 else {"base", "line"})

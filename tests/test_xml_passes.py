@@ -1,20 +1,31 @@
 """The MSCCL lowering's passes one by one (export/schedule_xml.py): layout, threadblock
 placement, the step's messages in layout order, consolidation into instructions, staging."""
 
+import dataclasses
+import random
+import re
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import pytest
 
+from topofinder.errors import TopofinderError
+from topofinder.export.msccl_check import RUNTIMES
 from topofinder.export.schedule_xml import (
     _consolidate_sends,
     _layout,
     _Lowering,
     _lower,
+    _Prog,
     _reduce_bound,
     _runs,
     _stage_pack,
     _step_messages,
+    allreduce_phases,
+    check_fits,
     place_threadblocks,
     shard_slots,
+    to_msccl_xml,
 )
 from topofinder.families import uni_ring
 from topofinder.finder.recipe import from_expression
@@ -91,8 +102,8 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
 
 def test_runs_merge_contiguous_places_up_to_the_count_limit():
     items = [(("o", 0),), (("o", 1),), (("o", 2),), (("s", 3),), (("o", 4),), (("o", 5),)]
-    assert [len(r) for r in _runs(items, 71, key=lambda x: x)] == [3, 1, 2]
-    assert [len(r) for r in _runs(items, 2, key=lambda x: x)] == [2, 1, 1, 2]
+    assert [len(r) for r in _runs(items, 71, (0,))] == [3, 1, 2]
+    assert [len(r) for r in _runs(items, 2, (0,))] == [2, 1, 1, 2]
 
 
 def test_step_messages_are_in_buffer_order_and_reduce_senders_give_up_partials():
@@ -115,8 +126,8 @@ def test_consolidation_sends_one_instruction_per_contiguous_run():
     st = _Lowering(sched, 1, False, 71, False)
     srcs = [("o", 0), ("o", 1), ("o", 5)]
     recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
-    runs = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
-    assert [len(r) for r in runs] == [2, 1]
+    runs, cut = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
+    assert [len(r) for r in runs] == [2, 1] and not cut
     sends = st.progs[0].instrs[st.progs[0].send_tb[(1, 0)]]
     assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
                                                                        ("s", ("o", 5), 1)]
@@ -137,3 +148,110 @@ def test_staging_packs_several_ranges_into_one_scratch_range():
     assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
                                                           ("cpy", ("o", 7), ("s", 2), 1)]
     assert _stage_pack(prog, 4, run[:2], 71) == ("o", 0)
+
+
+def _greedy_runs(items, max_cnt, fields):
+    """The run split spelled out one item at a time (the vectorised _runs' second method)."""
+    def follows(a, b):
+        for f in fields:
+            x, y = a[f], b[f]
+            if isinstance(x, tuple) and isinstance(y, tuple):
+                if (x[0], x[1] + 1) != y:
+                    return False
+            elif x != y:
+                return False
+        return True
+    out = []
+    for it in items:
+        if out and len(out[-1]) < max_cnt and follows(out[-1][-1], it):
+            out[-1].append(it)
+        else:
+            out.append([it])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_equal_the_item_by_item_greedy_split(seed):
+    """Random messages (places that mostly advance, kinds, partials or none): the vectorised
+    run split equals the greedy scan for every field set and count limit."""
+    rng = random.Random(seed)
+    items, at = [], {f: ("o", 0) for f in (0, 2, 3)}
+    for _ in range(rng.randrange(1, 120)):
+        it = []
+        for f in range(4):
+            if f == 1:
+                it.append(rng.choice(["r", "r", "rrc"]))
+                continue
+            buf, off = at[f]
+            at[f] = (rng.choice("ios"), rng.randrange(50)) if rng.random() < 0.15 \
+                else (buf, off + 1)
+            it.append(None if f == 2 and rng.random() < 0.2 else at[f])
+        items.append(tuple(it))
+    for fields in [(0,), (3,), (0, 2), (0, 1, 2, 3)]:
+        for max_cnt in (1, 2, 5, 71):
+            assert _runs(items, max_cnt, fields) == _greedy_runs(items, max_cnt, fields)
+
+
+@pytest.mark.parametrize("expr, coll, opts", [
+    ("L(K(4,4))", "allreduce", {"channels": 2}), ("Torus(4,4)", "reduce-scatter", {}),
+    ("Hypercube(3)", "allgather", {"inplace": True, "stage": True})])
+def test_streamed_xml_is_what_elementtree_writes(expr, coll, opts):
+    """The writer emits lines without an element tree; ElementTree reading the text and
+    writing it back (indented by one space) gives the same text, labels escaped alike."""
+    s = collective_schedule(from_expression(expr), coll)
+    names = tuple(f'h"{i}&<x>' for i in range(s.topology.n))
+    s = dataclasses.replace(s, topology=dataclasses.replace(s.topology, labels=names))
+    text = to_msccl_xml(s, **opts)
+    root = ET.fromstring(text)
+    assert [g.get("label") for g in root.iter("gpu")] == list(names)
+    ET.indent(root, space=" ")
+    assert ET.tostring(root, encoding="unicode") + "\n" == text
+
+
+def test_an_out_of_place_write_to_a_used_place_is_refused():
+    """Out of place the lowering tracks no readers because every write goes to a fresh
+    place; a write to a place already written, or to the input, is an internal error."""
+    prog = _Prog(0, [1], [1], False, "allgather", 1)
+    prog.add(prog.recv_tb[(1, 0)], "r", ("o", 3), ("o", 3), 2, 1, [], [("o", 3)])
+    prog.add(prog.send_tb[(1, 0)], "s", ("o", 4), ("o", 4), 1, 2, [("o", 4)], [])
+    assert prog.instrs[prog.send_tb[(1, 0)]][0][5] == ((prog.recv_tb[(1, 0)], 0),)
+    for place in (("o", 4), ("i", 0)):
+        with pytest.raises(TopofinderError, match="internal error"):
+            prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
+
+
+def _elements_figure(sched, monkeypatch, max_nodes, **kw):
+    """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when
+    it passes) and the refusal text."""
+    rt = RUNTIMES["msccl-executor"]
+    monkeypatch.setitem(RUNTIMES, "msccl-executor", dataclasses.replace(rt, max_nodes=max_nodes))
+    try:
+        check_fits(sched, **kw)
+    except TopofinderError as exc:
+        return int(re.search(r"load at least (\d+) XML", str(exc)).group(1)), str(exc)
+    finally:
+        monkeypatch.setitem(RUNTIMES, "msccl-executor", rt)
+    return None, ""
+
+
+@pytest.mark.parametrize("expr", ["L(K(4,4))", "Torus(4,4)"])
+def test_allreduce_refusal_names_its_two_phases_when_each_fits(expr, monkeypatch):
+    """The allreduce is the reduce-scatter then the allgather (collective_schedule builds it
+    so): its phases split back are those schedules. Under a parser holding fewer elements
+    than the allreduce needs but more than each phase needs, the refusal offers the two
+    programs back to back; when a phase does not fit either, it does not."""
+    recipe = from_expression(expr)
+    ar = collective_schedule(recipe, "allreduce")
+    rs, ag = allreduce_phases(ar)
+    for got, coll in ((rs, "reduce-scatter"), (ag, "allgather")):
+        want = collective_schedule(recipe, coll)
+        assert got.collective == coll and got.num_steps == want.num_steps
+        assert sorted(map(tuple, got.sends.tolist())) == sorted(map(tuple, want.sends.tolist()))
+    tight = ar.topology.n + 2
+    need_ar, _ = _elements_figure(ar, monkeypatch, tight)
+    need = [_elements_figure(x, monkeypatch, tight)[0] for x in (rs, ag)]
+    assert need_ar > max(need)
+    between, text = _elements_figure(ar, monkeypatch, max(need) + 1)
+    assert between == need_ar and "back to back" in text
+    _, text = _elements_figure(ar, monkeypatch, min(need))
+    assert "back to back" not in text

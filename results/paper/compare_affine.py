@@ -2,7 +2,8 @@
 results/paper/best_before_affine.csv (the sweep committed before the catalog) against
 results/paper/best.csv (rerun with it).
 
-Run from the repository root after `topofinder sweep search/paper.toml --no-cache`:
+Run from the repository root after `topofinder sweep search/paper.toml --no-cache` (a sweep
+before issue 27, which priced the allreduce as twice the allgather as best_before_affine.csv does):
     python3 results/paper/compare_affine.py
 Writes results/paper/compare_d{2,4}.csv, .md and .png.
 """

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from topofinder.api.batch import (
     MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, check_output,
-    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank, note_input,
-    run_schedule, stop_workers, sweep, was_interrupted,
+    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank,
+    keep_freed_memory, note_input, run_schedule, stop_workers, sweep, was_interrupted,
 )
 from topofinder.api.cabling import (
     CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,
@@ -36,7 +36,8 @@ from topofinder.api.catalog import (
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
 from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
-    SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, relabel, schedule,
+    SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,
+    schedule,
 )
 from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from topofinder.batch import bench as _bench
 from topofinder.batch import sweep as _sweep
-from topofinder.compute import interrupt, output, parallel
+from topofinder.compute import interrupt, memory, output, parallel
 from topofinder.errors import TopofinderError
 from topofinder.execute import is_quiet_rank
 from topofinder.execute import mpi as _mpi
@@ -27,6 +27,9 @@ stop_workers = parallel.stop_workers
 #: Ctrl-C, SIGTERM and SIGHUP honoured within a second, even inside native solvers (a front
 #: end's main thread calls it once).
 install_interrupt_handlers = interrupt.install
+#: Have this process reuse the memory it frees instead of faulting in fresh pages for every
+#: large array (a front end's process, which it owns, calls it once; topofinder.compute.memory).
+keep_freed_memory = memory.keep_freed_memory
 #: Whether a signal has been honoured in this process (an error after it is its consequence).
 was_interrupted = interrupt.interrupted
 #: Context of one front-end command: its outputs may not replace its inputs or each other.
@@ -40,7 +43,8 @@ note_input = output.note_input
 
 __all__ = ["MAX_BENCH_REPEAT", "RUN_DESCRIPTION", "SweepResult", "add_run_arguments", "bench",
            "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
-           "is_quiet_rank", "note_input", "run_schedule", "stop_workers", "sweep", "was_interrupted"]
+           "is_quiet_rank", "keep_freed_memory", "note_input", "run_schedule", "stop_workers",
+           "sweep", "was_interrupted"]
 
 
 @dataclass(frozen=True)

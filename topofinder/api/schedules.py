@@ -14,6 +14,7 @@ from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import write_blocks
 from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
+from topofinder.export.msccl_check import shape as xml_shape
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_schedule,
                                         relabel_topology)
@@ -30,6 +31,7 @@ from topofinder.scoring.alltoall.step_schedule import alltoall_schedule
 from topofinder.scoring.allgather.bfb import bfb_schedule
 from topofinder.scoring.trees.tree_collectives import collective_trees
 from topofinder.model.collectives import Collective
+from topofinder.workload.cost import Workload, parse_time
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule | OrbitSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
@@ -173,7 +175,8 @@ def relabel(sched: Schedule, renaming: str | os.PathLike | Mapping) -> Schedule:
 
 
 def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike | None = None,
-                    *, physical=None, announce=None, **xml_options) -> str | None:
+                    *, physical=None, announce=None, priced=None,
+                    **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
     or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); returned
@@ -184,7 +187,9 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     ``physical``: the diff mapping φ the schedule was renamed with (:func:`relabel`),
     recorded so readers rebuild its topology (json, xml). ``announce``: called with one line
     stating the size (rows, bytes) before anything is written (the CLI prints it): for XML
-    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows."""
+    and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows. ``priced``
+    (XML): called with the step schedule and the XML text before it is written (the CLI
+    states :func:`msccl_price`)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -223,6 +228,8 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
     text = to_msccl_xml(steps, **xml_options)
     announce(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB")
+    if priced is not None:
+        priced(steps, text)
     if path is None:
         return text
     emit(text, path)
@@ -250,12 +257,13 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                        *, collective: str = Collective.ALLGATHER, kind: str = "steps",
                        low_trees: bool = False, trees_per_root: int | None = None,
                        steps: int | None = None, relabel: str | os.PathLike | Mapping | None = None,
-                       announce=None, **xml_options) -> tuple[Schedule, str | None]:
+                       announce=None, priced=None,
+                       **xml_options) -> tuple[Schedule, str | None]:
     """What `topofinder export SOURCE --what schedule` does: :func:`schedule`, renamed by a
     diff's mapping (``relabel``), written by :func:`export_schedule`. For XML of an
     expression the runtime's limits are checked first on the allgather (cheap, before the
     whole schedule is built); all-to-all schedules, tree schedules other than the allgather
-    and those routed through switches are json only. ``announce``: as for
+    and those routed through switches are json only. ``announce``, ``priced``: as for
     :func:`export_schedule`. Returns the schedule and the text (None for npz)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
@@ -280,6 +288,31 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                                   "json")
     text = export_schedule(built, fmt, path,
                            physical=None if renaming is None else renaming.physical,
-                           announce=announce,
+                           announce=announce, priced=priced,
                            **(xml_options if fmt == "xml" else {}))
     return built, text
+
+
+def msccl_price(sched: Schedule, text: str, workload: Workload | None = None, *,
+                step_overhead: str | float = 0.0, tb_overhead: str | float = 0.0) -> dict:
+    """An exported MSCCL XML's shape and price, the runtime's overhead stated apart:
+    ``time_s`` = T_L·α + τ·M/B of the step schedule the XML replays (paper 001 §3.2; the
+    workload's α, B and sizes, default 10us / 100Gbps / 1MB) and ``overhead_s`` =
+    step_overhead · (most steps in one threadblock: a threadblock runs its instructions in
+    sequence, threadblocks run side by side) + tb_overhead · (most threadblocks on one rank).
+    No per-instruction or per-threadblock figure of msccl-executor-nccl is published, so both
+    default to 0 (docs/formats.md names NCCL's own per-step latencies as a guide); give them
+    as seconds or strings ("2us")."""
+    steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+    workload = workload or Workload()
+    per_step, per_tb = (parse_time(x) if isinstance(x, str) else float(x)
+                        for x in (step_overhead, tb_overhead))
+    if min(per_step, per_tb) < 0:
+        raise TopofinderError("the runtime overheads must not be negative")
+    info = xml_shape(text)
+    overhead = per_step * info["max_steps_per_tb"] + per_tb * info["max_tbs_per_gpu"]
+    return {"max_steps_per_tb": info["max_steps_per_tb"],
+            "max_tbs_per_rank": info["max_tbs_per_gpu"], "threadblocks": info["threadblocks"],
+            "T_L": steps.num_steps, "tau": str(steps.tau),
+            "time_s": workload.collective_time(steps.num_steps, float(steps.tau)),
+            "step_overhead_s": per_step, "tb_overhead_s": per_tb, "overhead_s": overhead}

@@ -3,6 +3,7 @@ performance table in docs/performance.md)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
@@ -12,6 +13,8 @@ from topofinder.expansions.schedules import line_graph_schedule
 from topofinder.expansions.schedules import power_schedule
 from topofinder.scoring.allgather.bfb import product_schedule
 from topofinder.cabling.patch_panel import diff_plans, plan_patch_panel
+from topofinder.compute.output import write_text
+from topofinder.export.schedule_xml import to_msccl_xml
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring
@@ -22,6 +25,8 @@ from topofinder.families.distance_regular import (
 )
 from topofinder.families.distance_regular import gh_incidence
 from topofinder.finder.catalog_build import run
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import collective_schedule
 from topofinder.model.operations import line_graph
 from topofinder.model.symmetric import replay_by_symmetry
 from topofinder.model.topology import Topology
@@ -349,22 +354,50 @@ def _score_at_scale(expr: str, max_gb: float):
     return run
 
 
-def _export_xml_at_scale(expr: str, coll: str, max_gb: float):
+def _export_xml_at_scale(expr: str, coll: str, max_gb: float, written: bool = False):
     """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
-    process: written or refused (one-line TopofinderError), within ``max_gb`` GiB."""
+    process: written or refused (one-line TopofinderError; a failed case when ``written``),
+    within ``max_gb`` GiB."""
     code = ("bad = []\ntry:\n"
             f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r})\n"
             "except tf.TopofinderError:\n"
-            "    pass\n")
+            f"    bad = {['refused'] if written else []!r}\n")
 
     def run(_):
-        _in_fresh_process(code, f"export {expr} {coll} xml", max_gb)
+        if _in_fresh_process(code, f"export {expr} {coll} xml", max_gb):
+            raise AssertionError(f"export {expr} {coll} xml: refused")
     return run
 
 
+def _exported_xml(expr: str, coll: str):
+    """Setup: the MSCCL XML of ``expr``'s ``coll`` schedule, written to a temporary file."""
+    def setup():
+        path = os.path.join(_fresh_cache_dir(), "schedule.xml")
+        write_text(path, to_msccl_xml(collective_schedule(from_expression(expr), coll)))
+        return path
+    return setup
+
+
+def _check_xml_at_scale(max_gb: float):
+    """``msccl_check.check`` of the setup's XML file (limits on every rank, the execution
+    model at connection capacity 1 and 2) in a fresh process, within ``max_gb`` GiB."""
+    def run(path):
+        code = ("import pathlib\nfrom topofinder.export.msccl_check import check\n"
+                f"check(pathlib.Path({path!r}), capacities=(1, 2))\nbad = []\n")
+        _in_fresh_process(code, f"check {path}", max_gb)
+    return run
+
+
+case("check the N=1024 MSCCL XML of L^2(Aff(64,17,{7,21,29,31})) reduce-scatter (24 MB; "
+     "limits on every rank, execution at capacity 1 and 2; <= 2 GiB)", 60.0, group="scale",
+     repeat=1, setup=_exported_xml("L^2(Aff(64,17,{7,21,29,31}))",
+                                   Collective.REDUCE_SCATTER))(_check_xml_at_scale(2.0))
 case("export L^3(C(16,{1,6})) allreduce --format xml (N=1024: written or refused with the "
      "figure; <= 2 GiB)", 30.0, group="scale", repeat=1)(
     _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0))
+case("export L^3(C(16,{1,6})) allgather --format xml (N=1024: written within the default "
+     "limits; issue 28's goal 30 s, <= 2 GiB)", 30.0, group="scale", repeat=1)(
+    _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLGATHER, 2.0, written=True))
 case("score Pi(4,10000) (not vertex-transitive; <= 1 GiB)", 5.0, group="scale",
      repeat=3)(_score_at_scale("Pi(4,10000)", 1.0))
 case("score Torus(316,316) (N=99856; <= 2 GiB)", 10.0, group="scale",

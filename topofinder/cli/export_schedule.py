@@ -53,6 +53,19 @@ def add_options(p) -> None:
     p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
                    help="schedule xml: largest message size it may be picked for "
                         "(default unbounded)")
+    p.add_argument("--alpha", default="10us",
+                   help="schedule xml: per-step latency α of the stated price (default 10us)")
+    p.add_argument("--bandwidth", default="100Gbps",
+                   help="schedule xml: node bandwidth B of the stated price (default 100Gbps)")
+    p.add_argument("--size", default="1MB",
+                   help="schedule xml: message size M of the stated price (default 1MB)")
+    p.add_argument("--step-overhead", default="0s", metavar="TIME",
+                   help="schedule xml: the runtime's cost per instruction, stated apart from "
+                        "the α-β time as TIME × most steps in one threadblock (default 0s: "
+                        "msccl-executor-nccl publishes no figure; docs/formats.md)")
+    p.add_argument("--tb-overhead", default="0s", metavar="TIME",
+                   help="schedule xml: the runtime's cost per threadblock, stated as TIME × "
+                        "most threadblocks on one rank (default 0s)")
 
 
 def _announce(args):
@@ -65,6 +78,19 @@ def _announce(args):
     return lambda line: print(f"{line}, writing {args.output}", file=sys.stderr)
 
 
+def _state_price(price: dict) -> None:
+    """One stderr line: the XML's shape, its replayed α-β time and the runtime overhead
+    apart (:func:`topofinder.api.msccl_price`)."""
+    print(f"MSCCL XML: {price['max_steps_per_tb']} steps in the fullest threadblock, "
+          f"{price['max_tbs_per_rank']} threadblocks on the fullest rank "
+          f"({price['threadblocks']} in all); replayed α-β time T_L·α + τ·M/B = "
+          f"{price['time_s'] * 1e6:.6g} us (T_L = {price['T_L']}, τ = {price['tau']}) + "
+          f"runtime overhead {price['overhead_s'] * 1e6:.6g} us ("
+          f"{price['step_overhead_s'] * 1e6:g} us/step × {price['max_steps_per_tb']} + "
+          f"{price['tb_overhead_s'] * 1e6:g} us/threadblock × {price['max_tbs_per_rank']})",
+          file=sys.stderr)
+
+
 def run(args, renaming=None) -> int:
     """Build, rename and write the schedule; for all-to-all one stderr line compares its
     bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
@@ -72,10 +98,19 @@ def run(args, renaming=None) -> int:
     xml = dict(channels=args.channels, protocol=args.protocol, runtime=args.runtime,
                inplace=args.inplace, max_steps=args.max_steps, min_bytes=args.min_bytes,
                max_bytes=args.max_bytes)
+    priced = None
+    if args.format == "xml":                     # bad figures refused before the export
+        workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+        per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
+                            for x in (args.step_overhead, args.tb_overhead))
+
+        def priced(steps, text):
+            _state_price(api.msccl_price(steps, text, workload, step_overhead=per_step,
+                                         tb_overhead=per_tb))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
-        steps=args.steps, relabel=renaming, announce=_announce(args), **xml)
+        steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "

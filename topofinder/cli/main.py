@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")
     try:
         api.install_interrupt_handlers()
+        api.keep_freed_memory()
         if hasattr(sys.stdout, "reconfigure"):  # tables on an ASCII-only terminal: µ → \xb5
             sys.stdout.reconfigure(errors="backslashreplace")
         with api.command_scope():

@@ -1,1 +1,2 @@
-"""Compute back-ends: parallel map (joblib/loky or Dask) and the on-disk result cache."""
+"""Compute back-ends: parallel map (loky, or Dask through joblib), the allocator setting of
+the processes topofinder owns, and the on-disk result cache."""

@@ -1,6 +1,12 @@
-"""Independent work in parallel (docs/performance.md): joblib with loky on the local cores by
-default, or a Dask cluster when `use_dask(address)` was called. Progress goes to stderr from the
-start, its clock ticking every second, and counts items as they finish in any order.
+"""Independent work in parallel (docs/performance.md): loky worker processes on the local
+cores by default, or a Dask cluster (through joblib) when `use_dask(address)` was called.
+Progress goes to stderr from the start, its clock ticking every second, and counts items as
+they finish in any order.
+
+A fresh worker spends about a second importing the stack before its first item. For work of a
+few seconds (a cold `search --n 1024 --d 4`), ``run_parallel(..., share=True)`` has this
+process work through the items itself while the workers start, and hands items to a worker
+only once it is ready (``prestart`` starts them early, in the background).
 """
 
 from __future__ import annotations
@@ -10,13 +16,16 @@ import os
 import signal
 import sys
 import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Callable, Iterable
 
 import joblib
-from joblib.externals.loky import reusable_executor
+from joblib.externals.loky import ProcessPoolExecutor, reusable_executor
 from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
 
+from topofinder.compute.memory import keep_freed_memory, release_freed_memory
 from topofinder.errors import TopofinderError
 
 #: The backend in use; ``deaths``: its exceptions for a worker that died (a Dask task whose
@@ -51,6 +60,9 @@ def stop_workers() -> None:
     executor = reusable_executor._executor
     if executor is not None:
         executor.shutdown(wait=False, kill_workers=True)
+    helpers, _STATE["helpers"] = _STATE["helpers"], None
+    if helpers is not None:
+        helpers.executor.shutdown(wait=False, kill_workers=True)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -67,8 +79,108 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+#: Idle loky workers exit after this many seconds (joblib's default).
+IDLE_WORKER_SECONDS = 300
+#: Workers run native code single-threaded: the cores are already one worker each.
+_WORKER_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                      "MKL_NUM_THREADS")}
+#: ``in_worker``: True in a worker (its own run_parallel calls run in-process). ``helpers``:
+#: the warmed-up workers shared batches hand items to (prestart).
+_STATE = {"in_worker": False, "helpers": None}
+
+
+def _start_worker(parent: int) -> None:
+    """Loky worker initialiser: mark the process a worker, reuse freed memory like the
+    command line (topofinder.compute.memory), and die with ``parent``."""
+    _STATE["in_worker"] = True
+    keep_freed_memory()
+    _die_with_parent(parent)
+
+
+def _executor():
+    """This process's loky executor: always one worker per core (each call asks the same, so
+    loky reuses it instead of restarting it); how many work at once is decided by what is
+    handed to them."""
+    return reusable_executor.get_reusable_executor(
+        max_workers=os.cpu_count() or 1, timeout=IDLE_WORKER_SECONDS,
+        initializer=_start_worker, initargs=(os.getpid(),), env=_WORKER_ENV)
+
+
+def _helper_executor(count: int):
+    """An executor of exactly ``count`` workers for shared batches (loky starts every worker
+    of an executor at once: a reusable one of a worker per core would import the stack in a
+    process that shared work never uses, on the core this process computes on)."""
+    return ProcessPoolExecutor(max_workers=count, timeout=IDLE_WORKER_SECONDS,
+                               initializer=_start_worker, initargs=(os.getpid(),),
+                               env=_WORKER_ENV)
+
+
+def _ready(fn: Callable) -> int:
+    """A worker's warm-up: unpickling ``fn`` has imported its modules."""
+    return os.getpid()
+
+
+class _Helpers:
+    """Workers started beside this process: one free slot per worker whose warm-up has ended,
+    taken while an item of a shared batch runs there, so an item never waits in the queue of
+    a worker that is still importing."""
+
+    def __init__(self, executor):
+        self.executor, self.warm, self.free = executor, [], 0
+        self.cond = threading.Condition()
+
+    def add(self, fn: Callable) -> None:
+        future = self.executor.submit(_ready, fn)
+        self.warm.append(future)
+        future.add_done_callback(self.give)
+
+    def give(self, _future=None) -> None:
+        with self.cond:
+            self.free += 1
+            self.cond.notify_all()
+
+    def take(self, timeout: float) -> bool:
+        with self.cond:
+            if not self.free:
+                self.cond.wait(timeout)
+            if not self.free:
+                return False
+            self.free -= 1
+            return True
+
+
+def _workers(jobs: int | None) -> int:
+    """Local worker processes for ``jobs`` (None: all cores), never more than the cores; 0
+    inside a worker or on the Dask backend."""
+    if _STATE["in_worker"] or _BACKEND["name"] != "loky":
+        return 0
+    cores = os.cpu_count() or 1
+    return min(jobs or cores, cores)
+
+
+def prestart(fn: Callable, jobs: int | None) -> None:
+    """Start, in the background, the workers a later shared batch (``begin``, or
+    ``run_parallel(fn, ..., jobs=jobs, share=True)``) can use — jobs − 1 beside this
+    process — and have each import ``fn``'s modules, so they are ready when the work is. A
+    no-op for one job, inside a worker and on the Dask backend."""
+    count = _workers(jobs) - 1
+    if count < 1:
+        return
+    helpers = _STATE["helpers"]
+    if helpers is None or helpers.executor._flags.broken or helpers.executor._flags.shutdown:
+        helpers = _STATE["helpers"] = _Helpers(_helper_executor(count))
+    while len(helpers.warm) < min(count, helpers.executor._max_workers):
+        helpers.add(fn)
+
+
 def _indexed(fn: Callable, i: int, *args):
-    return i, fn(*args)
+    """(i, fn(*args)); in a worker, the memory the item freed goes back to the system before
+    its next one (release_freed_memory: else loky would restart the worker)."""
+    try:
+        return i, fn(*args)
+    finally:
+        if _STATE["in_worker"]:
+            release_freed_memory()
 
 
 def _ticking(bar, stop: threading.Event) -> None:
@@ -77,58 +189,183 @@ def _ticking(bar, stop: threading.Event) -> None:
         bar.refresh()
 
 
-def _check_loky_environment() -> None:
-    """loky reads LOKY_MAX_CPU_COUNT with int() inside the pool (a ValueError traceback);
-    refuse a value it cannot read, in one line, before starting workers."""
-    value = os.environ.get("LOKY_MAX_CPU_COUNT")
-    if value is not None and _BACKEND["name"] == "loky":
+class Batch:
+    """Items of one parallel map on the local loky workers. Shared (``begin``): this process
+    takes items from the front when ``results`` is called, warmed-up workers take them from
+    the back from the start, each under a helper slot; else up to ``jobs`` workers take them
+    all. Results are stored as they arrive, in item order."""
+
+    def __init__(self, fn: Callable, args: list[tuple], jobs: int | None, shared: bool):
+        self.fn, self.args, self.shared = fn, args, shared
+        self.out: list = [None] * len(args)
+        self.pending = deque(range(len(args)))
+        self.lock = threading.Lock()
+        self.failure: list[BaseException] = []
+        self.stop = threading.Event()
+        self.done, self.tick = [], None          # indices finished, in order of arrival
+        workers = _workers(jobs)
+        self.limit = workers - 1 if shared else workers
+        self.helpers, self.thread = None, None
+        if self.limit >= 1 and args:
+            if shared:
+                prestart(fn, workers)
+                self.helpers = _STATE["helpers"]
+            self.executor = self.helpers.executor if shared else _executor()
+            self.thread = threading.Thread(target=self._feed, daemon=True)
+            self.thread.start()
+
+    def _finished(self, i: int, result) -> None:
+        with self.lock:
+            self.out[i] = result
+            self.done.append(i)
+            tick = self.tick
+        if tick is not None:
+            tick(i, result)
+
+    def _take(self, timeout: float) -> bool:
+        return self.helpers is None or self.helpers.take(timeout)
+
+    def _feed(self) -> None:
+        flying: set = set()
+        while not self.stop.is_set():
+            with self.lock:
+                if not self.pending and not flying:
+                    return
+                room = bool(self.pending) and len(flying) < self.limit
+            if room and self._take(0 if flying else 0.1):
+                with self.lock:
+                    i = self.pending.pop() if self.pending else None
+                if i is None:
+                    if self.helpers is not None:
+                        self.helpers.give()
+                    continue
+                try:
+                    future = self.executor.submit(_indexed, self.fn, i, *self.args[i])
+                except BaseException as exc:                # a broken executor
+                    self.failure.append(exc)
+                    return
+                if self.helpers is not None:
+                    future.add_done_callback(self.helpers.give)
+                flying.add(future)
+                continue
+            if flying:
+                done, _ = wait(flying, timeout=0.1, return_when=FIRST_COMPLETED)
+                for future in done:
+                    flying.discard(future)
+                    try:
+                        self._finished(*future.result())
+                    except BaseException as exc:            # re-raised by results()
+                        self.failure.append(exc)
+                        return
+
+    def results(self, tick: Callable | None = None) -> list:
+        """Wait for every item (taking untaken ones in this process when shared), telling
+        ``tick(i, result)`` once per item, the ones already done first."""
+        with self.lock:
+            self.tick, already = tick, list(self.done)
+        for i in already if tick else ():
+            tick(i, self.out[i])
         try:
-            int(value)
-        except ValueError:
-            raise TopofinderError(f"LOKY_MAX_CPU_COUNT={ascii(value)[:40]} is not a whole "
-                                  f"number of cores; unset it or pass --jobs 1") from None
+            while (self.shared or self.thread is None) and not self.failure:
+                with self.lock:
+                    if not self.pending:
+                        break
+                    i = self.pending.popleft()
+                self._finished(i, self.fn(*self.args[i]))
+            while self.thread is not None and self.thread.is_alive():
+                self.thread.join(0.2)            # short waits: signals are handled between
+        finally:
+            self.stop.set()
+        if self.failure:
+            raise self.failure[0]
+        return self.out
+
+
+def _as_args(items: Iterable) -> list[tuple]:
+    return [it if isinstance(it, tuple) else (it,) for it in items]
+
+
+def begin(fn: Callable, items: Iterable, jobs: int | None = None) -> Batch:
+    """Start a shared batch now (items on warmed-up workers in the background while this
+    process does other work); ``finish`` waits for it, taking in this process whatever no
+    worker has taken. In-process only for one job, inside a worker and on the Dask
+    backend."""
+    return Batch(fn, _as_args(items), jobs, shared=True)
+
+
+class _Progress:
+    """A stderr bar (``progress`` True) or a callable told (items done, items), ticking once
+    per finished item, and ``on_result(i, result)`` told each result; a worker that died
+    becomes one clear error."""
+
+    def __init__(self, total: int, progress, label: str, on_result: Callable | None = None):
+        self.total, self.label, self.count, self.on_result = total, label, 0, on_result
+        self.notify = progress if callable(progress) else None
+        # no tqdm object at all without a bar: even a disabled one creates tqdm's
+        # multiprocessing lock, which a worker killed at the end leaves to the resource
+        # tracker ("leaked semaphore objects" printed when every sweep ended)
+        self.bar = (tqdm(total=total, desc=label, file=sys.stderr, leave=False)
+                    if progress and self.notify is None else None)
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        if self.bar is not None:
+            threading.Thread(target=_ticking, args=(self.bar, self.stop), daemon=True).start()
+
+    def tick(self, i: int, result) -> None:
+        with self.lock:
+            if self.on_result is not None:
+                self.on_result(i, result)
+            if self.bar is not None:
+                self.bar.update()
+            self.count += 1
+            if self.notify is not None:
+                self.notify(self.count, self.total)
+
+    def __enter__(self):
+        return self.tick
+
+    def __exit__(self, kind, exc, tb):
+        self.stop.set()
+        if self.bar is not None:
+            self.bar.close()
+        if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError,
+                                                  *_BACKEND["deaths"])):
+            hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
+                    "processes per machine" if _BACKEND["name"] == "dask" else
+                    "run with fewer parallel jobs (--jobs 1) or on a larger machine")
+            raise TopofinderError(f"{self.label}: a worker ran out of memory or was killed; "
+                                  f"{hint}") from None
+        return False
+
+
+def finish(batch: Batch, progress: bool | Callable | None = None,
+           label: str = "working") -> list:
+    """The results of a batch from ``begin``, in item order (progress as run_parallel)."""
+    with _Progress(len(batch.args), progress, label) as tick:
+        return batch.results(tick)
 
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working",
-                 on_result: Callable | None = None) -> list:
+                 share: bool = False, on_result: Callable | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
+    ``share``: this process is one of the ``jobs`` and starts on the items at once, the
+    others join as their workers finish importing (short work: module docstring).
     ``progress``: True for a stderr bar, or a callable told (items done, items) as they end.
     ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
     worker may run on another machine: what must land on this one's disk is written here)."""
-    items = list(items)
-    args = [it if isinstance(it, tuple) else (it,) for it in items]
-    cores = os.cpu_count() or 1
-    jobs = min(jobs or cores, cores) if _BACKEND["name"] == "loky" else (jobs or cores)
-    notify = progress if callable(progress) else None
-    bar = tqdm(total=len(args), desc=label, file=sys.stderr, leave=False,
-               disable=not progress or notify is not None)
-    done = [0]
-
-    def tick(i: int, result) -> None:
-        if on_result is not None:
-            on_result(i, result)
-        bar.update()
-        done[0] += 1
-        if notify is not None:
-            notify(done[0], len(args))
-
-    stop = threading.Event()
-    if progress and notify is None:
-        threading.Thread(target=_ticking, args=(bar, stop), daemon=True).start()
-    try:
-        if jobs == 1 or len(args) <= 1:
+    args = _as_args(items)
+    with _Progress(len(args), progress, label, on_result) as tick:
+        if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and _workers(jobs) <= 1):
             out = []
             for i, a in enumerate(args):
                 out.append(fn(*a))
                 tick(i, out[-1])
             return out
-        _check_loky_environment()
-        extra = ({"initializer": _die_with_parent, "initargs": (os.getpid(),)}
-                 if _BACKEND["name"] == "loky" else {})
-        with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs, **extra):
+        if _BACKEND["name"] == "loky":
+            return Batch(fn, args, jobs, share).results(tick)
+        with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs or os.cpu_count()):
             gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
             out = [None] * len(args)
@@ -136,12 +373,3 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                 out[i] = result
                 tick(i, result)
             return out
-    except (MemoryError, TerminatedWorkerError, *_BACKEND["deaths"]):
-        hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
-                "processes per machine" if _BACKEND["name"] == "dask" else
-                "run with fewer parallel jobs (--jobs 1) or on a larger machine")
-        raise TopofinderError(f"{label}: a worker ran out of memory or was killed; {hint}") \
-            from None
-    finally:
-        stop.set()
-        bar.close()

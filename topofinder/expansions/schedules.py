@@ -17,7 +17,7 @@ import numpy as np
 
 from topofinder.model import operations
 from topofinder.errors import TopofinderError
-from topofinder.model.schedule import StepSchedule
+from topofinder.model.schedule import StepSchedule, send_rows
 from topofinder.model.topology import Topology
 from topofinder.model.collectives import Collective
 
@@ -104,12 +104,11 @@ def _line_graph_once(a: StepSchedule) -> StepSchedule:
     owner = owner[r2]
     keep = owner != receiver
     r, owner, receiver = r[keep], owner[keep], receiver[keep]
-    step = np.stack([base[r, 0] + 1, owner, lo[r], lo[r] + piece[r], sender[r], receiver], 1)
+    step = (base[r, 0] + 1, owner, lo[r], lo[r] + piece[r], sender[r], receiver)
     first = lg.src != lg.dst
     e, f = lg.src[first], lg.dst[first]
-    zeros = np.zeros(e.size, np.int64)
-    step1 = np.stack([zeros + 1, e, zeros, zeros + chunks, e, f], 1)
-    return _schedule(lg, chunks, [step1, step], "line-graph")
+    return StepSchedule(topology=lg, shard_chunks=int(chunks),
+                        sends=send_rows((1, e, 0, chunks, e, f), step), method="line-graph")
 
 
 # ---- degree expansion (Def 2, Thm 11) ----------------------------------------------------------

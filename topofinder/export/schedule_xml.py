@@ -45,8 +45,12 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   threadblock carries a dependency.
 - Dependencies: an instruction waits for the last instruction of another threadblock that
   wrote what it reads (or read/wrote what it writes), unless an earlier dependency already
-  implies it (vector clocks); MSCCL allows one dependency per instruction, so extra ones become
-  ``nop`` steps before it; ``hasdep`` marks depended-on instructions.
+  implies it (vector clocks, stored only where dependencies join them); MSCCL allows one
+  dependency per instruction, so extra ones become ``nop`` steps before it; ``hasdep`` marks
+  depended-on instructions. Out of place every write goes to a place nothing touched before,
+  so readers are tracked in place only (:meth:`_Prog.candidates`).
+- Cost: the lowering is per message and per instruction (runs are found with numpy), and the
+  XML is written as lines rank by rank, never as an element tree.
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
@@ -64,6 +68,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
@@ -89,6 +94,8 @@ from topofinder.model.collectives import Collective
 PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
+_BUF_CODE = {"i": 0, "o": 1, "s": 2}
+_LOW32 = (1 << 32) - 1
 
 
 class _Prog:
@@ -107,7 +114,9 @@ class _Prog:
         self.lanes = lanes or {}                    # link (u, w) → first steps of lanes 1, 2, …
         self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
         self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
-        self.clock = [[] for _ in range(ntb)]       # vector clock after each instruction
+        self.kpos = [[] for _ in range(ntb)]        # per tb: instructions with dependencies,
+        self.kval = [[] for _ in range(ntb)]        # the vector clock after each of them
+        self.ksum = [[] for _ in range(ntb)]        # and its sum without the tb's own entry
         self.hasdep = [set() for _ in range(ntb)]
         self.writer, self.readers = {}, {}
         self.scratch = 0
@@ -130,55 +139,98 @@ class _Prog:
         self.scratch += count
         return ("s", self.scratch - count)
 
+    def cells(self, buf: str, off: int, cnt: int) -> range:
+        """Integer keys of the ``cnt`` pieces from (buf, off), aliased as in memory."""
+        if self.inplace:
+            buf, off = self.phys(buf, off)      # a shift of off: ranges stay ranges
+        code = _BUF_CODE[buf]
+        return range(3 * off + code, 3 * (off + cnt) + code, 3)
+
     def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
-        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece."""
-        cand = {}
-        for buf, off in reads:
-            for k in range(cnt):
-                w = self.writer.get(self.phys(buf, off + k))
-                if w is not None and w[0] != tb:
-                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
-        for buf, off in writes:
-            for k in range(cnt):
-                cell = self.phys(buf, off + k)
-                w = self.writer.get(cell)
-                if w is not None and w[0] != tb:
-                    cand[w[0]] = max(cand.get(w[0], -1), w[1])
-                for r, i in self.readers.get(cell, {}).items():
-                    if r != tb:
-                        cand[r] = max(cand.get(r, -1), i)
-        ntb = len(self.tb_peer)
-        cur = list(self.clock[tb][-1]) if self.clock[tb] else []
-        cur += [0] * (ntb - len(cur))
-        chosen = []
-        for b, i in sorted(cand.items(), key=lambda x: -sum(self.clock[x[0]][x[1]])):
-            if cur[b] > i:
-                continue
-            chosen.append((b, i))
-            for q, y in enumerate(self.clock[b][i]):
-                cur[q] = max(cur[q], y)
-            self.hasdep[b].add(i)
+        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece. Its
+        dependencies: the last writer of what it reads, the last writer and readers of what
+        it writes, on other threadblocks, less those its vector clock already implies."""
+        rcells = [c for buf, off in reads for c in self.cells(buf, off, cnt)]
+        wcells = [c for buf, off in writes for c in self.cells(buf, off, cnt)]
+        cand = self.candidates(tb, rcells, wcells)
         idx = len(self.instrs[tb])
+        cur = self.clock(tb, idx - 1)
+        cur += [0] * (len(self.tb_peer) - len(cur))
+        chosen = []
+        if cand:
+            order = sorted(cand.items(), key=lambda x: -self.clock_sum(*x)) if len(cand) > 1 \
+                else cand.items()
+            for b, i in order:
+                if cur[b] > i:
+                    continue
+                chosen.append((b, i))
+                cb = self.clock(b, i)
+                cur[:len(cb)] = map(max, cur, cb)
+                self.hasdep[b].add(i)
         cur[tb] = idx + 1
         self.total += max(1, len(chosen))
-        self.clock[tb].append(cur)
-        self.instrs[tb].append((kind, src, dst, cnt, t, chosen))
+        if chosen:
+            self.kpos[tb].append(idx)
+            self.kval[tb].append(array("I", cur))
+            self.ksum[tb].append(sum(cur) - idx - 1)
+        self.instrs[tb].append((kind, src, dst, cnt, t, tuple(chosen)))
         self.slots[tb].append(slot or (t, 0))
-        for buf, off in reads:
-            for k in range(cnt):
-                self.readers.setdefault(self.phys(buf, off + k), {})[tb] = idx
-        for buf, off in writes:
-            for k in range(cnt):
-                cell = self.phys(buf, off + k)
-                self.writer[cell] = (tb, idx)
-                self.readers[cell] = {}
+        if self.inplace:
+            for cell in rcells:
+                self.readers.setdefault(cell, {})[tb] = idx
+        for cell in wcells:
+            self.writer[cell] = tb << 32 | idx
+            self.readers.pop(cell, None)
+
+    def candidates(self, tb: int, rcells: list, wcells: list) -> dict:
+        """{threadblock: its last instruction} this one must wait for: the last writer of
+        each piece read, and of each piece written the last writer and the readers since.
+        Out of place every write goes to a place nothing touched before (the input is never
+        written, scratch is fresh, an output place is written at its piece's first arrival),
+        so readers are tracked in place only, and a write elsewhere is checked fresh."""
+        writer, cand = self.writer, {}
+        for cell in rcells:
+            w = writer.get(cell)
+            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
+                cand[w >> 32] = w & _LOW32
+        if not self.inplace:
+            if any(cell in writer or cell % 3 == _BUF_CODE["i"] for cell in wcells):
+                raise TopofinderError("MSCCL lowering: internal error, an out-of-place write "
+                                      "hits a place in use")
+            return cand
+        for cell in wcells:
+            w = writer.get(cell)
+            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
+                cand[w >> 32] = w & _LOW32
+            for r, i in self.readers.get(cell, {}).items():
+                if r != tb and cand.get(r, -1) < i:
+                    cand[r] = i
+        return cand
+
+    def clock(self, b: int, i: int) -> list:
+        """The vector clock of threadblock b after its instruction i (per threadblock: how
+        many of its instructions are known done); stored only where dependencies joined it."""
+        j = bisect_right(self.kpos[b], i) - 1
+        if i < 0:
+            return []
+        c = list(self.kval[b][j]) if j >= 0 else []
+        c += [0] * (b + 1 - len(c))
+        c[b] = i + 1
+        return c
+
+    def clock_sum(self, b: int, i: int) -> int:
+        """The sum of :meth:`clock` (b, i) (the order dependencies are tried in)."""
+        j = bisect_right(self.kpos[b], i) - 1
+        return (self.ksum[b][j] if j >= 0 else 0) + i + 1
 
     def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
         self.tb_peer.append((kind, peer))
         self.lane.append(lane)
         self.instrs.append([])
         self.slots.append([])
-        self.clock.append([])
+        self.kpos.append([])
+        self.kval.append([])
+        self.ksum.append([])
         self.hasdep.append(set())
         return len(self.tb_peer) - 1
 
@@ -322,9 +374,37 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
     nodes = 1 + n + tbs + channels * int(per_rank.max())
     if nodes >= rt.max_nodes:
+        split = _split_advice(schedule, channels, runtime, max_steps, stage) \
+            if coll == Collective.ALLREDUCE and not collective else ""
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
-                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); export --format "
-                              "json or npz instead")
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {split}export "
+                              "--format json or npz instead")
+
+
+def allreduce_phases(schedule: StepSchedule) -> tuple[StepSchedule, StepSchedule]:
+    """An allreduce's reduce-scatter (steps 1..reduce_steps) and allgather (the rest, from
+    step 1) as schedules of their own: run back to back they move the same chunks at the same
+    steps, so (T_L, τ) add to the allreduce's (paper 001 §3)."""
+    r, rows = schedule.reduce_steps, schedule.sends
+    later = rows[rows[:, 0] > r].copy()
+    later[:, 0] -= r
+    return (StepSchedule(schedule.topology, schedule.shard_chunks, rows[rows[:, 0] <= r],
+                         collective=Collective.REDUCE_SCATTER),
+            StepSchedule(schedule.topology, schedule.shard_chunks, later,
+                         collective=Collective.ALLGATHER))
+
+
+def _split_advice(schedule: StepSchedule, channels: int, runtime: str, max_steps, stage) -> str:
+    """The nearest runnable form of an allreduce that does not fit one program, when its two
+    phases each pass :func:`check_fits`: as two programs, at the price of a second launch."""
+    try:
+        for phase in allreduce_phases(schedule):
+            check_fits(phase, channels, runtime, max_steps, stage=stage)
+    except TopofinderError:
+        return ""
+    return ("its reduce-scatter and allgather phases each pass this bound: export them with "
+            "--collective reduce-scatter and --collective allgather and run the two programs "
+            "back to back (the same (T_L, τ) plus one more kernel launch), or ")
 
 
 def _rank_bound(link: np.ndarray, n: int) -> np.ndarray:
@@ -471,10 +551,13 @@ class _Lowering:
                              Collective.ALLREDUCE: schedule.reduce_steps}[self.coll]
         self.loc = [{} for _ in range(self.n)]
         self.remaining = defaultdict(int)
+        # one shared object per piece and per input/output place (memory: N²·P entries)
+        self.piece = [(v, c) for v in range(self.n) for c in range(self.p)]
+        self.at = {buf: [(buf, x) for x in range(self.n * k * self.p)] for buf in "io"}
 
     def own_out(self, w: int, c: int):
         """Where rank w's own reduced chunk c ends: its output."""
-        return ("o", c) if self.coll == Collective.REDUCE_SCATTER else ("o", self.pos(w, c))
+        return self.at["o"][c if self.coll == Collective.REDUCE_SCATTER else self.pos(w, c)]
 
 
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
@@ -489,12 +572,12 @@ def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
                   k * schedule.shard_chunks, lanes) for u in range(schedule.topology.n)]
 
 
-def assign_lanes(progs: list, budget: int) -> dict | None:
+def assign_lanes(progs: list, budgets) -> list:
     """Placement in time: from programs lowered on one lane, cut each link's sequence of slots
     (step, run of the step's message) into consecutive groups whose instructions (nops
-    included) on the sending and on the receiving threadblock stay within ``budget``; group i
-    runs on channel lane i. Returns {link (u, w): [first slot of lane 1, of lane 2, …]} for
-    the links that need cuts, or None when one slot alone exceeds ``budget``."""
+    included) on the sending and on the receiving threadblock stay within a budget; group i
+    runs on channel lane i. Per budget in ``budgets``: {link (u, w): [first slot of lane 1,
+    of lane 2, …]} for the links that need cuts, or None when one slot alone exceeds it."""
     per_slot = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for prog in progs:
         for b, (kind, peer) in enumerate(prog.tb_peer):
@@ -503,11 +586,18 @@ def assign_lanes(progs: list, budget: int) -> dict | None:
             link, side = ((prog.u, peer), 0) if kind == "send" else ((peer, prog.u), 1)
             for ins, slot in zip(prog.instrs[b], prog.slots[b]):
                 per_slot[link][slot][side] += max(1, len(ins[5]))
+    per_link = {link: [(slot, slots[slot]) for slot in sorted(slots)]
+                for link, slots in per_slot.items()}
+    return [_cut_lanes(per_link, budget) for budget in budgets]
+
+
+def _cut_lanes(per_link: dict, budget: int) -> dict | None:
+    """:func:`assign_lanes` for one budget, from each link's (slot, [send, receive
+    instructions]) in slot order."""
     lanes = {}
-    for link, slots in per_slot.items():
+    for link, slots in per_link.items():
         used, cuts = [0, 0], []
-        for slot in sorted(slots):
-            need = slots[slot]
+        for slot, need in slots:
             if max(need) > budget:
                 return None
             if used[0] + need[0] > budget or used[1] + need[1] > budget:
@@ -549,10 +639,12 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
             started_ag = True
         msgs = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
         recvs = _receive_places(st, msgs, reducing)
-        runs = {}
+        runs, staged = {}, set()
         for u, w, pieces, srcs in msgs:
-            runs[(u, w)] = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
-        _emit_receives(st, t, runs, {(m[0], m[1]): m[2] for m in msgs})
+            runs[(u, w)], cut = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
+            if cut:
+                staged.add((u, w))
+        _emit_receives(st, t, runs, staged, {(m[0], m[1]): m[2] for m in msgs})
         if max_steps is not None:
             big = max(st.progs, key=lambda prog: prog.total)
             if big.total > max_steps:
@@ -560,6 +652,8 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
                               f"schedule step {t} of {schedule.num_steps}")
     if not started_ag:
         _finish_reduce(st)
+    for prog in st.progs:
+        prog.writer = prog.readers = prog.kpos = prog.kval = prog.ksum = None
     return st.progs
 
 
@@ -571,17 +665,16 @@ def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
         for u in range(n):
             if inplace:
                 for c in range(p):
-                    st.loc[u][(u, c)] = ("o", pos(u, c))
+                    st.loc[u][st.piece[u * p + c]] = st.at["o"][pos(u, c)]
             else:
                 for c in range(p):
-                    st.loc[u][(u, c)] = ("i", c)
+                    st.loc[u][st.piece[u * p + c]] = st.at["i"][c]
                 st.progs[u].add(st.progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
                                 [("i", 0)], [("o", pos(u, 0))])
         return
+    held = {st.piece[v * p + c]: st.at["i"][pos(v, c)] for v in range(n) for c in range(p)}
     for u in range(n):
-        for v in range(n):
-            for c in range(p):
-                st.loc[u][(v, c)] = ("i", pos(v, c))
+        st.loc[u] = dict(held)
     for t, v, lo, hi, u, w in s.tolist():
         if t <= st.reduce_until and v == w:
             for c in range(lo, hi):
@@ -600,7 +693,7 @@ def _finish_reduce(st: _Lowering) -> None:
                 raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
             if cur != want:
                 pend.append((cur, want))
-        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, key=lambda x: x):
+        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, (0, 2)):
             (src, _, dst), cnt = run[0], len(run)
             prog.add(prog.local, "cpy", src, dst, cnt, st.reduce_until, [src], [dst])
         st.loc[u] = {(u, c): st.own_out(u, c) for c in range(st.p)}
@@ -611,7 +704,7 @@ def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> l
     their places at u, in buffer order; a reduce-phase sender gives its partials up."""
     groups = {}
     for _, v, lo, hi, u, w in rows.tolist():
-        groups.setdefault((u, w), []).extend((v, c) for c in range(lo, hi))
+        groups.setdefault((u, w), []).extend(st.piece[v * st.p + lo:v * st.p + hi])
     msgs = []
     for (u, w) in sorted(groups):
         pieces = groups[(u, w)]
@@ -652,7 +745,7 @@ def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
                 if pc in st.loc[w]:
                     dst = st.progs[w].new_scratch()
                 else:
-                    dst = ("o", st.pos(v, c))
+                    dst = st.at["o"][st.pos(v, c)]
                     st.loc[w][pc] = dst
                 lst.append(("r", None, dst))
         recvs[(u, w)] = lst
@@ -663,23 +756,25 @@ def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs:
                        reducing: bool) -> list:
     """Consolidation pass for link u→w at step t: runs of pieces contiguous on both ends
     become one send instruction each; staged, the message goes in blocks of ``max_cnt``
-    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)."""
+    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)
+    and whether they were cut in blocks (else each is contiguous on both ends)."""
     items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
-    runs = _runs(items, st.max_cnt, key=lambda x: x)
-    if st.stage and not reducing and len(runs) > 1:
+    runs = _runs(items, st.max_cnt, (0, 1, 2, 3))
+    staged = st.stage and not reducing and len(runs) > 1
+    if staged:
         runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
     prog = st.progs[u]
     for r, run in enumerate(runs):
-        src = _stage_pack(prog, t, run, st.max_cnt)
+        src = _stage_pack(prog, t, run, st.max_cnt) if staged else run[0][0]
         prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
                  slot=(t, r))
-    return runs
+    return runs, staged
 
 
 def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
     """Staging pass, sender side: a run whose sources are several ranges is copied into one
     fresh scratch range by step t's local threadblock; returns where the send reads."""
-    parts = _runs(run, max_cnt, key=lambda it: (it[0],))
+    parts = _runs(run, max_cnt, (0,))
     if len(parts) == 1:
         return run[0][0]
     blk = prog.new_scratch(len(run))
@@ -691,15 +786,16 @@ def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
     return blk
 
 
-def _emit_receives(st: _Lowering, t: int, runs: dict, msg_pieces: dict) -> None:
+def _emit_receives(st: _Lowering, t: int, runs: dict, staged: set, msg_pieces: dict) -> None:
     """The receive instructions of step t, receiver by receiver: each message lands in its
     places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
-    ranges, in scratch and is unpacked by :func:`_stage_unpack`."""
+    ranges (only in a link of ``staged``, cut in blocks), in scratch and is unpacked by
+    :func:`_stage_unpack`."""
     for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
         prog, where = st.progs[w], None
         for r, run in enumerate(runs[(u, w)]):
             _, kind, cur, dst = run[0]
-            parts = _runs(run, st.max_cnt, key=lambda it: (it[3],))
+            parts = _runs(run, st.max_cnt, (3,)) if (u, w) in staged else (run,)
             if kind == "r" and len(parts) > 1:
                 where = where or {id(it): pc for it, pc in zip(
                     (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
@@ -729,26 +825,26 @@ def _stage_unpack(st: _Lowering, prog: _Prog, slot: tuple, u: int, w: int, run, 
         at += len(part)
 
 
-def _runs(items, max_cnt, key):
-    """Split ``items`` into maximal runs of at most ``max_cnt`` in which the (buf, off)
-    members of ``key(item)`` all advance by one and its other members agree."""
-    out = []
-    for it in items:
-        if out and len(out[-1]) < max_cnt and _follows(key(out[-1][-1]), key(it)):
-            out[-1].append(it)
-        else:
-            out.append([it])
-    return out
+_OTHER_CODE = {None: -1, "r": -2, "rrc": -3}
 
 
-def _follows(a, b) -> bool:
-    for x, y in zip(a, b):
-        if type(x) is tuple and type(y) is tuple:
-            if x[1] + 1 != y[1] or x[0] != y[0]:
-                return False
-        elif x != y:
-            return False
-    return True
+def _runs(items, max_cnt, fields):
+    """Split ``items`` into maximal runs of at most ``max_cnt`` in which, for each index in
+    ``fields``, the item members that are places (buf, off) all advance by one and the other
+    members agree (vectorised over the items)."""
+    m = len(items)
+    if m < 2:
+        return [list(items)] if m else []
+    ok = np.ones(m - 1, bool)
+    for f in fields:
+        code = np.array([(_BUF_CODE[x[0]], x[1]) if type(x) is tuple else (_OTHER_CODE[x], 0)
+                         for x in (it[f] for it in items)], np.int64)
+        a, b = code[:, 0], code[:, 1]
+        ok &= (a[1:] == a[:-1]) & (b[1:] - b[:-1] == (a[1:] >= 0))
+    start = np.flatnonzero(np.r_[True, ~ok])
+    seg = np.cumsum(np.r_[True, ~ok]) - 1
+    cut = np.flatnonzero((np.arange(m) - start[seg]) % max_cnt == 0).tolist() + [m]
+    return [items[cut[i]:cut[i + 1]] for i in range(len(cut) - 1)]
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
@@ -777,10 +873,9 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    progs = _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what)
-    text = _emit(schedule, progs, channels, protocol, name, rt, inplace, min_bytes, max_bytes,
-                 extra)
-    try:
+    text = _emit(schedule, _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what),
+                 channels, protocol, name, rt, inplace, min_bytes, max_bytes, extra)
+    try:                                 # (the programs are freed before the text is parsed)
         check_limits(text, runtime, limit)
     except MscclCheckError as exc:       # a writer bug, never the user's input
         raise TopofinderError(f"{what}: internal error, the XML fails the limits check: "
@@ -811,14 +906,15 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
         if problem is None:
             return progs
         first = first or problem
-        for budget in (limit * 7 // 8, limit * 3 // 4):
-            lanes = assign_lanes(progs, budget)
+        cuts = assign_lanes(progs, (limit * 7 // 8, limit * 3 // 4))
+        progs = None                                # freed before the next lowering
+        for lanes in cuts:
             if lanes is None:
                 break
             laned = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt, lanes=lanes)
-            problem = _fit_problem(laned, n, k, rt, limit)
-            if problem is None:
+            if _fit_problem(laned, n, k, rt, limit) is None:
                 return laned
+            laned = None
     raise TopofinderError(f"{what}: {first}")
 
 
@@ -857,76 +953,94 @@ def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     return None
 
 
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
+                          "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"})
+
+
+def _open_tag(tag: str, attrs: dict, indent: int, empty: bool = False) -> str:
+    """One element's start tag on its own indented line (escaped as ElementTree does)."""
+    body = " ".join(f'{k}="{str(v).translate(_ESCAPES)}"' for k, v in attrs.items())
+    return f"{' ' * indent}<{tag} {body}{' /' if empty else ''}>\n"
+
+
 def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
           extra=None) -> str:
+    """The XML text, written rank by rank as lines (no element tree is held: memory is one
+    rank's lines plus the text)."""
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
     kp, lanes = k * p, _lane_count(progs)
-    _, shift = _layout(coll, n, p, k)
     if max_bytes is None:
         max_b = "0" if rt.max_bytes_zero_unbounded else str(1 << 62)
     else:
         max_b = str(max_bytes)
-    algo = ET.Element("algo", {
+    head = _open_tag("algo", {
         "name": name or f"topofinder_{coll}_{topo.expr}"[:200], "proto": protocol,
-        "nchannels": str(k * lanes), "nchunksperloop": str(n * kp), "ngpus": str(n),
+        "nchannels": k * lanes, "nchunksperloop": n * kp, "ngpus": n,
         "coll": rt.colls[coll], "inplace": "1" if inplace else "0",
-        "outofplace": "0" if inplace else "1", "minBytes": str(min_bytes), "maxBytes": max_b,
-        "topology": topo.expr, "shard_chunks": str(p), "num_steps": str(schedule.num_steps),
-        "reduce_scatter_steps": str(schedule.reduce_steps),
-        "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})})
+        "outofplace": "0" if inplace else "1", "minBytes": min_bytes, "maxBytes": max_b,
+        "topology": topo.expr, "shard_chunks": p, "num_steps": schedule.num_steps,
+        "reduce_scatter_steps": schedule.reduce_steps,
+        "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})},
+        0, empty=not progs)
     slots = shard_slots(topo, coll)
-    i_chunks = kp if coll == Collective.ALLGATHER else n * kp
-    o_chunks = kp if coll == Collective.REDUCE_SCATTER else n * kp
+    sizes = {"i_chunks": kp if coll == Collective.ALLGATHER else n * kp,
+             "o_chunks": kp if coll == Collective.REDUCE_SCATTER else n * kp}
+    parts = [head]
     for prog in progs:
-        used = prog.emitted()
-        ntb = len(used)
-        tid = {b: x for x, b in enumerate(used)}
-        scratch = prog.scratch
-        gpu = ET.SubElement(algo, "gpu", {"id": str(prog.u), "i_chunks": str(i_chunks),
-                                          "o_chunks": str(o_chunks),
-                                          "s_chunks": str(k * scratch)})
+        gpu = {"id": prog.u, **sizes, "s_chunks": k * prog.scratch}
         if topo.labels is not None:
-            gpu.set("label", topo.labels[prog.u])
+            gpu["label"] = topo.labels[prog.u]
         if coll == Collective.ALLREDUCE:
-            gpu.set("slot", str(slots[prog.u]))
-        sidx = {}
+            gpu["slot"] = slots[prog.u]
+        parts.append(_open_tag("gpu", gpu, 1, empty=not prog.emitted()))
+        parts.append("".join(_rank_lines(prog, k, lanes, _layout(coll, n, p, k)[1])))
+        if prog.emitted():
+            parts.append(" </gpu>\n")
+    if progs:
+        parts.append("</algo>\n")
+    return "".join(parts)
+
+
+def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
+    """The ``<tb>`` and ``<step>`` lines of one rank, instance by instance (extra
+    dependencies as ``nop`` steps before their instruction)."""
+    used = prog.emitted()
+    ntb = len(used)
+    tid = {b: x for x, b in enumerate(used)}
+    sidx = {}
+    for b in used:
+        idx, cur = [], 0
+        for ins in prog.instrs[b]:
+            cur += max(0, len(ins[5]) - 1)
+            idx.append(cur)
+            cur += 1
+        sidx[b] = idx
+    step = ('   <step s="{}" type="{}" srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" '
+            'cnt="{}" depid="{}" deps="{}" hasdep="{}" t="{}" />\n')
+    for j in range(k):
+        base = {"s": j * prog.scratch, "i": shift(j), "o": shift(j)}
         for b in used:
-            idx, cur = [], 0
-            for ins in prog.instrs[b]:
-                cur += max(0, len(ins[5]) - 1)
-                idx.append(cur)
-                cur += 1
-            sidx[b] = idx
-        for j in range(k):
-            def off(buf, o, j=j, scratch=scratch):
-                return o + (j * scratch if buf == "s" else shift(j))
-            for b in used:
-                kind, peer = prog.tb_peer[b]
-                tb = ET.SubElement(gpu, "tb", {
-                    "id": str(j * ntb + tid[b]), "send": str(peer if kind == "send" else -1),
-                    "recv": str(peer if kind == "recv" else -1),
-                    "chan": str(j * lanes + prog.lane[b])})
-                st = 0
-                for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
-                    for db, di in deps[:-1]:
-                        ET.SubElement(tb, "step", {
-                            "s": str(st), "type": "nop", "srcbuf": "i", "srcoff": "-1",
-                            "dstbuf": "o", "dstoff": "-1", "cnt": "0",
-                            "depid": str(j * ntb + tid[db]), "deps": str(sidx[db][di]),
-                            "hasdep": "0", "t": str(t)})
-                        st += 1
-                    dep = deps[-1] if deps else None
-                    ET.SubElement(tb, "step", {
-                        "s": str(st), "type": typ, "srcbuf": src[0],
-                        "srcoff": str(off(*src)), "dstbuf": dst[0], "dstoff": str(off(*dst)),
-                        "cnt": str(cnt),
-                        "depid": str(j * ntb + tid[dep[0]]) if dep else "-1",
-                        "deps": str(sidx[dep[0]][dep[1]]) if dep else "-1",
-                        "hasdep": "1" if i in prog.hasdep[b] else "0", "t": str(t)})
+            kind, peer = prog.tb_peer[b]
+            yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
+                                   "recv": peer if kind == "recv" else -1,
+                                   "chan": j * lanes + prog.lane[b]}, 2,
+                            empty=not prog.instrs[b])
+            st, dep_of = 0, prog.hasdep[b]
+            for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
+                for db, di in deps[:-1]:
+                    yield step.format(st, "nop", "i", -1, "o", -1, 0, j * ntb + tid[db],
+                                      sidx[db][di], 0, t)
                     st += 1
-    ET.indent(algo, space=" ")
-    return ET.tostring(algo, encoding="unicode") + "\n"
+                dep = deps[-1] if deps else None
+                yield step.format(st, typ, src[0], src[1] + base[src[0]], dst[0],
+                                  dst[1] + base[dst[0]], cnt,
+                                  j * ntb + tid[dep[0]] if dep else -1,
+                                  sidx[dep[0]][dep[1]] if dep else -1,
+                                  1 if i in dep_of else 0, t)
+                st += 1
+            if prog.instrs[b]:
+                yield "  </tb>\n"
 
 
 def instruction_counts(text: str) -> dict:

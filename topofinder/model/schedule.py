@@ -42,6 +42,11 @@ SCHEDULE_VERSION = 1
 SEND_COLUMNS = ("t", "v", "lo", "hi", "u", "w")
 _MAX_REPLAY_CELLS = 400_000_000   # node × chunk-segment states a replay may hold in memory
 _DENSE_CODES = 1 << 22            # replay breakpoint codes n·(P+1) found by a bitmap up to this
+#: Largest N whose links are looked up in a dense N×N table of link indices (4·N² bytes, kept on
+#: the topology: 16 MiB at N = 2048) instead of by binary search over the sorted links
+DENSE_LINK_NODES = 2048
+#: Largest steps × links table of per-step link loads counted densely (else by sorting sends)
+_DENSE_LOADS = 1 << 24
 
 
 class ScheduleError(TopofinderError):
@@ -115,6 +120,9 @@ class StepSchedule(StepRows):
         if t.min() < 1 or u.min() < 0 or w.min() < 0 or max(u.max(), w.max()) >= n:
             raise ScheduleError("sends name a step < 1 or a node outside the topology; "
                                 "run validate() for details")
+        dense = _dense_step_loads(self.topology, t, lo, hi, u, w, steps)
+        if dense is not None:
+            return dense
         key = (t * n + u) * n + w                        # sorted keys are sorted by step
         uniq, inv = np.unique(key, return_inverse=True)
         # integer chunk counts: float sums of integers are exact below 2^53
@@ -277,9 +285,67 @@ def read_document(doc, topology: Topology, columns, required) -> dict:
     return doc
 
 
+def send_rows(*blocks) -> np.ndarray:
+    """An (S, 6) send table from consecutive blocks of rows, each block given as its six
+    columns (t, v, lo, hi, u, w): arrays of the block's length, or scalars repeated; column v
+    is always an array. Laid out column by column (Fortran order), so no row is written with
+    a stride, and with no intermediate copies (np.stack, then np.concatenate, wrote every
+    value twice, strided)."""
+    sizes = [np.shape(cols[1])[0] for cols in blocks]
+    out = np.empty((sum(sizes), 6), np.int64, order="F")
+    at = 0
+    for size, cols in zip(sizes, blocks):
+        for j, col in enumerate(cols):
+            out[at:at + size, j] = col
+        at += size
+    return out
+
+
+def _links(topo: Topology) -> tuple[np.ndarray, np.ndarray] | None:
+    """(table, cap): table[u·N + w] the index of the link u→w in ``cap`` (its summed arc
+    capacity), or len(cap) − 1, whose capacity is 0, where there is no link; None beyond
+    DENSE_LINK_NODES. Computed once per topology."""
+    if topo.n > DENSE_LINK_NODES:
+        return None
+    known = topo.__dict__.get("_dense_links")
+    if known is None:
+        lm = topo.link_matrix.tocoo()
+        cap = np.append(lm.data.astype(np.int64), 0)
+        table = np.full(topo.n * topo.n, cap.size - 1, np.int32)
+        table[lm.row.astype(np.int64) * topo.n + lm.col] = np.arange(cap.size - 1)
+        known = topo.__dict__["_dense_links"] = (table, cap)
+    return known
+
+
+def _dense_step_loads(topo: Topology, t, lo, hi, u, w, steps: int) -> tuple | None:
+    """StepSchedule.step_loads counted in a dense (step, link) table: the same exact values
+    (the max of load/cap per step does not depend on the common denominator it is scaled
+    to), without sorting the sends. None when the table would be too large."""
+    links = _links(topo)
+    if links is None or steps * links[1].size > _DENSE_LOADS:
+        return None
+    table, cap = links
+    link = table[u * topo.n + w].astype(np.int64)
+    if np.any(cap[link] == 0):
+        raise ScheduleError("a send uses a missing arc; run validate() for details")
+    width = cap.size
+    load = np.bincount((t - 1) * width + link, weights=(hi - lo).astype(np.float64),
+                       minlength=steps * width)
+    load = np.rint(load).astype(np.int64).reshape(steps, width)
+    caps = cap[:-1]
+    common = int(np.lcm.reduce(np.unique(caps[caps > 0])))
+    scaled = load[:, :-1] * (common // np.maximum(caps, 1))
+    return tuple(Fraction(int(x), common) for x in scaled.max(axis=1))
+
+
 def link_capacity(topo: Topology, u, w) -> np.ndarray:
     """Summed capacity of the arcs u→w for arrays u, w (0 where there is none; self-loops
     carry nothing)."""
+    u, w = np.asarray(u, np.int64), np.asarray(w, np.int64)
+    links = _links(topo) if u.size else None
+    if links is not None and min(u.min(), w.min()) >= 0 and max(u.max(), w.max()) < topo.n:
+        table, cap = links
+        return cap[table[u * topo.n + w]]
     lm = topo.link_matrix.tocoo()
     keys = lm.row.astype(np.int64) * topo.n + lm.col
     order = np.argsort(keys)
@@ -351,8 +417,11 @@ def check_send_rows(checks: list, t: np.ndarray, u: np.ndarray, w: np.ndarray,
     for mask, _ in checks:
         bad |= mask
     ok = ~bad
-    cap = np.zeros(t.shape[0], np.int64)
-    cap[ok] = link_capacity(topo, u[ok], w[ok])
+    if bad.any():
+        cap = np.zeros(t.shape[0], np.int64)
+        cap[ok] = link_capacity(topo, u[ok], w[ok])
+    else:                                  # every row names nodes in range: no copies
+        cap = link_capacity(topo, u, w)
     checks = [*checks, (ok & (cap == 0), f"no link u->w in {topo.expr}")]
     bad |= checks[-1][0]
     if bad.any():
@@ -367,6 +436,10 @@ def _check_rows(s: np.ndarray, topo: Topology, p: int) -> None:
     if s.shape[0] == 0:
         return
     t, v, lo, hi, u, w = s.T
+    if t.min() >= 1 and lo.min() >= 0 and hi.max() <= p and not (lo >= hi).any() \
+            and min(v.min(), u.min(), w.min()) >= 0 and max(v.max(), u.max(), w.max()) < n \
+            and link_capacity(topo, u, w).all():
+        return                             # well formed (by reductions, without row masks)
     checks = [
         (t < 1, "steps are numbered from 1"),
         ((v < 0) | (v >= n) | (u < 0) | (u >= n) | (w < 0) | (w >= n),
@@ -459,13 +532,16 @@ def _replay_reduce_scatter(s: np.ndarray, n: int, p: int,
     seg = _Segments(s, n, p, sources)
     count = np.ones((n, seg.g), np.int64)     # contributions in each node's partial sum
     flat = count.reshape(-1)
+    # who wrote last into each state: a state sent from twice in one step is one whose
+    # earlier sender is overwritten (no sort); by np.unique where the scratch would be large
+    last = np.empty(flat.size, np.int32) if flat.size <= _DENSE_LOADS else None
     if s.shape[0]:
         s = s[np.argsort(s[:, 0], kind="stable")]
         a, b = seg.ranges(s)
         steps, first = np.unique(s[:, 0], return_index=True)
         bounds = np.append(first, s.shape[0])
         for j in range(steps.size):
-            rows = np.arange(bounds[j], bounds[j + 1])
+            rows = slice(bounds[j], bounds[j + 1])
             sub = s[rows]
             idx, owner, _ = seg.expand(a[rows], b[rows])
             src = sub[owner, 4] * seg.g + idx
@@ -477,9 +553,8 @@ def _replay_reduce_scatter(s: np.ndarray, n: int, p: int,
                 raise ScheduleError(
                     f"{_describe(sub[owner[e]])}, but node {int(sub[owner[e], 4])} holds no "
                     f"partial sum of chunk {int(seg.pos[idx[e]])} then (already sent on)")
-            uniq, first_i, times = np.unique(src, return_index=True, return_counts=True)
-            if np.any(times > 1):
-                e = first_i[np.argmax(times > 1)]
+            e = _first_repeat(src, last)
+            if e is not None:
                 raise ScheduleError(
                     f"{_describe(sub[owner[e]])}, but it sends chunk {int(seg.pos[idx[e]])} "
                     f"of that shard more than once in step {int(sub[0, 0])} (its "
@@ -493,6 +568,20 @@ def _replay_reduce_scatter(s: np.ndarray, n: int, p: int,
         raise ScheduleError(f"incomplete reduce-scatter: node {int(seg.shard[k])} ends with "
                             f"{int(own[k])} of {n} contributions to chunk {int(seg.pos[k])} "
                             f"of its shard")
+
+
+def _first_repeat(src: np.ndarray, last: np.ndarray | None) -> int | None:
+    """The first position of the smallest value that occurs more than once in ``src``, None
+    when all differ; ``last``: scratch indexed by the values (or None: by sorting)."""
+    if last is None:
+        _, first_i, times = np.unique(src, return_index=True, return_counts=True)
+        return int(first_i[np.argmax(times > 1)]) if np.any(times > 1) else None
+    order = np.arange(src.size, dtype=np.int32)
+    last[src] = order
+    repeated = last[src] != order
+    if not repeated.any():
+        return None
+    return int(np.argmax(src == src[repeated].min()))
 
 
 # ---- transformations ---------------------------------------------------------------------
@@ -509,8 +598,8 @@ def reverse(schedule: StepSchedule, topology: Topology | None = None) -> StepSch
                                 f"{schedule.topology.expr}")
         gt = topology
     s = schedule.sends
-    out = np.stack([schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
-                    s[:, 4]], axis=1)
+    out = send_rows((schedule.num_steps + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5],
+                     s[:, 4]))
     other = (Collective.REDUCE_SCATTER if schedule.collective == Collective.ALLGATHER
              else Collective.ALLGATHER)
     return StepSchedule(gt, schedule.shard_chunks, out, collective=other,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.compute.cache import cached
-from topofinder.compute.parallel import run_parallel
+from topofinder.compute.parallel import Batch, begin, finish
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
@@ -35,28 +35,38 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
     return moe.iteration(allreduce_s, alltoall_s)
 
 
+def start_baselines(n: int, d: int, full_alltoall: bool, use_cache: bool = True,
+                    jobs: int | None = None) -> tuple[dict, list[str], Batch]:
+    """Start scoring the baselines of (N, d) that the cache does not answer, on a worker in the
+    background (topofinder.compute.parallel.begin: a worker that has finished importing takes
+    them while this process verifies the frontier; `priced_baselines` takes the rest). Returns
+    (the cached scores by expression, the expressions being scored, their batch)."""
+    score = cached(score_baseline, use_cache, check_baseline)
+    calls = [(s.expr, s.schedule, full_alltoall) for s in baseline_specs(n, d)
+             if s.expr is not None]
+    # answered from the cache in this process (a worker pool costs more than a warm search)
+    scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
+    todo = [c for c in calls if c[0] not in scored]
+    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs)
+
+
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
                      moe: MoEWorkload | None = None, use_cache: bool = True,
-                     progress=None, jobs: int | None = None) -> list[dict]:
+                     progress=None, jobs: int | None = None,
+                     started: tuple[dict, list[str], Batch] | None = None) -> list[dict]:
     """One entry per baseline of finder.baseline_scores.baseline_specs: its verified scores, its
     times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
     recommended frontier point's dict) over it. A baseline that does not exist at (N, d) is
     listed with ``expr`` None and the reason in ``note``. The baselines are scored on
-    ``jobs`` workers (None: all cores); ``progress(done, count, exprs)`` is told before the
-    first and as each one ends."""
+    ``jobs`` workers (None: all cores), from ``started`` (start_baselines) when given;
+    ``progress(done, count, exprs)`` is told before the first and as each one ends."""
     specs = baseline_specs(n, d)
-    score = cached(score_baseline, use_cache, check_baseline)
-    calls = [(s.expr, s.schedule, full_alltoall) for s in specs if s.expr is not None]
-    # answered from the cache in this process; the rest in parallel (a worker pool costs
-    # more than a warm search)
-    scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
-    todo = [c for c in calls if c[0] not in scored]
-    exprs = [c[0] for c in todo]
-    if progress and todo:
-        progress(0, len(todo), exprs)
-    scores = run_parallel(score, todo, jobs=jobs,
-                          progress=(lambda k, count: progress(k, count, exprs)) if progress
-                          else None, label="scoring baselines")
+    scored, exprs, batch = started or start_baselines(n, d, full_alltoall, use_cache, jobs)
+    scored = dict(scored)
+    if progress and exprs:
+        progress(0, len(exprs), exprs)
+    scores = finish(batch, progress=(lambda k, count: progress(k, count, exprs)) if progress
+                    else None, label="scoring baselines")
     scored.update(zip(exprs, scores))
     out = []
     for spec in specs:

@@ -12,7 +12,8 @@ from topofinder.compute.cache import cached
 from topofinder.finder.frontier import check_frontier, verified_frontier
 from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
-from topofinder.workload.baseline_speedups import iteration_split, priced_baselines
+from topofinder.workload.baseline_speedups import (iteration_split, priced_baselines,
+                                                   start_baselines)
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -164,6 +165,9 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
+    # the baselines do not depend on the frontier: a worker starts on them while this
+    # process verifies (they are priced below, once the recommendation is known)
+    started = start_baselines(n, d, full_alltoall, use_cache, jobs) if baselines else None
     frontier = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress)
@@ -175,7 +179,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     if baselines:
         priced = tuple(priced_baselines(n, d, workload, asdict(points[best]), full_alltoall,
                                         moe, use_cache=use_cache, progress=baseline_progress,
-                                        jobs=jobs))
+                                        jobs=jobs, started=started))
     return SearchResult(n, d, bidirectional, workload.describe(), tuple(points), best, priced,
                         None if moe is None else moe.describe())
 

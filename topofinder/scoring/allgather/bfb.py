@@ -656,8 +656,13 @@ def _sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps):
     key = (pid[gu, gt - 1] << k) + (gc & ((1 << k) - 1))
     first = np.searchsorted(st_key, key)
     g, s = _expand(np.searchsorted(st_key, key, side="right") - first, first)  # its stretches
-    qs = q[gt[g] - 1]
     a, b = st_lo[s], st_hi[s]
+    if q.max() == 1:                  # unit loads: every shard is one whole piece, no division
+        e, r = _expand(b - a, a)
+        ge, se = g[e], s[e]
+        return [gt[ge], order[gs[ge] + r], np.zeros(r.size, np.int64),
+                np.full(r.size, p, np.int64), slots[gu[ge], st_j[se]], gu[ge]]
+    qs = q[gt[g] - 1]
     r0 = a // qs
     e, r = _expand(-(-b // qs) - r0, r0)                        # shards each stretch touches
     qe = qs[e]
