@@ -132,9 +132,10 @@ def rss_mb():
 
 assert keep_freed_memory()
 blocks, pins = [], []
-for _ in range(4):                       # 4 x 128 MB from the heap, each pinned below a small
-    blocks.append(np.ones(16_000_000))   # live block, so freeing them leaves holes that the
-    pins.append(np.ones(1000))           # heap cannot trim from its top
+for _ in range(4):                       # 4 x 128 MB from the heap, each pinned below a live
+    blocks.append(np.ones(16_000_000))   # 1 MB block (too large for any older free chunk, so
+    pins.append(np.ones(131_072))        # it lands right above), leaving holes the heap
+                                         # cannot trim from its top
 before = rss_mb()
 del blocks
 held = rss_mb()
