@@ -24,7 +24,7 @@ from __future__ import annotations
 from topofinder.api.batch import (
     MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, check_output,
     command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank,
-    keep_freed_memory, run_schedule, stop_workers, sweep, was_interrupted,
+    keep_freed_memory, note_input, run_schedule, stop_workers, sweep, was_interrupted,
 )
 from topofinder.api.cabling import (
     CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,
@@ -43,7 +43,8 @@ from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,
 )
 from topofinder.api.topology import (
-    Source, export_ranks, export_topology, load, mapping, score, topology_of_document,
+    Source, export_ranks, export_topology, load, mapping, read_json_document, score,
+    topology_of_document,
 )
 from topofinder import API_NAMES
 from topofinder.errors import TopofinderError

@@ -38,11 +38,13 @@ command_scope = output.command
 #: that could not be written (an input, a directory, the command's own stdout).
 distinct_outputs = output.distinct_outputs
 check_output = output.checked_target
+#: Record a path as an input of the current command (an output naming it is then refused).
+note_input = output.note_input
 
 __all__ = ["MAX_BENCH_REPEAT", "RUN_DESCRIPTION", "SweepResult", "add_run_arguments", "bench",
            "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
-           "is_quiet_rank", "keep_freed_memory", "run_schedule", "stop_workers", "sweep",
-           "was_interrupted"]
+           "is_quiet_rank", "keep_freed_memory", "note_input", "run_schedule", "stop_workers",
+           "sweep", "was_interrupted"]
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from topofinder.api.topology import Source, emit, load, mapping, recipe
-from topofinder.compute.output import note_input, write_blocks
+from topofinder.compute.output import write_blocks
+from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import shape as xml_shape
 from topofinder.export.npz import save_npz
-from topofinder.cabling.relabel import Mapping, relabel_schedule, relabel_topology
+from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_schedule,
+                                        relabel_topology)
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import (REPLAY_LIMIT, allgather_schedule, collective_schedule,
@@ -148,13 +148,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
     """
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("{")):
-        path = os.fspath(source)
-        note_input(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                source = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
+        source = read_input(source, "schedule")
     source = parse_object(source)
     if topology is None:
         if not isinstance(source.get("topology"), str):
@@ -162,10 +156,9 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
         topo = document_topology(source["topology"], "schedule")
     else:
         topo = load(topology)
-    if isinstance(source.get("physical"), list):      # written with export --relabel
-        labels = source.get("labels")
-        topo = relabel_topology(topo, Mapping(np.asarray(source["physical"], np.int64),
-                                              tuple(labels) if labels else None))
+    if source.get("physical") is not None:            # written with export --relabel
+        topo = relabel_topology(topo, document_mapping(source["physical"],
+                                                       source.get("labels"), "schedule"))
     if source.get("kind") == "trees":
         return TreeSchedule.from_dict(source, topo)
     if source.get("collective") == ALLTOALL:

@@ -81,6 +81,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
         check_gpus(int(n) if str(n).isdigit() else 1, gpus_per_node)
+        parse_intra(intra)
+    if rank_by_robust and not robust:
+        raise TopofinderError("search: --rank-by robust needs --robust")
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
     workload = network_workload(workload, moe)
@@ -90,8 +93,6 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress)
-    if rank_by_robust and not robust:
-        raise TopofinderError("search: --rank-by robust needs --robust")
     if robust:
         result = robust_search(result, workload, rank_by_robust)
     if gpus_per_node is None:

@@ -24,6 +24,7 @@ from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.model.failures import split_expression
 from topofinder.model.files import topology_text
+from topofinder.model.inputs import read_input, read_json
 from topofinder.model.topology import Topology
 
 Source = str | os.PathLike | Topology | nx.Graph
@@ -32,6 +33,12 @@ Source = str | os.PathLike | Topology | nx.Graph
 #: The topology a document's ``topology`` field names (a search result's point, a schedule):
 #: an expression, or a file only if it reads as a topology; errors never quote the file.
 topology_of_document = document_topology
+
+
+def read_json_document(path: str | os.PathLike, what: str):
+    """The JSON value in the input file ``path`` (a ``what``, e.g. "search result"), read with
+    the input limits of docs/formats.md "Inputs"; TopofinderError (one line) otherwise."""
+    return read_json(read_input(path, what), os.fspath(path))
 
 def load(source: Source, undirected: bool | None = None) -> Topology:
     """A topology from an expression (``"Pi(4,1024)"``), a topology file (edge list,

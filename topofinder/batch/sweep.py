@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 import tomllib
@@ -32,7 +33,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from topofinder.compute.output import note_input, write_text
+from topofinder.compute.output import write_text
+from topofinder.model.inputs import read_input, read_json
 from topofinder.compute.cache import cached
 from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
@@ -77,7 +79,7 @@ def _int(value) -> bool:
 def _flag(doc: dict, key: str) -> bool:
     value = doc.get(key, False)
     if not isinstance(value, bool):
-        raise TopofinderError(f"sweep: '{key}' must be true or false, got {value!r}")
+        raise TopofinderError(f"sweep: '{key}' must be true or false, got {ascii(value)[:40]}")
     return value
 
 
@@ -88,8 +90,7 @@ def load_spec(path: str | Path) -> Spec:
     if path.is_dir():
         raise TopofinderError(f"sweep: {path} is a directory; give a SPEC.toml file")
     try:
-        note_input(path)
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_input(path, "sweep spec"))
     except FileNotFoundError:
         raise TopofinderError(f"sweep: no spec file {path}") from None
     except OSError as exc:
@@ -103,8 +104,8 @@ def load_spec(path: str | Path) -> Spec:
                               f"accepted: {sorted(known)}")
     name = doc.get("name", path.stem)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-        raise TopofinderError(f"sweep: name {name!r} must be a plain folder name (letters, "
-                              f"digits, '.', '_', '-'; at most 100)")
+        raise TopofinderError(f"sweep: name {ascii(name)[:60]} must be a plain folder name "
+                              f"(letters, digits, '.', '_', '-'; at most 100)")
     degrees = doc.get("degrees")
     if not isinstance(degrees, list) or not degrees or not all(
             _int(k) and 1 <= k <= MAX_DEGREE for k in degrees):
@@ -149,6 +150,9 @@ def load_spec(path: str | Path) -> Spec:
             isinstance(s, str) for s in sizes):
         raise TopofinderError(f"sweep: workload.sizes must be a non-empty list of at most "
                               f"{MAX_SIZES} strings such as ['1MB', '100MB']")
+    if len(set(sizes)) != len(sizes):        # each size names its own best.csv column and plot
+        twice = ascii(max(sizes, key=sizes.count))[:40]
+        raise TopofinderError(f"sweep: workload.sizes lists {twice} twice; give each size once")
     for key in ("alpha", "bandwidth"):
         if not isinstance(w.get(key, ""), str):
             raise TopofinderError(f"sweep: workload.{key} must be a string such as "
@@ -157,7 +161,7 @@ def load_spec(path: str | Path) -> Spec:
     for key, share in zip(("alltoall_share", "broadcast_share"), shares):
         if isinstance(share, bool) or not isinstance(share, (int, float)):
             raise TopofinderError(f"sweep: workload.{key} must be a number in [0, 1], "
-                                  f"got {share!r}")
+                                  f"got {ascii(share)[:40]}")
     workloads = tuple(Workload.from_strings(w.get("alpha", "10us"), w.get("bandwidth", "100Gbps"),
                                             s, *shares) for s in sizes)
     return Spec(name, tuple(cells), bidirectional, verify, workloads, tuple(sizes))
@@ -171,9 +175,10 @@ def cell_path(out: Path, n: int, k: int, bidirectional: bool = False,
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: never half-written."""
+    """Write via a temporary file in the same folder and rename: never half-written; a
+    symbolic link planted at ``path`` is replaced, not followed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, text)
+    write_text(path, text, follow=False)
 
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
@@ -256,14 +261,15 @@ def check_cell(args: tuple, cell: dict) -> None:
 def _valid_cell(path: Path, n: int, k: int) -> dict | None:
     """The cell file at ``path`` when it exists, parses and passes `check_cell`, else None
     (a corrupt or impossible cell is recomputed, never published)."""
+    if not os.path.lexists(path):
+        return None
     try:
-        cell = json.loads(path.read_text())
+        cell = read_json(read_input(path, "sweep cell"), str(path))
         check_cell((n, k), cell)
         return cell
-    except FileNotFoundError:
-        return None
     except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
-        print(f"topofinder: recomputing {path.name} ({exc})", file=sys.stderr)
+        why = "".join(c if c.isprintable() else "?" for c in str(exc))[:200]
+        print(f"topofinder: recomputing {path.name} ({why})", file=sys.stderr)
         return None
 
 

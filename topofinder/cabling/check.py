@@ -17,23 +17,22 @@ fibre.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.compute.output import note_input
 from topofinder.export.npz import load_npz
 from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
-from topofinder.cabling.relabel import Mapping, relabel_topology
+from topofinder.cabling.relabel import document_mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.model.alltoall_schedule import ALLTOALL_COLUMNS
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
 from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
                                        StepSchedule)
+from topofinder.model.inputs import read_input, read_json
 from topofinder.model.symmetric import OrbitSchedule, arc_sends
 from topofinder.model.topology import MAX_NODES, Topology
 from topofinder.model.collectives import Collective
@@ -66,7 +65,7 @@ def _named_topology(expr, physical, labels) -> tuple[Topology | None, str]:
         return None, "the schedule names no topology: one fibre per used pair required"
     topo = document_topology(expr, "schedule")
     if physical is not None:
-        topo = relabel_topology(topo, Mapping(np.asarray(physical, np.int64), labels))
+        topo = relabel_topology(topo, document_mapping(physical, labels, "schedule"))
     return topo, ""
 
 
@@ -76,21 +75,16 @@ def read_sends(path) -> Sends:
     if path.suffix == ".npz":
         sched = load_npz(path)
         return _from_object(sched)
-    try:
-        note_input(path)
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"cannot read schedule {path}: {exc}") from None
+    text = read_input(path, "schedule")
     if text.lstrip().startswith("<"):
         doc = parse_msccl_xml(text)
         physical = doc.get("physical")
         labels = doc.get("labels")
         topo, note = _named_topology(doc["topology"], physical, labels)
         return Sends(doc["sends"], "steps", doc["num_nodes"], topo, labels, note)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TopofinderError(f"schedule {path} is neither JSON nor MSCCL XML ({exc})") from None
+    if not text.lstrip().startswith(("{", "[")):
+        raise TopofinderError(f"schedule {path} is neither JSON nor MSCCL XML")
+    doc = read_json(text, str(path))
     if not isinstance(doc, dict) or "num_nodes" not in doc:
         raise TopofinderError(f"schedule {path}: not a topofinder schedule document")
     _check_header(doc, path)
@@ -179,11 +173,7 @@ def apply_diff(plan: PatchPlan, path) -> PatchPlan:
     """The plan after a diff CSV (``action,`` + plan columns): every ``remove`` row must be a
     row of the plan (it is unplugged), every ``add`` row is plugged; a port end or panel
     position used twice afterwards is an error."""
-    try:
-        note_input(path)
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"cannot read diff {path}: {exc}") from None
+    text = read_input(path, "diff")
     lines = text.splitlines()
     if not lines or not lines[0].startswith("action,"):
         raise TopofinderError(f"{path}: a diff CSV starts with the header action,panel,...")

@@ -38,7 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
-from topofinder.compute.output import atomic_output, note_input
+from topofinder.compute.output import atomic_output
+from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
 from topofinder.model.names import CsvWriter, check_name, csv_rows
 from topofinder.cabling.node_matching import best_relabelling, find_isomorphism
@@ -351,15 +352,7 @@ def plan_patch_panel(topo: Topology, cabling: str = "auto",
 # ---- reading ---------------------------------------------------------------------------------
 def read_plan(path, n: int | None = None) -> PatchPlan:
     """Read a plan CSV file. ``n``: node count (default: largest node id + 1)."""
-    try:
-        note_input(path)
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TopofinderError(f"cannot read patch-panel plan {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise TopofinderError(f"{path} is not a patch-panel plan (not UTF-8 text; expected the "
-                              f"CSV that 'export --what patch-panel' writes)") from None
-    return parse_plan(text, n)
+    return parse_plan(read_input(path, "patch-panel plan"), n)
 
 
 def parse_plan(text: str, n: int | None = None) -> PatchPlan:

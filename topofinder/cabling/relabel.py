@@ -12,12 +12,11 @@ list), so :func:`topofinder.api.load_schedule` rebuilds the renamed topology.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from topofinder.errors import TopofinderError
-from topofinder.compute.output import note_input
+from topofinder.model.inputs import read_input
 from topofinder.cabling.patch_panel import MAPPING_HEADER
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.names import check_name, csv_rows
@@ -64,13 +63,25 @@ def parse_mapping(text: str, source: str = "mapping") -> Mapping:
     return Mapping(np.array([phys[x] for x in range(n)], np.int64), labels)
 
 
+def document_mapping(physical, labels, where: str) -> Mapping:
+    """The mapping a schedule document records (``physical`` and ``labels`` of a schedule
+    exported with --relabel), checked: ``physical`` a permutation of 0..N−1, ``labels`` absent
+    or N usable names (:func:`~topofinder.model.names.check_name`)."""
+    n = len(physical) if isinstance(physical, (list, tuple)) else -1
+    if n < 1 or any(isinstance(x, bool) or not isinstance(x, int) for x in physical) \
+            or sorted(physical) != list(range(n)):
+        raise TopofinderError(f"{where}: 'physical' must be a permutation of the nodes "
+                              f"0..N-1 (as export --relabel writes it)")
+    if labels is not None:
+        if not isinstance(labels, (list, tuple)) or len(labels) != n \
+                or not all(isinstance(x, str) for x in labels):
+            raise TopofinderError(f"{where}: 'labels' must be a list of {n} node names")
+        labels = tuple(check_name(x, f"{where}: labels") for x in labels)
+    return Mapping(np.asarray(physical, np.int64), labels or None)
+
+
 def read_mapping(path) -> Mapping:
-    try:
-        note_input(path)
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"cannot read mapping {path}: {exc}") from None
-    return parse_mapping(text, str(path))
+    return parse_mapping(read_input(path, "mapping"), str(path))
 
 
 def relabel_topology(topo: Topology, mapping: Mapping) -> Topology:

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import json
-
 from topofinder import api
 from topofinder.cli import export_cabling, export_schedule
 from topofinder.cli.common import add_undirected
@@ -46,13 +44,27 @@ def add(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _check_outputs(args) -> None:
+    """Refuse, before any work, outputs that name one file twice, an input (EXPR, --pick's
+    result, --diff, --relabel) or a place that cannot be written."""
+    outputs = (args.output, export_cabling.mapping_path(args), args.layout)
+    api.distinct_outputs(*outputs)
+    for path in (args.expr, args.diff, args.relabel):
+        if path:
+            api.note_input(path)
+    for path in outputs:
+        if path and path != "-":
+            api.check_output(path)
+
+
 def picked_expression(path: str, pick: int) -> str:
     """The expression of frontier point ``pick`` of a `search --json` result file."""
     not_a_result = f"export --pick: {path} is not a 'topofinder search --json' result"
     try:
-        with open(path, encoding="utf-8") as f:
-            frontier = json.load(f)["frontier"]
-    except (OSError, ValueError, KeyError, TypeError):
+        frontier = api.read_json_document(path, "search result")["frontier"]
+    except (TopofinderError, KeyError, TypeError) as exc:
+        if "not a regular file" in str(exc) or "is a directory" in str(exc):
+            raise
         raise TopofinderError(not_a_result) from None
     if not isinstance(frontier, list) or not frontier:
         raise TopofinderError(f"{not_a_result} (no frontier list)")
@@ -66,7 +78,7 @@ def picked_expression(path: str, pick: int) -> str:
 
 
 def run(args) -> int:
-    api.distinct_outputs(args.output, args.mapping, args.layout)
+    _check_outputs(args)
     if args.pick is not None:
         args.expr = picked_expression(args.expr, args.pick)
     if args.fail or args.fail_node:

@@ -68,6 +68,14 @@ def run(args) -> int:
     return 0
 
 
+def mapping_path(args) -> str | None:
+    """Where a --diff writes its relabelling: --mapping, else OUT-mapping.csv beside -o."""
+    if args.mapping is not None or not args.diff or not args.output:
+        return args.mapping
+    stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
+    return stem + "-mapping.csv"
+
+
 def _report_diff(args, diff) -> None:
     """The diff's counts on stderr, and its relabelling written (to --mapping, or beside -o)."""
     kept = diff.new.num_rows - diff.added.shape[0]
@@ -76,13 +84,8 @@ def _report_diff(args, diff) -> None:
     print(f"patch-panel diff: {diff.moves} fibres to move ({diff.removed.shape[0]} "
           f"unplugged, {diff.added.shape[0]} plugged, {kept} kept); {iso}; relabelling "
           f"by {diff.method}", file=sys.stderr)
-    mapping = args.mapping
-    if mapping is None and args.output:
-        stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
-        mapping = stem + "-mapping.csv"
+    mapping = mapping_path(args)
     if mapping:
-        if args.output:
-            api.check_output(args.output)        # refuse a bad -o before writing the mapping
         diff.write_mapping(mapping)
         print(f"relabelling written to {mapping}; export the schedule as cabled after "
               f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "

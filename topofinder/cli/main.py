@@ -47,6 +47,8 @@ class _ClosedStdout:
 def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:                       # started with stdout closed (`>&-`)
         sys.stdout = _ClosedStdout()
+    if sys.stderr is None:                       # `2>&-`: progress bars wrote to None (exit 1)
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
     try:
         api.install_interrupt_handlers()
         api.keep_freed_memory()

@@ -49,6 +49,19 @@ def record(cls: type) -> type:
     return cls
 
 
+def _entry_bytes(path: Path) -> bytes:
+    """The bytes of the entry file at ``path``: a regular file, not a link (one planted to
+    /dev/zero or a FIFO was read without end), at most MAX_ENTRY_BYTES; ValueError else."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = fh.read(MAX_ENTRY_BYTES + 1)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError("entry too large")
+    return data
+
+
 def cache_dir() -> Path:
     """$TOPOFINDER_CACHE, else the user cache directory of the platform (XDG on Linux)."""
     return Path(os.environ.get("TOPOFINDER_CACHE") or user_cache_dir("topofinder"))
@@ -201,9 +214,7 @@ class Cached:
         """(True, result) for a valid entry, else (False, None); never executes its content."""
         path = self._path(args)
         try:
-            if path.stat().st_size > MAX_ENTRY_BYTES:
-                raise ValueError("entry too large")
-            doc = json.loads(path.read_bytes())
+            doc = json.loads(_entry_bytes(path))
             if (doc.get("version") != _version() or doc.get("function") != self.name
                     or doc.get("sha256") != _digest(doc.get("result"))):
                 raise ValueError("stale or altered entry")
@@ -213,7 +224,8 @@ class Cached:
         except FileNotFoundError:
             return False, None
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            print(f"topofinder: ignoring cache entry {path.name} ({exc}); recomputing",
+            why = "".join(c if c.isprintable() else "?" for c in str(exc))[:200]
+            print(f"topofinder: ignoring cache entry {path.name} ({why}); recomputing",
                   file=sys.stderr)
             return False, None
         return True, result

@@ -6,7 +6,9 @@ replaces (or 0666 less the umask for a new one) and renamed over the target; on 
 interruption the temporary file is removed and the target is untouched. A target that is not
 a regular file (a directory, device, FIFO or socket), a read-only file or a file with other
 hard links is refused with a one-line :class:`~topofinder.errors.TopofinderError`; a symbolic
-link is followed, so the file it points to is replaced and the link stays. So is a target
+link the user names is followed, so the file it points to is replaced and the link stays,
+while a link where the program chose the name (``follow=False``: files inside a results
+folder) is itself replaced, so a link planted there cannot redirect the write. So is a target
 that is an input of the same command (same inode, :func:`note_input`), a file the command
 already wrote, or the command's own standard output or error. A replaced file keeps its owner
 and group and its permissions less setuid/setgid.
@@ -92,13 +94,20 @@ def _umask() -> int:
     return mask
 
 
-def checked_target(path: str | os.PathLike) -> tuple[Path, int]:
+def checked_target(path: str | os.PathLike, follow: bool = True) -> tuple[Path, int]:
     """The real path a write to ``path`` replaces and the mode the new file gets; a
-    TopofinderError naming the problem when writing there would destroy or fail."""
+    TopofinderError naming the problem when writing there would destroy or fail.
+    ``follow``: a symbolic link at ``path`` is followed (else the link itself is replaced)."""
     text = os.fspath(path)
     if not text:
         raise TopofinderError("empty output file name")
-    target = Path(os.path.realpath(text))
+    if follow:
+        target = Path(os.path.realpath(text))
+    else:
+        target = Path(os.path.realpath(os.path.dirname(os.path.abspath(text)))) / \
+            os.path.basename(text)
+        if os.path.islink(target):
+            return target, 0o666 & ~_umask()
     if not target.parent.is_dir():
         raise TopofinderError(f"cannot write {text}: directory {target.parent} does not exist")
     try:
@@ -132,9 +141,10 @@ def checked_target(path: str | os.PathLike) -> tuple[Path, int]:
 
 @contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8",
-                  newline: str | None = None) -> Iterator[IO]:
-    """A file object whose content replaces ``path`` when the block ends without error."""
-    target, perms = checked_target(path)
+                  newline: str | None = None, follow: bool = True) -> Iterator[IO]:
+    """A file object whose content replaces ``path`` when the block ends without error
+    (``follow``: :func:`checked_target`)."""
+    target, perms = checked_target(path, follow)
     binary = "b" in mode
     tmp = None
     try:
@@ -165,8 +175,10 @@ def _keep_owner(tmp: str, target: Path) -> None:
     """Give the new file at ``tmp`` the owner and group of the file it replaces; refuse when
     that is not allowed (the replacement would change who owns the file)."""
     try:
-        st = os.stat(target)
+        st = os.lstat(target)
     except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):                 # a link being replaced: the new file is ours
         return
     mine = os.stat(tmp)
     if (mine.st_uid, mine.st_gid) == (st.st_uid, st.st_gid):
@@ -204,20 +216,21 @@ def write_stdout(text: str) -> None:
         data = data[written:]
 
 
-def write_text(path: str | os.PathLike | None, text: str) -> None:
-    """``text`` to ``path`` atomically, or to standard output when ``path`` is None or "-"."""
-    write_blocks(path, (text,))
+def write_text(path: str | os.PathLike | None, text: str, follow: bool = True) -> None:
+    """``text`` to ``path`` atomically, or to standard output when ``path`` is None or "-"
+    (``follow``: :func:`checked_target`)."""
+    write_blocks(path, (text,), follow)
 
 
-def write_blocks(path: str | os.PathLike | None, blocks) -> None:
+def write_blocks(path: str | os.PathLike | None, blocks, follow: bool = True) -> None:
     """The concatenation of the strings ``blocks`` yields, written as each comes (a large
     document is never held whole): to ``path`` atomically, or to standard output when
-    ``path`` is None or "-"."""
+    ``path`` is None or "-" (``follow``: :func:`checked_target`)."""
     if path is None or os.fspath(path) == "-":
         for block in blocks:
             write_stdout(block)
         return
-    with atomic_output(path) as fh:
+    with atomic_output(path, follow=follow) as fh:
         for block in blocks:
             fh.write(block)
 

@@ -18,7 +18,6 @@ into K pipeline slices, and slice j crosses a tree edge (u, w) at step depth(w) 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import lcm
@@ -29,6 +28,7 @@ from topofinder.errors import TopofinderError
 from topofinder.families.build import document_topology
 from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
+from topofinder.model.inputs import read_input, read_json
 from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.model.collectives import Collective
 
@@ -74,13 +74,7 @@ class Program:
 # ---- loading ---------------------------------------------------------------------------
 def read_document(path: str) -> dict:
     """The JSON object in ``path`` (TopofinderError if unreadable or not JSON)."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise TopofinderError(f"cannot read schedule {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"schedule {path} is not JSON: {exc}") from None
+    doc = read_json(read_input(path, "schedule"), path)
     if not isinstance(doc, dict):
         raise TopofinderError(f"schedule {path}: a JSON object is expected "
                               f"(as written by 'topofinder export --what schedule')")

@@ -31,7 +31,7 @@ def plot_best_per_n(best: list[dict], path: Path, degree: int, size_label: str) 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with atomic_output(path, "wb") as fh:
+        with atomic_output(path, "wb", follow=False) as fh:      # a results-folder file
             fig.savefig(fh, dpi=130, format="png")
     finally:
         plt.close(fig)

@@ -25,7 +25,6 @@ that names a node that cannot be reached and suggests ``--undirected``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -33,16 +32,18 @@ from fractions import Fraction
 
 import networkx as nx
 
-from topofinder.compute.output import note_input, write_text
+from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
-from topofinder.model.names import check_name, check_text
+from topofinder.model.inputs import read_input, read_json
+from topofinder.model.names import check_name
 from topofinder.model.topology import Topology
 
 FORMATS = ("edgelist", "json", "graphml")
 #: Largest link capacity read (in units of the base link bandwidth b): sums over N·d arcs stay
 #: far inside int64.
 MAX_CAPACITY = 10 ** 9
-#: Largest topology file read (bytes); checked before reading.
+#: Largest topology file read (bytes; the largest topology, N = 10^6 nodes of degree 16, is
+#: smaller).
 MAX_FILE_BYTES = 512 << 20
 
 
@@ -99,19 +100,7 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
     ``undirected``: True reads every edge as one cable (two arcs); False as the file says
     (arcs for an edge list); None as False, but an edge list that is strongly connected only
     when read as cables is refused with a hint (module doc)."""
-    too_big = TopofinderError(f"topology file {path} is larger than {MAX_FILE_BYTES >> 20} MiB "
-                              f"(the largest topology, N = 10^6 nodes of degree 16, is smaller)")
-    note_input(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
-                raise too_big
-            text = fh.read(MAX_FILE_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopofinderError(f"cannot read topology file {path}: {exc}") from None
-    if len(text) > MAX_FILE_BYTES:
-        raise too_big
-    text = check_text(text, path)
+    text = read_input(path, "topology file", MAX_FILE_BYTES)
     head = text.lstrip()[:1]
     if head == "{":
         return _read_json(path, text, undirected)
@@ -123,7 +112,7 @@ def read_topology(path: str, undirected: bool | None = None) -> Topology:
 # bandwidth units accepted on capacities: prefix (GB/s per unit) and bytes (B) or bits (b)
 _PREFIX = {"T": Fraction(1000), "G": Fraction(1), "M": Fraction(1, 1000)}
 _KIND = {"Bps": Fraction(1), "bps": Fraction(1, 8)}
-_CAPACITY = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+/?[A-Za-z]*)?")
+_CAPACITY = re.compile(r"(\d{1,30}(?:\.\d{1,30})?)\s*([A-Za-z]+/?[A-Za-z]*)?")
 # output units tried in turn: capacities become integers in the first that fits
 _OUTPUT_UNITS = (("GB/s", Fraction(1)), ("Gbps", Fraction(1, 8)), ("MB/s", Fraction(1, 1000)),
                  ("Mbps", Fraction(1, 8000)))
@@ -153,7 +142,8 @@ def _capacity(token, where: str):
     return value * _PREFIX[key[:1]] * _KIND[key[1:]]
 
 
-_NODE_CAP = re.compile(r"(\d+(?:\.\d+)?|\d+/0*[1-9]\d*)\s*([A-Za-z]+/?[A-Za-z]*)?")
+_NODE_CAP = re.compile(r"(\d{1,30}(?:\.\d{1,30})?|\d{1,30}/0*[1-9]\d{0,29})"
+                       r"\s*([A-Za-z]+/?[A-Za-z]*)?")
 
 
 def _node_cap(token, where: str) -> tuple[Fraction, bool]:
@@ -288,10 +278,7 @@ def _ranked(path: str, nodes: list) -> bool:
 
 
 def _read_json(path: str, text: str, undirected: bool | None = None) -> Topology:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TopofinderError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    data = read_json(text, path)
     key = "edges" if isinstance(data, dict) and "edges" in data else "links"
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) \
             or not isinstance(data.get(key), list):
@@ -301,6 +288,9 @@ def _read_json(path: str, text: str, undirected: bool | None = None) -> Topology
     for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict) or "id" not in node:
             raise TopofinderError(f"{path}: nodes[{i}] has no 'id'")
+        if isinstance(node["id"], bool) or not isinstance(node["id"], (str, int)):
+            raise TopofinderError(f"{path}: nodes[{i}] has the id {ascii(node['id'])[:40]}; "
+                                  f"a node id is a string or an integer")
         labels.append(node["id"])
         if _is_switch(node):
             switches.append(node["id"])
@@ -363,7 +353,7 @@ def _topology(path: str, labels: list, arcs: list, directed: bool, ranked: bool 
     pair of arcs; physical capacities share one unit, and the node cap (from _node_cap) is
     stated in it."""
     arcs, physical = _unify_capacities(path, arcs)
-    if unit is not None and unit not in dict(_OUTPUT_UNITS):
+    if unit is not None and (not isinstance(unit, str) or unit not in dict(_OUTPUT_UNITS)):
         raise TopofinderError(f"{path}: capacity_unit {ascii(str(unit))[:40]} is not one of "
                               f"{', '.join(dict(_OUTPUT_UNITS))}")
     unit = physical or unit

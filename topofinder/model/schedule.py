@@ -29,6 +29,7 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.model.inputs import read_json
 from topofinder.model.topology import Topology
 from topofinder.model.units import exact
 from topofinder.model.collectives import Collective
@@ -255,9 +256,9 @@ def parse_object(doc) -> dict:
     ScheduleError when it does not parse or is not an object."""
     if isinstance(doc, (str, bytes)):
         try:
-            doc = json.loads(doc)
-        except json.JSONDecodeError as exc:
-            raise ScheduleError(f"schedule JSON does not parse: {exc}") from None
+            doc = read_json(doc, "schedule JSON")
+        except TopofinderError as exc:
+            raise ScheduleError(str(exc)) from None
     if not isinstance(doc, dict):
         raise ScheduleError("a schedule JSON document must be an object")
     return doc

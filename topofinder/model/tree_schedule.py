@@ -30,6 +30,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.model.schedule import SCHEDULE_FORMAT, SCHEDULE_VERSION
+from topofinder.model.inputs import read_json
 from topofinder.model.topology import Topology
 from topofinder.model.units import exact
 from topofinder.model.collectives import Collective
@@ -219,11 +220,7 @@ class TreeSchedule:
 
     @classmethod
     def from_json(cls, text: str, topology: Topology) -> "TreeSchedule":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TopofinderError(f"tree schedule is not valid JSON: {exc}") from None
-        return cls.from_dict(doc, topology)
+        return cls.from_dict(read_json(text, "tree schedule"), topology)
 
 
 def _scale(topo: Topology) -> Fraction:

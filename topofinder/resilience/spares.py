@@ -44,14 +44,19 @@ class SparePlan:
                            for s, c in self.costs.items()]}
 
 
+#: Most spare nodes tried: each is a full re-configuration of the panels (10^9 ran for ever).
+MAX_SPARES = 1024
+
+
 def plan_spare(topo: Topology, node: int, spares: int, cabling: str = "auto",
                panel_size: int = DEFAULT_PANEL_SIZE, trunks: int | None = None) -> SparePlan:
     """The spare (of ``spares``, nodes N..N+S−1) that replaces dead ``node`` with the fewest
     cords moved (module docstring)."""
     if not 0 <= node < topo.n:
         raise TopofinderError(f"{topo.expr}: node {node} is out of range 0..{topo.n - 1}")
-    if spares < 1:
-        raise TopofinderError(f"--spares must be a positive number of spare nodes, got {spares}")
+    if not 1 <= spares <= MAX_SPARES:
+        raise TopofinderError(f"--spares must be a number of spare nodes in 1..{MAX_SPARES}, "
+                              f"got {spares}")
     plan = plan_patch_panel(topo, cabling, panel_size)
     total = topo.n + spares
     intact = PatchPlan(total, plan.rows, plan.kinds, panel_size)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topofinder.errors import TopofinderError
-from topofinder.compute.output import note_input
+from topofinder.model.inputs import read_input
 from topofinder.workload.cost import parse_bandwidth, parse_size, parse_time
 from topofinder.model.collectives import Collective
 
@@ -104,8 +104,7 @@ def load_moe(path: str | Path) -> MoEWorkload:
     """Read and check a MoE workload TOML file; any problem is one TopofinderError line."""
     p = Path(path)
     try:
-        note_input(p)
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_input(p, "workload"))
     except OSError as exc:
         _fail(path, f"cannot read it ({exc.strerror or exc})")
     except UnicodeDecodeError:

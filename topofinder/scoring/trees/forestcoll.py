@@ -352,8 +352,16 @@ class FixedK:
     bound: Fraction
 
 
+#: Most trees per root of a fixed-k schedule (N·k trees are built; capacities ⌊U·C(e)⌋ with
+#: U ≤ (N−1)k stay inside int64).
+MAX_TREES_PER_ROOT = 4096
+
+
 def _floor_caps(U: Fraction, cap: np.ndarray) -> np.ndarray:
-    return (cap * U.numerator) // U.denominator
+    """⌊U·C(e)⌋ for every link, exact (in Python integers when C·numerator passes int64)."""
+    if U.numerator * int(cap.max(initial=0)) < 2 ** 63:
+        return (cap * U.numerator) // U.denominator
+    return np.array([(int(c) * U.numerator) // U.denominator for c in cap.tolist()], np.int64)
 
 
 def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> FixedK:
@@ -361,9 +369,9 @@ def fixed_k_optimum(topo: Topology, k: int, optimum: Optimum | None = None) -> F
     Theorem 3/12 (source arcs k, link e capacity ⌊U·C(e)⌋, need F(s,v) ≥ N·k), until the
     range is below 1/X² (X = max C); then U* is the largest breakpoint j/C(e) ≤ the feasible
     end (distinct breakpoints differ by ≥ 1/X², and feasibility only changes at them)."""
-    if not isinstance(k, int) or k < 1:
-        raise TopofinderError(f"fixed-k needs a positive integer number of trees per root, "
-                              f"got {k!r}")
+    if not isinstance(k, int) or not 1 <= k <= MAX_TREES_PER_ROOT:
+        raise TopofinderError(f"fixed-k needs a positive integer number of trees per root "
+                              f"in 1..{MAX_TREES_PER_ROOT}, got {k!r}")
     links = _links(topo)
     src, dst, cap = links.tail, links.head, links.cap
     n, nc = topo.n, topo.num_compute
