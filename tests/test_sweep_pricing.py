@@ -12,6 +12,7 @@ import pytest
 import topofinder as tf
 from topofinder.batch import sweep
 from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder import verify
 from topofinder.finder.verify import allgather_schedule, allreduce_price, reduce_scatter_of
 from topofinder.model.schedule import validate
 from topofinder.workload.cost import Workload
@@ -92,3 +93,16 @@ def test_allreduce_price_without_building_equals_the_built_schedules(k):
             assert allreduce_price(c) == built, c.expr
             seen.add(c.recipe.op)
     assert seen >= ({"base", "line", "product", "degree"} if k == 4 else {"base", "line"})
+
+
+def test_allreduce_price_beyond_the_replay_limit_is_what_search_prices(monkeypatch):
+    """Past REPLAY_LIMIT `verify_candidate` keeps the predicted allgather (no schedule built,
+    no BFB swap); the sweep's price does the same. The limit is lowered to reach it at
+    N = 16, d = 2, where within it L(Aff(8,3,{1,3}))'s line-graph allgather (4, 1) is swapped
+    for BFB's (4, 15/16)."""
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 16 * 16 * 2 - 1)
+    frontier = predicted_frontier(16, 2, False, jobs=1, use_cache=False)
+    assert "L(Aff(8,3,{1,3}))" in [c.expr for c in frontier]
+    for c in frontier:
+        point = verify.verify_candidate(c)
+        assert allreduce_price(c) == (point.allreduce_T_L, point.allreduce_tau), c.expr

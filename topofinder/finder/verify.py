@@ -492,10 +492,13 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
     writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
     scored unless the point is an exactly scored BFB schedule) plus the exported
     reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
-    on G^T (Thm 1), which may cost more."""
-    if candidate.exact:
+    on G^T (Thm 1), which may cost more. Beyond REPLAY_LIMIT the allgather is the exact
+    predicted one, as `verify_candidate` prices it there (no schedule is built or swapped)."""
+    beyond = candidate.n * candidate.n * candidate.d > REPLAY_LIMIT
+    if candidate.exact or beyond:
         topo = build_topology(candidate.recipe)
-        t_l, tau = _exported_allgather_price(candidate, topo)
+        t_l, tau = ((candidate.t_l, candidate.tau) if beyond
+                    else _exported_allgather_price(candidate, topo))
     else:
         allgather = allgather_schedule(candidate.recipe)
         topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
