@@ -156,16 +156,22 @@ def allgather_schedule(recipe: Recipe) -> StepSchedule:
         named = build_schedule(recipe)
     except TopofinderError:
         return bfb.bfb_schedule(build_topology(recipe))
-    if recipe.method == "bfb":
-        return named
-    try:
-        best = bfb.bfb_score(named.topology)
-    except TopofinderError:                      # BFB not available here (e.g. > 16 in-links)
-        return named
-    if (best.T_L, best.tau) != (named.num_steps, named.tau) and best.T_L <= named.num_steps \
-            and best.tau <= named.tau:
+    if recipe.method != "bfb" and _bfb_beats(named.topology, named.num_steps, named.tau):
         return bfb.bfb_schedule(named.topology)
     return named
+
+
+def _bfb_beats(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction] | None:
+    """BFB's (T_L, τ) on ``topo`` when it is no worse than (t_l, tau) in both and better in
+    one — the rule by which `export` writes BFB instead of a named construction — else None
+    (also when BFB is not available here, e.g. > 16 in-links)."""
+    try:
+        best = bfb.bfb_score(topo)
+    except TopofinderError:
+        return None
+    if (best.T_L, best.tau) != (t_l, tau) and best.T_L <= t_l and best.tau <= tau:
+        return best.T_L, best.tau
+    return None
 
 
 #: k-step schedules are tried on topologies whose automorphism group leaves at most this many
@@ -437,14 +443,8 @@ def _symmetric_point(candidate):
         return None
     topo, t_l, tau = orbit.topology, orbit.num_steps, orbit.tau
     within = candidate.n * candidate.n * candidate.d <= REPLAY_LIMIT
-    if within and candidate.recipe.method != "bfb":
-        try:
-            best = bfb.bfb_score(topo)
-        except TopofinderError:
-            best = None
-        if best is not None and (best.T_L, best.tau) != (t_l, tau) and best.T_L <= t_l \
-                and best.tau <= tau:
-            return None
+    if within and candidate.recipe.method != "bfb" and _bfb_beats(topo, t_l, tau):
+        return None
     replay_by_symmetry(orbit)
     if "distance_histogram" not in topo.__dict__:     # diameter and all-to-all bound, by orbits
         hist = orbit_distance_histogram(topo, orbit.action)
@@ -513,13 +513,7 @@ def _exported_allgather_price(candidate, topo: Topology) -> tuple[int, Fraction]
     named = candidate.t_l, candidate.tau
     if candidate.recipe.method == "bfb":
         return named
-    try:
-        best = bfb.bfb_score(topo)
-    except TopofinderError:
-        return named
-    if (best.T_L, best.tau) != named and best.T_L <= named[0] and best.tau <= named[1]:
-        return best.T_L, best.tau
-    return named
+    return _bfb_beats(topo, *named) or named
 
 
 def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
