@@ -95,169 +95,235 @@ PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
 _BUF_CODE = {"i": 0, "o": 1, "s": 2}
-_LOW32 = (1 << 32) - 1
+_KINDS = ("s", "r", "rrc", "cpy")
+_KIND_CODE = {kind: i for i, kind in enumerate(_KINDS)}
+_BUFS = "ios"
+_SLOT = 1 << 20                 # a slot (step t, run r) as the integer t·_SLOT + r
+_TB_KEY = 64                    # a threadblock as selector·_TB_KEY + lane (lanes ≤ 32)
+_NF = 13                        # recorded fields per instruction (:meth:`_Prog.add`)
 
 
 class _Prog:
-    """One rank's channel-0 program: threadblocks of instructions with dependencies."""
+    """One rank's channel-0 program. The lowering records its instructions in order
+    (:meth:`add`), each on a threadblock *selector*: a connection (send to / receive from a
+    peer) with the instruction's slot, the local threadblock, or step t's staging one.
+    :meth:`resolve` then places them on threadblocks for given lanes and computes their
+    dependencies, so one lowering serves the one-lane and the laned programs."""
 
-    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int,
-                 lanes: dict | None = None):
+    def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
         self.u = u
-        self.tb_peer = [("send", w) for w in out_peers] + [("recv", x) for x in in_peers] + [
-            ("local", -1)]
-        self.send_tb = {(w, 0): i for i, w in enumerate(out_peers)}
-        self.recv_tb = {(x, 0): len(out_peers) + i for i, x in enumerate(in_peers)}
-        self.local = len(self.tb_peer) - 1
-        ntb = len(self.tb_peer)
-        self.lane = [0] * ntb                       # per tb: its channel lane (time slot)
-        self.lanes = lanes or {}                    # link (u, w) → first steps of lanes 1, 2, …
-        self.instrs = [[] for _ in range(ntb)]      # per tb: [type, sb, so, db, do, cnt, t, deps]
-        self.slots = [[] for _ in range(ntb)]       # per tb: (step, run of the step's message)
-        self.kpos = [[] for _ in range(ntb)]        # per tb: instructions with dependencies,
-        self.kval = [[] for _ in range(ntb)]        # the vector clock after each of them
-        self.ksum = [[] for _ in range(ntb)]        # and its sum without the tb's own entry
-        self.hasdep = [set() for _ in range(ntb)]
-        self.writer, self.readers = {}, {}
+        self.out_peers, self.in_peers = list(out_peers), list(in_peers)
+        self.local = -1
+        self.rec = array("i")               # _NF ints per instruction, see add
         self.scratch = 0
-        self.total = 0                              # XML steps so far, nops included
-        self.stage = {}
+        self.count = 0                      # instructions recorded (nops not included)
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
-
-    def phys(self, buf, off):
-        if self.inplace:
-            if self.coll == Collective.ALLGATHER and buf == "i":
-                return ("o", self.u * self.kp + off)
-            if self.coll == Collective.REDUCE_SCATTER and buf == "o":
-                return ("i", self.u * self.kp + off)
-            if self.coll == Collective.ALLREDUCE and buf == "o":
-                return ("i", off)
-        return (buf, off)
 
     def new_scratch(self, count: int = 1):
         """The first of ``count`` fresh contiguous scratch pieces."""
         self.scratch += count
         return ("s", self.scratch - count)
 
-    def cells(self, buf: str, off: int, cnt: int) -> range:
-        """Integer keys of the ``cnt`` pieces from (buf, off), aliased as in memory."""
-        if self.inplace:
-            buf, off = self.phys(buf, off)      # a shift of off: ranges stay ranges
-        code = _BUF_CODE[buf]
-        return range(3 * off + code, 3 * (off + cnt) + code, 3)
+    def conn_tb(self, kind: str, peer: int, slot: tuple) -> int:
+        """The selector of connection ``kind`` (send to / recv from ``peer``); the slot the
+        instruction records picks its lane (:meth:`resolve`)."""
+        return 2 * peer + (kind == "recv")
+
+    def stage_tb(self, t: int) -> int:
+        """The selector of the local threadblock that packs and unpacks step t's staged
+        messages."""
+        return -2 - t
 
     def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
-        """Append an instruction; ``reads``/``writes``: (buf, off) of its first piece. Its
-        dependencies: the last writer of what it reads, the last writer and readers of what
-        it writes, on other threadblocks, less those its vector clock already implies."""
-        rcells = [c for buf, off in reads for c in self.cells(buf, off, cnt)]
-        wcells = [c for buf, off in writes for c in self.cells(buf, off, cnt)]
-        cand = self.candidates(tb, rcells, wcells)
-        idx = len(self.instrs[tb])
-        cur = self.clock(tb, idx - 1)
-        cur += [0] * (len(self.tb_peer) - len(cur))
-        chosen = []
-        if cand:
-            order = sorted(cand.items(), key=lambda x: -self.clock_sum(*x)) if len(cand) > 1 \
-                else cand.items()
-            for b, i in order:
+        """Record an instruction on selector ``tb``; ``reads``/``writes``: (buf, off) of its
+        first piece (at most one place each); ``slot``: (step, run of the step's message)."""
+        if len(reads) > 1 or len(writes) > 1:
+            raise TopofinderError("MSCCL lowering: internal error, an instruction with more "
+                                  "than one read or write place")
+        rb, ro = (_BUF_CODE[reads[0][0]], reads[0][1]) if reads else (-1, 0)
+        wb, wo = (_BUF_CODE[writes[0][0]], writes[0][1]) if writes else (-1, 0)
+        self.rec.extend((tb, _KIND_CODE[kind], _BUF_CODE[src[0]], src[1], _BUF_CODE[dst[0]],
+                         dst[1], cnt, t, slot[1] if slot else 0, rb, ro, wb, wo))
+        self.count += 1
+
+    def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
+        """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
+        if self.inplace:
+            off = off.copy()
+            alias = {Collective.ALLGATHER: (0, 1, self.u * self.kp),
+                     Collective.REDUCE_SCATTER: (1, 0, self.u * self.kp),
+                     Collective.ALLREDUCE: (1, 0, 0)}[self.coll]
+            hit = buf == alias[0]
+            off[hit] += alias[2]
+            buf = np.where(hit, alias[1], buf)
+        return 3 * off + buf
+
+    def _place(self, lanes: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Threadblock placement for ``lanes``: each instruction's threadblock and index in
+        it; sets ``tb_peer`` and ``lane``: connections' lane-0 threadblocks first (sends,
+        receives), the local one, then the others as first used."""
+        rec = self.arr
+        sel = rec[:, 0].astype(np.int64)
+        slot = rec[:, 7].astype(np.int64) * _SLOT + rec[:, 8]
+        lane = np.zeros(len(rec), np.int64)
+        for code, link in [(2 * w, (self.u, w)) for w in self.out_peers] + \
+                [(2 * x + 1, (x, self.u)) for x in self.in_peers]:
+            if lanes.get(link):
+                hit = sel == code
+                cuts = np.array([a * _SLOT + b for a, b in lanes[link]], np.int64)
+                lane[hit] = np.searchsorted(cuts, slot[hit], side="right")
+        key = sel * _TB_KEY + lane
+        fixed = [2 * w * _TB_KEY for w in self.out_peers] + \
+            [(2 * x + 1) * _TB_KEY for x in self.in_peers] + [-_TB_KEY]
+        uniq, first = np.unique(key, return_index=True)
+        known = set(fixed)
+        keys = np.array(fixed + [k for k in uniq[np.argsort(first)].tolist() if k not in known],
+                        np.int64)
+        srt = np.argsort(keys)
+        tb = srt[np.searchsorted(keys[srt], key)]
+        sels, self.lane = (keys // _TB_KEY).tolist(), (keys % _TB_KEY).tolist()
+        self.tb_peer = [("local", -1) if s < 0 else ("recv" if s & 1 else "send", s >> 1)
+                        for s in sels]
+        counts = np.bincount(tb, minlength=len(keys))
+        order = np.argsort(tb, kind="stable")
+        idx = np.empty(len(rec), np.int64)
+        idx[order] = np.arange(len(rec)) - np.repeat(np.cumsum(counts) - counts, counts)
+        self.order, self.tb_len = order, counts
+        return tb, idx
+
+    def _events(self, rows: np.ndarray, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray):
+        """(instruction, piece index k, cell) of the ``cnt`` pieces each row touches."""
+        rep = cnt[rows]
+        j = np.repeat(rows, rep)
+        k = np.arange(j.size) - np.repeat(np.cumsum(rep) - rep, rep)
+        return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
+
+    def _candidates(self, tb: np.ndarray, idx: np.ndarray):
+        """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
+        instruction then by the order :meth:`resolve` tries them: the last writer of each
+        piece read; in place also of each piece written the last writer and the readers
+        since (on other threadblocks, the last instruction per threadblock). Out of place
+        every write goes to a place nothing touched before (the input is never written,
+        scratch is fresh, an output place is written at its piece's first arrival), so
+        readers are tracked in place only, and a write elsewhere is refused."""
+        rec = self.arr.astype(np.int64)
+        cnt = rec[:, 6]
+        rj, rk, rc = self._events(np.flatnonzero(rec[:, 9] >= 0), rec[:, 9], rec[:, 10], cnt)
+        wj, wk, wc = self._events(np.flatnonzero(rec[:, 11] >= 0), rec[:, 11], rec[:, 12], cnt)
+        isw = np.r_[np.zeros(rj.size, bool), np.ones(wj.size, bool)]
+        j, k, cell = np.r_[rj, wj], np.r_[rk, wk], np.r_[rc, wc]
+        ev = np.lexsort((isw, j, cell))
+        j, k, cell, isw = j[ev], k[ev], cell[ev], isw[ev]
+        pos = np.arange(j.size)
+        start = np.maximum.accumulate(np.where(np.r_[True, cell[1:] != cell[:-1]], pos, 0))
+        last = np.maximum.accumulate(np.where(isw, pos, -1))
+        prev = np.r_[-1, last[:-1]]
+        prev[prev < start] = -1                 # the last write before each event, same cell
+        if not self.inplace and ((isw & (prev >= 0)).any() or (isw & (cell % 3 == 0)).any()):
+            raise TopofinderError("MSCCL lowering: internal error, an out-of-place write "
+                                  "hits a place in use")
+        had = prev >= 0
+        cj, cw, ck = j[had], j[prev[had]], (isw[had].astype(np.int64) << 40) | (k[had] << 31)
+        if self.inplace:                        # readers since the last write, per write
+            nxt = np.minimum.accumulate(np.where(isw, pos, j.size)[::-1])[::-1]
+            rd = np.flatnonzero(~isw)
+            rd = rd[nxt[rd] < j.size]
+            rd = rd[cell[nxt[rd]] == cell[rd]]
+            w = nxt[rd]
+            cj = np.r_[cj, j[w]]
+            cw = np.r_[cw, j[rd]]
+            ck = np.r_[ck, (1 << 40) | (k[w] << 31) | (1 + j[rd])]
+        cb, ci = tb[cw], idx[cw]
+        keep = cb != tb[cj]
+        cj, cb, ci, ck = cj[keep], cb[keep], ci[keep], ck[keep]
+        g = np.lexsort((cb, cj))
+        cj, cb, ci, ck = cj[g], cb[g], ci[g], ck[g]
+        if not cj.size:
+            return cj, cb, ci
+        head = np.flatnonzero(np.r_[True, (cj[1:] != cj[:-1]) | (cb[1:] != cb[:-1])])
+        cj, cb = cj[head], cb[head]
+        ci, ck = np.maximum.reduceat(ci, head), np.minimum.reduceat(ck, head)
+        g = np.lexsort((ck, cj))
+        return cj[g], cb[g], ci[g]
+
+    def resolve(self, lanes: dict | None = None) -> None:
+        """Place the recorded instructions on threadblocks for ``lanes`` (:meth:`_place`) and
+        compute their dependencies: an instruction waits for the candidates
+        (:meth:`_candidates`) its vector clock does not already imply, tried by decreasing
+        clock sum (vector clocks: per threadblock how many of its instructions are known
+        done, stored only where dependencies join them); ``hasdep`` marks depended-on
+        instructions and ``deps`` maps an instruction to its (threadblock, index) pairs."""
+        self.arr = np.frombuffer(self.rec, np.int32).reshape(-1, _NF)
+        tb, idx = self._place(lanes or {})
+        ntb = len(self.tb_peer)
+        cj, cb, ci = (x.tolist() for x in self._candidates(tb, idx))
+        tbl, idxl = tb.tolist(), idx.tolist()
+        kpos = [[] for _ in range(ntb)]
+        kval = [[] for _ in range(ntb)]
+        ksum = [[] for _ in range(ntb)]
+        self.hasdep = [set() for _ in range(ntb)]
+        self.deps = deps = {}
+
+        def clock_sum(b, i):
+            q = bisect_right(kpos[b], i) - 1
+            return (ksum[b][q] if q >= 0 else 0) + i + 1
+
+        s, m = 0, len(cj)
+        while s < m:
+            j = cj[s]
+            e = s + 1
+            while e < m and cj[e] == j:
+                e += 1
+            cands = list(zip(cb[s:e], ci[s:e]))
+            s = e
+            a, x = tbl[j], idxl[j]
+            cur = list(kval[a][-1]) if kval[a] else [0] * ntb
+            cur[a] = x
+            if len(cands) > 1:
+                cands.sort(key=lambda bi: -clock_sum(*bi))
+            chosen = []
+            for b, i in cands:
                 if cur[b] > i:
                     continue
                 chosen.append((b, i))
-                cb = self.clock(b, i)
-                cur[:len(cb)] = map(max, cur, cb)
+                q = bisect_right(kpos[b], i) - 1
+                if q >= 0:
+                    cur = list(map(max, cur, kval[b][q]))
+                if cur[b] <= i:
+                    cur[b] = i + 1
                 self.hasdep[b].add(i)
-        cur[tb] = idx + 1
-        self.total += max(1, len(chosen))
-        if chosen:
-            self.kpos[tb].append(idx)
-            self.kval[tb].append(array("I", cur))
-            self.ksum[tb].append(sum(cur) - idx - 1)
-        self.instrs[tb].append((kind, src, dst, cnt, t, tuple(chosen)))
-        self.slots[tb].append(slot or (t, 0))
-        if self.inplace:
-            for cell in rcells:
-                self.readers.setdefault(cell, {})[tb] = idx
-        for cell in wcells:
-            self.writer[cell] = tb << 32 | idx
-            self.readers.pop(cell, None)
+            cur[a] = x + 1
+            if chosen:
+                kpos[a].append(x)
+                kval[a].append(cur)
+                ksum[a].append(sum(cur) - x - 1)
+                deps[j] = tuple(chosen)
+        self.tb_of = tbl
+        ndeps = np.ones(len(tbl), np.int64)
+        for j, d in deps.items():
+            ndeps[j] = max(1, len(d))
+        self.steps = ndeps
+        self.total = int(ndeps.sum())
 
-    def candidates(self, tb: int, rcells: list, wcells: list) -> dict:
-        """{threadblock: its last instruction} this one must wait for: the last writer of
-        each piece read, and of each piece written the last writer and the readers since.
-        Out of place every write goes to a place nothing touched before (the input is never
-        written, scratch is fresh, an output place is written at its piece's first arrival),
-        so readers are tracked in place only, and a write elsewhere is checked fresh."""
-        writer, cand = self.writer, {}
-        for cell in rcells:
-            w = writer.get(cell)
-            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
-                cand[w >> 32] = w & _LOW32
-        if not self.inplace:
-            if any(cell in writer or cell % 3 == _BUF_CODE["i"] for cell in wcells):
-                raise TopofinderError("MSCCL lowering: internal error, an out-of-place write "
-                                      "hits a place in use")
-            return cand
-        for cell in wcells:
-            w = writer.get(cell)
-            if w is not None and w >> 32 != tb and cand.get(w >> 32, -1) < w & _LOW32:
-                cand[w >> 32] = w & _LOW32
-            for r, i in self.readers.get(cell, {}).items():
-                if r != tb and cand.get(r, -1) < i:
-                    cand[r] = i
-        return cand
-
-    def clock(self, b: int, i: int) -> list:
-        """The vector clock of threadblock b after its instruction i (per threadblock: how
-        many of its instructions are known done); stored only where dependencies joined it."""
-        j = bisect_right(self.kpos[b], i) - 1
-        if i < 0:
-            return []
-        c = list(self.kval[b][j]) if j >= 0 else []
-        c += [0] * (b + 1 - len(c))
-        c[b] = i + 1
-        return c
-
-    def clock_sum(self, b: int, i: int) -> int:
-        """The sum of :meth:`clock` (b, i) (the order dependencies are tried in)."""
-        j = bisect_right(self.kpos[b], i) - 1
-        return (self.ksum[b][j] if j >= 0 else 0) + i + 1
-
-    def _new_tb(self, kind: str, peer: int, lane: int = 0) -> int:
-        self.tb_peer.append((kind, peer))
-        self.lane.append(lane)
-        self.instrs.append([])
-        self.slots.append([])
-        self.kpos.append([])
-        self.kval.append([])
-        self.ksum.append([])
-        self.hasdep.append(set())
-        return len(self.tb_peer) - 1
-
-    def stage_tb(self, t: int) -> int:
-        """The local threadblock that packs and unpacks step t's staged messages."""
-        if t not in self.stage:
-            self.stage[t] = self._new_tb("local", -1)
-        return self.stage[t]
-
-    def conn_tb(self, kind: str, peer: int, slot: tuple) -> int:
-        """The threadblock of connection (``kind`` = send to / recv from ``peer``) that carries
-        ``slot`` = (step, run of that step's message): lane i of the link holds its slots from
-        the i-th boundary in ``lanes`` on, on channel lane i (placement in time)."""
-        link = (self.u, peer) if kind == "send" else (peer, self.u)
-        lane = bisect_right(self.lanes.get(link, ()), slot)
-        table = self.send_tb if kind == "send" else self.recv_tb
-        if (peer, lane) not in table:
-            table[(peer, lane)] = self._new_tb(kind, peer, lane)
-        return table[(peer, lane)]
+    def instrs(self, b: int) -> list:
+        """Threadblock b's instructions in order: (type, (buf, off) source, destination, cnt,
+        schedule step, dependencies)."""
+        lo = int(np.sum(self.tb_len[:b]))
+        js = self.order[lo:lo + self.tb_len[b]]
+        deps = self.deps
+        return [(_KINDS[kind], (_BUFS[sb], so), (_BUFS[db], do), cnt, t, deps.get(j, ()))
+                for j, (_, kind, sb, so, db, do, cnt, t) in zip(js.tolist(),
+                                                               self.arr[js, :8].tolist())]
 
     def emitted(self) -> list[int]:
         """Threadblocks written to the XML, in id order (empty local ones are left out)."""
         return [b for b, (kind, _) in enumerate(self.tb_peer)
-                if kind != "local" or self.instrs[b]]
+                if kind != "local" or self.tb_len[b]]
 
     def steps_per_tb(self):
-        return [sum(max(1, len(ins[5])) for ins in self.instrs[b]) for b in self.emitted()]
+        per = np.bincount(np.asarray(self.tb_of, np.int64), weights=self.steps,
+                          minlength=len(self.tb_peer)).astype(np.int64)
+        return per[self.emitted()].tolist()
 
 
 def _layout(coll: str, n: int, p: int, k: int, slot=None):
@@ -540,13 +606,12 @@ class _Lowering:
     rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
     own chunk are still to arrive (``remaining``)."""
 
-    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
-                 lanes: dict | None = None):
+    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
         self.pos, _ = _layout(self.coll, self.n, self.p, k,
                               shard_slots(schedule.topology, self.coll))
-        self.progs = place_threadblocks(schedule, inplace, k, lanes)
+        self.progs = place_threadblocks(schedule, inplace, k)
         self.reduce_until = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: schedule.num_steps,
                              Collective.ALLREDUCE: schedule.reduce_steps}[self.coll]
         self.loc = [{} for _ in range(self.n)]
@@ -560,34 +625,43 @@ class _Lowering:
         return self.at["o"][c if self.coll == Collective.REDUCE_SCATTER else self.pos(w, c)]
 
 
-def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
-                       lanes: dict | None = None) -> list:
+def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
     """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
     receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
-    on its own pieces when the XML is written). ``lanes`` (from :func:`assign_lanes`) moves
-    a link's later steps to further threadblocks on further channels, so no threadblock holds
-    more than the runtime's step limit."""
+    on its own pieces when the XML is written). Lanes (:meth:`_Prog.resolve` with
+    :func:`assign_lanes`) move a link's later steps to further threadblocks on further
+    channels, so no threadblock holds more than the runtime's step limit."""
     out_peers, in_peers = _peers(schedule)
     return [_Prog(u, out_peers[u], in_peers[u], inplace, schedule.collective,
-                  k * schedule.shard_chunks, lanes) for u in range(schedule.topology.n)]
+                  k * schedule.shard_chunks) for u in range(schedule.topology.n)]
 
 
 def assign_lanes(progs: list, budgets) -> list:
-    """Placement in time: from programs lowered on one lane, cut each link's sequence of slots
-    (step, run of the step's message) into consecutive groups whose instructions (nops
+    """Placement in time: from programs resolved on one lane, cut each link's sequence of
+    slots (step, run of the step's message) into consecutive groups whose instructions (nops
     included) on the sending and on the receiving threadblock stay within a budget; group i
     runs on channel lane i. Per budget in ``budgets``: {link (u, w): [first slot of lane 1,
     of lane 2, …]} for the links that need cuts, or None when one slot alone exceeds it."""
-    per_slot = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    n = len(progs)
+    keys, sides, steps = [], [], []
     for prog in progs:
-        for b, (kind, peer) in enumerate(prog.tb_peer):
-            if kind == "local":
-                continue
-            link, side = ((prog.u, peer), 0) if kind == "send" else ((peer, prog.u), 1)
-            for ins, slot in zip(prog.instrs[b], prog.slots[b]):
-                per_slot[link][slot][side] += max(1, len(ins[5]))
-    per_link = {link: [(slot, slots[slot]) for slot in sorted(slots)]
-                for link, slots in per_slot.items()}
+        sel = prog.arr[:, 0].astype(np.int64)
+        conn = sel >= 0
+        recv = (sel & 1).astype(bool)
+        peer = sel >> 1
+        link = np.where(recv, peer * n + prog.u, prog.u * n + peer)
+        slot = prog.arr[:, 7].astype(np.int64) * _SLOT + prog.arr[:, 8]
+        keys.append((link * (1 << 40) + slot)[conn])
+        sides.append(recv[conn])
+        steps.append(prog.steps[conn])
+    key, side, step = np.concatenate(keys), np.concatenate(sides), np.concatenate(steps)
+    uniq, inv = np.unique(key, return_inverse=True)
+    need = [np.bincount(inv, weights=step * (side == s), minlength=uniq.size).astype(np.int64)
+            for s in (False, True)]
+    per_link = defaultdict(list)
+    for kk, a, b in zip(uniq.tolist(), need[0].tolist(), need[1].tolist()):
+        link, slot = divmod(kk, 1 << 40)
+        per_link[divmod(link, n)].append((divmod(slot, _SLOT), [a, b]))
     return [_cut_lanes(per_link, budget) for budget in budgets]
 
 
@@ -615,16 +689,17 @@ class _TooBig(Exception):
 
 
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
-           stage: bool = False, lanes: dict | None = None, max_steps: int | None = None):
-    """Channel-0 programs of every rank (module doc), pass by pass: layout and threadblock
+           stage: bool = False, max_steps: int | None = None):
+    """Channel-0 programs of every rank (module doc), recorded for :meth:`_Prog.resolve`,
+    pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
     layout order, their receive places, consolidation into instructions (staged through
     scratch with ``stage``: allgather-phase messages that are not one contiguous range on both
     ends are packed by copies before the send and unpacked after the receive, in a local
     threadblock per step), with the reduce phase's results moved to the output between the
     phases. ``max_steps``: stop (:class:`_TooBig`) once one rank's channel-0 program holds
-    more XML steps, checked after every schedule step."""
-    st = _Lowering(schedule, channels, inplace, max_cnt, stage, lanes)
+    more instructions (so more XML steps), checked after every schedule step."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     _initial_data(st, s, inplace)
@@ -646,14 +721,12 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
                 staged.add((u, w))
         _emit_receives(st, t, runs, staged, {(m[0], m[1]): m[2] for m in msgs})
         if max_steps is not None:
-            big = max(st.progs, key=lambda prog: prog.total)
-            if big.total > max_steps:
+            big = max(st.progs, key=lambda prog: prog.count)
+            if big.count > max_steps:
                 raise _TooBig(f"rank {big.u} would load more than {max_steps} steps by "
                               f"schedule step {t} of {schedule.num_steps}")
     if not started_ag:
         _finish_reduce(st)
-    for prog in st.progs:
-        prog.writer = prog.readers = prog.kpos = prog.kval = prog.ksum = None
     return st.progs
 
 
@@ -885,10 +958,11 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
 
 def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
                   what: str) -> list:
-    """Lower directly, then staged (unless ``stage`` fixes one), each first on one lane per
-    link; when a threadblock holds more than ``limit`` steps, place the links' later slots on
-    further lanes (:func:`assign_lanes`, aiming 1/8 below the limit since the new
-    threadblocks' dependencies add nops, then 1/4). The first that fits, else
+    """Lower directly, then staged (unless ``stage`` fixes one), each resolved first on one
+    lane per link; when a threadblock holds more than ``limit`` steps, resolve the same
+    lowering with the links' later slots on further lanes (:func:`assign_lanes`, aiming 1/8
+    below the limit since the new threadblocks' dependencies add nops, then 1/4). The first
+    that fits, else
     TopofinderError."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
@@ -902,19 +976,19 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
             first = first or (f"{exc}, beyond the {rt.max_nodes - 1} XML elements its parser "
                               "holds (MAX_NODES); export --format json or npz instead")
             continue
+        for prog in progs:
+            prog.resolve()
         problem = _fit_problem(progs, n, k, rt, limit)
         if problem is None:
             return progs
         first = first or problem
-        cuts = assign_lanes(progs, (limit * 7 // 8, limit * 3 // 4))
-        progs = None                                # freed before the next lowering
-        for lanes in cuts:
+        for lanes in assign_lanes(progs, (limit * 7 // 8, limit * 3 // 4)):
             if lanes is None:
                 break
-            laned = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt, lanes=lanes)
-            if _fit_problem(laned, n, k, rt, limit) is None:
-                return laned
-            laned = None
+            for prog in progs:
+                prog.resolve(lanes)
+            if _fit_problem(progs, n, k, rt, limit) is None:
+                return progs
     raise TopofinderError(f"{what}: {first}")
 
 
@@ -1008,10 +1082,11 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
     used = prog.emitted()
     ntb = len(used)
     tid = {b: x for x, b in enumerate(used)}
+    instrs = {b: prog.instrs(b) for b in used}
     sidx = {}
     for b in used:
         idx, cur = [], 0
-        for ins in prog.instrs[b]:
+        for ins in instrs[b]:
             cur += max(0, len(ins[5]) - 1)
             idx.append(cur)
             cur += 1
@@ -1025,9 +1100,9 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
             yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
                                    "recv": peer if kind == "recv" else -1,
                                    "chan": j * lanes + prog.lane[b]}, 2,
-                            empty=not prog.instrs[b])
+                            empty=not prog.tb_len[b])
             st, dep_of = 0, prog.hasdep[b]
-            for i, (typ, src, dst, cnt, t, deps) in enumerate(prog.instrs[b]):
+            for i, (typ, src, dst, cnt, t, deps) in enumerate(instrs[b]):
                 for db, di in deps[:-1]:
                     yield step.format(st, "nop", "i", -1, "o", -1, 0, j * ntb + tid[db],
                                       sidx[db][di], 0, t)
@@ -1039,7 +1114,7 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
                                   sidx[dep[0]][dep[1]] if dep else -1,
                                   1 if i in dep_of else 0, t)
                 st += 1
-            if prog.instrs[b]:
+            if prog.tb_len[b]:
                 yield "  </tb>\n"
 
 
