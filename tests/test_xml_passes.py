@@ -12,6 +12,7 @@ import pytest
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import RUNTIMES
 from topofinder.export.schedule_xml import (
+    _check_ranges,
     _consolidate_sends,
     _layout,
     _Lowering,
@@ -80,8 +81,10 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     bound = _reduce_bound(s, until, p, shard_slots(s.topology, coll))
     lowered = np.zeros(n * n, np.int64)
     for prog in _lower(s, 1, False, 71):
-        for (w, _), tb in prog.send_tb.items():
-            lowered[prog.u * n + w] += sum(1 for ins in prog.instrs[tb] if ins[4] <= until)
+        prog.resolve()
+        for tb, (kind, w) in enumerate(prog.tb_peer):
+            if kind == "send":
+                lowered[prog.u * n + w] += sum(1 for ins in prog.instrs(tb) if ins[4] <= until)
     assert (bound <= lowered).all()
     rows = s.sends[s.sends[:, 0] <= until]
     messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
@@ -95,9 +98,13 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
     progs = place_threadblocks(s, inplace=False, k=1)
     links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
     for prog in progs:
-        assert set(prog.send_tb) == {(w, 0) for u, w in links if u == prog.u}
-        assert set(prog.recv_tb) == {(u, 0) for u, w in links if w == prog.u}
+        prog.resolve()
+        assert {w for kind, w in prog.tb_peer if kind == "send"} == \
+            {w for u, w in links if u == prog.u}
+        assert {u for kind, u in prog.tb_peer if kind == "recv"} == \
+            {u for u, w in links if w == prog.u}
         assert [kind for kind, _ in prog.tb_peer].count("local") == 1
+        assert len(prog.tb_peer) == len(prog.out_peers) + len(prog.in_peers) + 1
 
 
 def test_runs_merge_contiguous_places_up_to_the_count_limit():
@@ -128,7 +135,8 @@ def test_consolidation_sends_one_instruction_per_contiguous_run():
     recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
     runs, cut = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
     assert [len(r) for r in runs] == [2, 1] and not cut
-    sends = st.progs[0].instrs[st.progs[0].send_tb[(1, 0)]]
+    st.progs[0].resolve()
+    sends = st.progs[0].instrs(st.progs[0].tb_peer.index(("send", 1)))
     assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
                                                                        ("s", ("o", 5), 1)]
 
@@ -144,7 +152,9 @@ def test_staging_packs_several_ranges_into_one_scratch_range():
            (("o", 7), "r", None, ("o", 2))]
     src = _stage_pack(prog, 4, run, 71)
     assert src == ("s", 0) and prog.scratch == 3
-    copies = prog.instrs[prog.stage_tb(4)]
+    prog.resolve()
+    stage = [b for b, (kind, _) in enumerate(prog.tb_peer) if kind == "local"][1]
+    copies = prog.instrs(stage)
     assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
                                                           ("cpy", ("o", 7), ("s", 2), 1)]
     assert _stage_pack(prog, 4, run[:2], 71) == ("o", 0)
@@ -211,14 +221,40 @@ def test_streamed_xml_is_what_elementtree_writes(expr, coll, opts):
 def test_an_out_of_place_write_to_a_used_place_is_refused():
     """Out of place the lowering tracks no readers because every write goes to a fresh
     place; a write to a place already written, or to the input, is an internal error."""
-    prog = _Prog(0, [1], [1], False, "allgather", 1)
-    prog.add(prog.recv_tb[(1, 0)], "r", ("o", 3), ("o", 3), 2, 1, [], [("o", 3)])
-    prog.add(prog.send_tb[(1, 0)], "s", ("o", 4), ("o", 4), 1, 2, [("o", 4)], [])
-    assert prog.instrs[prog.send_tb[(1, 0)]][0][5] == ((prog.recv_tb[(1, 0)], 0),)
-    for place in (("o", 4), ("i", 0)):
+    for place in (None, ("o", 4), ("i", 0)):
+        prog = _Prog(0, [1], [1], False, "allgather", 1)
+        prog.add(prog.conn_tb("recv", 1, (1, 0)), "r", ("o", 3), ("o", 3), 2, 1, [], [("o", 3)])
+        prog.add(prog.conn_tb("send", 1, (2, 0)), "s", ("o", 4), ("o", 4), 1, 2, [("o", 4)], [])
+        if place is None:
+            prog.resolve()
+            send, recv = prog.tb_peer.index(("send", 1)), prog.tb_peer.index(("recv", 1))
+            assert prog.instrs(send)[0][5] == ((recv, 0),)
+            continue
+        prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
         with pytest.raises(TopofinderError, match="internal error"):
-            prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
+            prog.resolve()
 
+
+
+@pytest.mark.parametrize("bad", ["cnt", "offset", "scratch"])
+def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
+    """The parser's count and offset rules, checked on the resolved program (the writer no
+    longer parses its own text): a copy of 72 pieces, one past the output (N·k·P = 4 pieces
+    at N = 2, k = 2, P = 1; the last instance is shifted by P), or one scratch piece past
+    the scratch in use is refused; the same copy within range passes."""
+    rt = RUNTIMES["msccl-executor"]
+    for wrong in (False, True):
+        prog = _Prog(0, [1], [1], False, "allgather", 2)
+        prog.new_scratch(2)
+        cnt = 72 if wrong and bad == "cnt" else 1
+        dst = {"cnt": ("o", 0), "offset": ("o", 2 + wrong), "scratch": ("s", 1 + wrong)}[bad]
+        prog.add(prog.local, "cpy", ("i", 0), dst, cnt, 0, [("i", 0)], [dst])
+        prog.resolve()
+        if wrong:
+            with pytest.raises(TopofinderError, match="count or offset"):
+                _check_ranges(prog, 2, 2, rt)
+        else:
+            _check_ranges(prog, 2, 2, rt)
 
 def _elements_figure(sched, monkeypatch, max_nodes, **kw):
     """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when
