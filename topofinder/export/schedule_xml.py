@@ -166,10 +166,9 @@ class _Prog:
         lane = np.zeros(len(rec), np.int64)
         for code, link in [(2 * w, (self.u, w)) for w in self.out_peers] + \
                 [(2 * x + 1, (x, self.u)) for x in self.in_peers]:
-            if lanes.get(link):
+            if link in lanes:
                 hit = sel == code
-                cuts = np.array([a * _SLOT + b for a, b in lanes[link]], np.int64)
-                lane[hit] = np.searchsorted(cuts, slot[hit], side="right")
+                lane[hit] = np.searchsorted(lanes[link], slot[hit], side="right")
         key = sel * _TB_KEY + lane
         fixed = [2 * w * _TB_KEY for w in self.out_peers] + \
             [(2 * x + 1) * _TB_KEY for x in self.in_peers] + [-_TB_KEY]
@@ -638,8 +637,9 @@ def assign_lanes(progs: list, budgets) -> list:
     """Placement in time: from programs resolved on one lane, cut each link's sequence of
     slots (step, run of the step's message) into consecutive groups whose instructions (nops
     included) on the sending and on the receiving threadblock stay within a budget; group i
-    runs on channel lane i. Per budget in ``budgets``: {link (u, w): [first slot of lane 1,
-    of lane 2, …]} for the links that need cuts, or None when one slot alone exceeds it."""
+    runs on channel lane i. Per budget in ``budgets``: {link (u, w): sorted array of the
+    first slots (t·_SLOT + r) of lanes 1, 2, …} for the links that need cuts, or None when
+    one slot alone exceeds it."""
     n = len(progs)
     keys, sides, steps = [], [], []
     for prog in progs:
@@ -654,30 +654,34 @@ def assign_lanes(progs: list, budgets) -> list:
         steps.append(prog.steps[conn])
     key, side, step = np.concatenate(keys), np.concatenate(sides), np.concatenate(steps)
     uniq, inv = np.unique(key, return_inverse=True)
-    need = [np.bincount(inv, weights=step * (side == s), minlength=uniq.size).astype(np.int64)
-            for s in (False, True)]
-    per_link = defaultdict(list)
-    for kk, a, b in zip(uniq.tolist(), need[0].tolist(), need[1].tolist()):
-        link, slot = divmod(kk, 1 << 40)
-        per_link[divmod(link, n)].append((divmod(slot, _SLOT), [a, b]))
-    return [_cut_lanes(per_link, budget) for budget in budgets]
+    need = np.stack([np.bincount(inv, weights=step * (side == s), minlength=uniq.size)
+                     for s in (False, True)]).astype(np.int64)
+    link = uniq >> 40
+    heads = np.flatnonzero(np.r_[True, link[1:] != link[:-1]]).tolist() + [uniq.size]
+    return [_cut_lanes(uniq, n, heads, need, budget) for budget in budgets]
 
 
-def _cut_lanes(per_link: dict, budget: int) -> dict | None:
-    """:func:`assign_lanes` for one budget, from each link's (slot, [send, receive
-    instructions]) in slot order."""
+def _cut_lanes(key: np.ndarray, n: int, heads: list, need: np.ndarray,
+               budget: int) -> dict | None:
+    """:func:`assign_lanes` for one budget: slots sorted by (link, slot) in ``key``, each
+    link's slots from ``heads[i]`` on, ``need`` [send, receive] instructions per slot. Each
+    lane takes the longest run of slots within the budget on both sides (a greedy cut)."""
+    if need.size and need.max() > budget:
+        return None
+    csum = np.concatenate([np.zeros((2, 1), np.int64), np.cumsum(need, axis=1)], axis=1)
     lanes = {}
-    for link, slots in per_link.items():
-        used, cuts = [0, 0], []
-        for slot, need in slots:
-            if max(need) > budget:
-                return None
-            if used[0] + need[0] > budget or used[1] + need[1] > budget:
-                cuts.append(slot)
-                used = [0, 0]
-            used = [used[0] + need[0], used[1] + need[1]]
-        if cuts:
-            lanes[link] = cuts
+    for a, b in zip(heads[:-1], heads[1:]):
+        if csum[0, b] - csum[0, a] <= budget and csum[1, b] - csum[1, a] <= budget:
+            continue
+        cuts, at = [], a
+        while at < b:
+            end = min(int(np.searchsorted(csum[0], csum[0, at] + budget, side="right")),
+                      int(np.searchsorted(csum[1], csum[1, at] + budget, side="right")))
+            end = min(end - 1, b)
+            if end < b:
+                cuts.append(end)
+            at = end
+        lanes[divmod(int(key[a] >> 40), n)] = key[cuts] & ((1 << 40) - 1)
     return lanes
 
 
