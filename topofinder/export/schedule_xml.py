@@ -1098,45 +1098,68 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
     return "".join(parts)
 
 
+_STEP = ('   <step s="%d" type="{}" srcbuf="{}" srcoff="%d" dstbuf="{}" dstoff="%d" '
+         'cnt="%d" depid="%d" deps="%d" hasdep="%d" t="%d" />\n')
+#: one step line per (type, source buffer, destination buffer), indexed (type·3 + src)·3 + dst
+_STEP_LINES = [_STEP.format(kind, sb, db) for kind in _KINDS for sb in _BUFS for db in _BUFS]
+_NOP = ('   <step s="%d" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" '
+        'depid="%d" deps="%d" hasdep="0" t="%d" />\n')
+
+
+def _step_table(prog: _Prog):
+    """A resolved rank's instructions in threadblock order as arrays: (rows of the recorded
+    fields, the step number of each, its last dependency as (threadblock, step number) or
+    -1, its hasdep flag, the first row of each threadblock, and {row: [(threadblock, step
+    number) of the dependencies its nops carry]})."""
+    rows = prog.arr[prog.order].astype(np.int64)
+    m, counts = rows.shape[0], prog.tb_len
+    start = np.cumsum(counts) - counts
+    nd = prog.steps[prog.order]
+    done = np.cumsum(nd)
+    step = done - 1 - np.repeat(np.r_[done - nd, 0][start], counts)
+    at = np.empty(m, np.int64)
+    at[prog.order] = np.arange(m)
+    dep_tb, dep_step, nops = np.full(m, -1), np.full(m, -1), {}
+    for j, deps in prog.deps.items():
+        q = int(at[j])
+        targets = [(b, int(step[start[b] + i])) for b, i in deps]
+        dep_tb[q], dep_step[q] = targets[-1]
+        if len(targets) > 1:
+            nops[q] = targets[:-1]
+    flag = np.zeros(m, np.int64)
+    for b, marked in enumerate(prog.hasdep):
+        flag[start[b] + np.fromiter(marked, np.int64, len(marked))] = 1
+    return rows, step, dep_tb, dep_step, flag, start, nops
+
+
 def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
     """The ``<tb>`` and ``<step>`` lines of one rank, instance by instance (extra
-    dependencies as ``nop`` steps before their instruction)."""
+    dependencies as ``nop`` steps before their instruction), formatted from arrays."""
     used = prog.emitted()
     ntb = len(used)
-    tid = {b: x for x, b in enumerate(used)}
-    instrs = {b: prog.instrs(b) for b in used}
-    sidx = {}
-    for b in used:
-        idx, cur = [], 0
-        for ins in instrs[b]:
-            cur += max(0, len(ins[5]) - 1)
-            idx.append(cur)
-            cur += 1
-        sidx[b] = idx
-    step = ('   <step s="{}" type="{}" srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" '
-            'cnt="{}" depid="{}" deps="{}" hasdep="{}" t="{}" />\n')
+    tid = np.zeros(len(prog.tb_peer), np.int64)
+    tid[used] = np.arange(ntb)
+    rows, step, dep_tb, dep_step, flag, start, nops = _step_table(prog)
+    line = (rows[:, 1] * 3 + rows[:, 2]) * 3 + rows[:, 4]
     for j in range(k):
-        base = {"s": j * prog.scratch, "i": shift(j), "o": shift(j)}
+        base = np.array([shift(j), shift(j), j * prog.scratch])
+        has = dep_tb >= 0
+        cols = np.stack([step, rows[:, 3] + base[rows[:, 2]], rows[:, 5] + base[rows[:, 4]],
+                         rows[:, 6], np.where(has, j * ntb + tid[dep_tb], -1),
+                         np.where(has, dep_step, -1), flag, rows[:, 7]], axis=1)
+        lines = [_STEP_LINES[c] % tuple(r) for c, r in zip(line.tolist(), cols.tolist())]
+        for q, targets in nops.items():
+            first, t = int(step[q]) - len(targets), int(rows[q, 7])
+            lines[q] = "".join(_NOP % (first + x, j * ntb + tid[b], si, t)
+                               for x, (b, si) in enumerate(targets)) + lines[q]
         for b in used:
             kind, peer = prog.tb_peer[b]
             yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
                                    "recv": peer if kind == "recv" else -1,
                                    "chan": j * lanes + prog.lane[b]}, 2,
                             empty=not prog.tb_len[b])
-            st, dep_of = 0, prog.hasdep[b]
-            for i, (typ, src, dst, cnt, t, deps) in enumerate(instrs[b]):
-                for db, di in deps[:-1]:
-                    yield step.format(st, "nop", "i", -1, "o", -1, 0, j * ntb + tid[db],
-                                      sidx[db][di], 0, t)
-                    st += 1
-                dep = deps[-1] if deps else None
-                yield step.format(st, typ, src[0], src[1] + base[src[0]], dst[0],
-                                  dst[1] + base[dst[0]], cnt,
-                                  j * ntb + tid[dep[0]] if dep else -1,
-                                  sidx[dep[0]][dep[1]] if dep else -1,
-                                  1 if i in dep_of else 0, t)
-                st += 1
             if prog.tb_len[b]:
+                yield "".join(lines[start[b]:start[b] + prog.tb_len[b]])
                 yield "  </tb>\n"
 
 
