@@ -911,11 +911,12 @@ def _runs(items, max_cnt, fields):
     if m < 2:
         return [list(items)] if m else []
     ok = np.ones(m - 1, bool)
-    for f in fields:
-        code = np.array([(_BUF_CODE[x[0]], x[1]) if type(x) is tuple else (_OTHER_CODE[x], 0)
-                         for x in (it[f] for it in items)], np.int64)
-        a, b = code[:, 0], code[:, 1]
-        ok &= (a[1:] == a[:-1]) & (b[1:] - b[:-1] == (a[1:] >= 0))
+    cols = list(zip(*items))
+    for f in fields:                    # a place as 4·off + buffer code ≥ 0, else negative
+        code = np.array([x[1] * 4 + _BUF_CODE[x[0]] if x.__class__ is tuple else _OTHER_CODE[x]
+                         for x in cols[f]], np.int64)
+        a, b = code[:-1], code[1:]
+        ok &= np.where((a >= 0) & (b >= 0), b - a == 4, b == a)
     start = np.flatnonzero(np.r_[True, ~ok])
     seg = np.cumsum(np.r_[True, ~ok]) - 1
     cut = np.flatnonzero((np.arange(m) - start[seg]) % max_cnt == 0).tolist() + [m]
