@@ -253,51 +253,14 @@ class _Prog:
         self.arr = np.frombuffer(self.rec, np.int32).reshape(-1, _NF)
         tb, idx = self._place(lanes or {})
         ntb = len(self.tb_peer)
-        cj, cb, ci = (x.tolist() for x in self._candidates(tb, idx))
-        tbl, idxl = tb.tolist(), idx.tolist()
-        kpos = [[] for _ in range(ntb)]
-        kval = [[] for _ in range(ntb)]
-        ksum = [[] for _ in range(ntb)]
-        self.hasdep = [set() for _ in range(ntb)]
-        self.deps = deps = {}
-
-        def clock_sum(b, i):
-            q = bisect_right(kpos[b], i) - 1
-            return (ksum[b][q] if q >= 0 else 0) + i + 1
-
-        s, m = 0, len(cj)
-        while s < m:
-            j = cj[s]
-            e = s + 1
-            while e < m and cj[e] == j:
-                e += 1
-            cands = list(zip(cb[s:e], ci[s:e]))
-            s = e
-            a, x = tbl[j], idxl[j]
-            cur = list(kval[a][-1]) if kval[a] else [0] * ntb
-            cur[a] = x
-            if len(cands) > 1:
-                cands.sort(key=lambda bi: -clock_sum(*bi))
-            chosen = []
-            for b, i in cands:
-                if cur[b] > i:
-                    continue
-                chosen.append((b, i))
-                q = bisect_right(kpos[b], i) - 1
-                if q >= 0:
-                    cur = list(map(max, cur, kval[b][q]))
-                if cur[b] <= i:
-                    cur[b] = i + 1
-                self.hasdep[b].add(i)
-            cur[a] = x + 1
-            if chosen:
-                kpos[a].append(x)
-                kval[a].append(cur)
-                ksum[a].append(sum(cur) - x - 1)
-                deps[j] = tuple(chosen)
-        self.tb_of = tbl
-        ndeps = np.ones(len(tbl), np.int64)
-        for j, d in deps.items():
+        cj, cb, ci = self._candidates(tb, idx)
+        heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if cj.size else cj
+        self.hasdep, self.deps = _join_clocks(
+            ntb, tb[cj[heads]].tolist(), idx[cj[heads]].tolist(), cj[heads].tolist(),
+            np.split(np.stack([cb, ci], axis=1), heads[1:]) if cj.size else [])
+        self.tb_of = tb.tolist()
+        ndeps = np.ones(len(tb), np.int64)
+        for j, d in self.deps.items():
             ndeps[j] = max(1, len(d))
         self.steps = ndeps
         self.total = int(ndeps.sum())
@@ -321,6 +284,51 @@ class _Prog:
         per = np.bincount(np.asarray(self.tb_of, np.int64), weights=self.steps,
                           minlength=len(self.tb_peer)).astype(np.int64)
         return per[self.emitted()].tolist()
+
+
+def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
+    """The dependencies of the instructions that have candidates (in record order: the
+    instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
+    (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
+    tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
+    done}, stored only where dependencies join them. Returns (per threadblock the set of its
+    depended-on indices, {row: chosen (threadblock, index) pairs})."""
+    kpos = [[] for _ in range(ntb)]
+    kval = [[] for _ in range(ntb)]
+    ksum = [[] for _ in range(ntb)]
+    hasdep = [set() for _ in range(ntb)]
+    deps = {}
+
+    def clock_sum(bi):
+        q = bisect_right(kpos[bi[0]], bi[1]) - 1
+        return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
+
+    for a, x, j, pairs in zip(tbs, idxs, rows, cands):
+        cur = dict(kval[a][-1]) if kval[a] else {}
+        cur[a] = x
+        pairs = pairs.tolist()
+        if len(pairs) > 1:
+            pairs.sort(key=clock_sum)
+        chosen = []
+        for b, i in pairs:
+            if cur.get(b, 0) > i:
+                continue
+            chosen.append((b, i))
+            q = bisect_right(kpos[b], i) - 1
+            if q >= 0:
+                for c, v in kval[b][q].items():
+                    if cur.get(c, 0) < v:
+                        cur[c] = v
+            if cur.get(b, 0) <= i:
+                cur[b] = i + 1
+            hasdep[b].add(i)
+        cur[a] = x + 1
+        if chosen:
+            kpos[a].append(x)
+            kval[a].append(cur)
+            ksum[a].append(sum(cur.values()) - x - 1)
+            deps[j] = tuple(chosen)
+    return hasdep, deps
 
 
 def _layout(coll: str, n: int, p: int, k: int, slot=None):
