@@ -255,9 +255,11 @@ class _Prog:
         ntb = len(self.tb_peer)
         cj, cb, ci = self._candidates(tb, idx)
         heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if cj.size else cj
+        pairs = list(zip(cb.tolist(), ci.tolist()))
+        bounds = heads.tolist() + [len(pairs)]
         self.hasdep, self.deps = _join_clocks(
             ntb, tb[cj[heads]].tolist(), idx[cj[heads]].tolist(), cj[heads].tolist(),
-            np.split(np.stack([cb, ci], axis=1), heads[1:]) if cj.size else [])
+            [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
         self.tb_of = tb.tolist()
         ndeps = np.ones(len(tb), np.int64)
         for j, d in self.deps.items():
@@ -306,7 +308,6 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
     for a, x, j, pairs in zip(tbs, idxs, rows, cands):
         cur = dict(kval[a][-1]) if kval[a] else {}
         cur[a] = x
-        pairs = pairs.tolist()
         if len(pairs) > 1:
             pairs.sort(key=clock_sum)
         chosen = []
