@@ -791,18 +791,18 @@ def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> l
         groups.setdefault((u, w), []).extend(st.piece[v * st.p + lo:v * st.p + hi])
     msgs = []
     for (u, w) in sorted(groups):
-        pieces = groups[(u, w)]
+        pieces, held = groups[(u, w)], st.loc[u]
         try:
-            srcs = [st.loc[u][pc] for pc in pieces]
+            srcs = list(map(held.__getitem__, pieces))
         except KeyError:
             raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
                                 "validate the schedule first") from None
-        order = sorted(range(len(pieces)), key=lambda i: srcs[i])
-        pieces = [pieces[i] for i in order]
-        srcs = [srcs[i] for i in order]
+        order = sorted(range(len(pieces)), key=srcs.__getitem__)
+        pieces = list(map(pieces.__getitem__, order))
+        srcs = list(map(srcs.__getitem__, order))
         if reducing:
             for pc in pieces:
-                del st.loc[u][pc]
+                del held[pc]
         msgs.append((u, w, pieces, srcs))
     return msgs
 
@@ -843,7 +843,7 @@ def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs:
     packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)
     and whether they were cut in blocks (else each is contiguous on both ends)."""
     items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
-    runs = _runs(items, st.max_cnt, (0, 1, 2, 3))
+    runs = _runs(items, st.max_cnt, (0, 1, 2, 3) if reducing else (0, 3))  # (else "r", None)
     staged = st.stage and not reducing and len(runs) > 1
     if staged:
         runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
