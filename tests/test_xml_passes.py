@@ -17,6 +17,9 @@ from topofinder.export.schedule_xml import (
     _layout,
     _Lowering,
     _lower,
+    assign_lanes,
+    _join_clocks,
+    _leaf_deps,
     _Prog,
     _reduce_bound,
     _runs,
@@ -255,6 +258,38 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
                 _check_ranges(prog, 2, 2, rt)
         else:
             _check_ranges(prog, 2, 2, rt)
+
+
+@pytest.mark.parametrize("expr, stage, budget", [("L(K(4,4))", False, None),
+                                                 ("Hypercube(4)", False, 6),
+                                                 ("L^2(K(3,3))", True, None)])
+def test_leaf_dependencies_equal_the_vector_clock_rule(expr, stage, budget):
+    """Where no candidate's threadblock has candidates itself (out-of-place allgather sends
+    wait only for receives and the input copy), the array rule of _leaf_deps chooses the
+    same dependencies in the same order as the vector-clock loop _join_clocks, on one lane
+    and on lanes; staged programs (sends wait for packing copies) take the loop."""
+    s = collective_schedule(from_expression(expr), "allgather")
+    progs = _lower(s, 1, False, 71, stage=stage)
+    for prog in progs:
+        prog.resolve()
+    lanes = assign_lanes(progs, (budget,))[0] if budget else None
+    leafy = 0
+    for prog in progs:
+        prog.resolve(lanes)
+        tb, idx = prog.tb_of, prog.order.argsort()
+        cj, cb, ci = prog._candidates(tb, idx - prog.tb_start[tb])
+        heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
+        pairs = list(zip(cb.tolist(), ci.tolist()))
+        bounds = heads.tolist() + [len(pairs)]
+        loop = _join_clocks(len(prog.tb_peer), tb[cj[heads]].tolist(),
+                            (idx - prog.tb_start[tb])[cj[heads]].tolist(), cj[heads].tolist(),
+                            [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+        if not np.isin(cb, tb[cj]).any():
+            leafy += 1
+            fast = _leaf_deps(tb[cj], cj, cb, ci)
+            assert all((x == y).all() for x, y in zip(fast, loop))
+        assert all((x == y).all() for x, y in zip(prog.deps, loop))
+    assert (leafy == len(progs)) != stage
 
 def _elements_figure(sched, monkeypatch, max_nodes, **kw):
     """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when

@@ -185,7 +185,7 @@ class _Prog:
         order = np.argsort(tb, kind="stable")
         idx = np.empty(len(rec), np.int64)
         idx[order] = np.arange(len(rec)) - np.repeat(np.cumsum(counts) - counts, counts)
-        self.order, self.tb_len = order, counts
+        self.order, self.tb_len, self.tb_start = order, counts, np.cumsum(counts) - counts
         return tb, idx
 
     def _events(self, rows: np.ndarray, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray):
@@ -248,31 +248,37 @@ class _Prog:
         compute their dependencies: an instruction waits for the candidates
         (:meth:`_candidates`) its vector clock does not already imply, tried by decreasing
         clock sum (vector clocks: per threadblock how many of its instructions are known
-        done, stored only where dependencies join them); ``hasdep`` marks depended-on
-        instructions and ``deps`` maps an instruction to its (threadblock, index) pairs."""
+        done, stored only where dependencies join them). Sets ``deps`` (instruction,
+        threadblock, index) arrays, by instruction then in the order written, ``marked``
+        (per instruction: some instruction depends on it, hasdep) and ``steps`` (per
+        instruction: XML steps, nops included)."""
         self.arr = np.frombuffer(self.rec, np.int32).reshape(-1, _NF)
         tb, idx = self._place(lanes or {})
-        ntb = len(self.tb_peer)
         cj, cb, ci = self._candidates(tb, idx)
-        heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if cj.size else cj
-        pairs = list(zip(cb.tolist(), ci.tolist()))
-        bounds = heads.tolist() + [len(pairs)]
-        self.hasdep, self.deps = _join_clocks(
-            ntb, tb[cj[heads]].tolist(), idx[cj[heads]].tolist(), cj[heads].tolist(),
-            [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
-        self.tb_of = tb.tolist()
-        ndeps = np.ones(len(tb), np.int64)
-        for j, d in self.deps.items():
-            ndeps[j] = max(1, len(d))
-        self.steps = ndeps
-        self.total = int(ndeps.sum())
+        if not np.isin(cb, tb[cj]).any():
+            self.deps = _leaf_deps(tb[cj], cj, cb, ci)
+        else:
+            heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
+            pairs = list(zip(cb.tolist(), ci.tolist()))
+            bounds = heads.tolist() + [len(pairs)]
+            self.deps = _join_clocks(
+                len(self.tb_peer), tb[cj[heads]].tolist(), idx[cj[heads]].tolist(),
+                cj[heads].tolist(), [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+        dj, db, di = self.deps
+        self.marked = np.zeros(len(tb), bool)
+        self.marked[self.order[self.tb_start[db] + di]] = True
+        self.tb_of = tb
+        self.steps = np.maximum(1, np.bincount(dj, minlength=len(tb)))
+        self.total = int(self.steps.sum())
 
     def instrs(self, b: int) -> list:
         """Threadblock b's instructions in order: (type, (buf, off) source, destination, cnt,
         schedule step, dependencies)."""
-        lo = int(np.sum(self.tb_len[:b]))
+        lo = int(self.tb_start[b])
         js = self.order[lo:lo + self.tb_len[b]]
-        deps = self.deps
+        deps = defaultdict(tuple)
+        for j, db, di in zip(*(x.tolist() for x in self.deps)):
+            deps[j] += ((db, di),)
         return [(_KINDS[kind], (_BUFS[sb], so), (_BUFS[db], do), cnt, t, deps.get(j, ()))
                 for j, (_, kind, sb, so, db, do, cnt, t) in zip(js.tolist(),
                                                                self.arr[js, :8].tolist())]
@@ -293,13 +299,12 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
     instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
     (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
     tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
-    done}, stored only where dependencies join them. Returns (per threadblock the set of its
-    depended-on indices, {row: chosen (threadblock, index) pairs})."""
+    done}, stored only where dependencies join them. Returns the chosen (instruction,
+    threadblock, index) as three arrays."""
     kpos = [[] for _ in range(ntb)]
     kval = [[] for _ in range(ntb)]
     ksum = [[] for _ in range(ntb)]
-    hasdep = [set() for _ in range(ntb)]
-    deps = {}
+    out = []
 
     def clock_sum(bi):
         q = bisect_right(kpos[bi[0]], bi[1]) - 1
@@ -322,14 +327,36 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
                         cur[c] = v
             if cur.get(b, 0) <= i:
                 cur[b] = i + 1
-            hasdep[b].add(i)
         cur[a] = x + 1
         if chosen:
             kpos[a].append(x)
             kval[a].append(cur)
             ksum[a].append(sum(cur.values()) - x - 1)
-            deps[j] = tuple(chosen)
-    return hasdep, deps
+            out += [(j, b, i) for b, i in chosen]
+    return tuple(np.array(col, np.int64) for col in zip(*out)) if out else \
+        tuple(np.zeros(0, np.int64) for _ in range(3))
+
+
+def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
+    """:func:`_join_clocks` when no candidate lies on a threadblock that has candidates
+    itself (an out-of-place allgather: sends wait for receives and the input copy, which
+    wait for nothing). Then a clock holds only such threadblocks' own counts, so candidate
+    (b, i) of an instruction on threadblock a is chosen iff i exceeds every earlier
+    candidate index of b on a, and the chosen are tried by decreasing i (clock sum i + 1),
+    stably. ``tbs``: the threadblock of each candidate's instruction ``cj``."""
+    if not cj.size:
+        return cj, cb, ci
+    o = np.lexsort((cj, cb, tbs))
+    key, v = tbs[o] * (int(cb.max()) + 1) + cb[o], ci[o]
+    new = np.r_[True, key[1:] != key[:-1]]
+    lift = (np.cumsum(new) - 1) * (int(v.max()) + 2)
+    before = np.r_[-1, np.maximum.accumulate(v + lift)[:-1] - lift[1:]]
+    before[new] = -1
+    chosen = np.zeros(cj.size, bool)
+    chosen[o] = v > before
+    keep = np.flatnonzero(chosen)
+    keep = keep[np.lexsort((-ci[keep], cj[keep]))]
+    return cj[keep], cb[keep], ci[keep]
 
 
 def _layout(coll: str, n: int, p: int, k: int, slot=None):
@@ -1122,24 +1149,20 @@ def _step_table(prog: _Prog):
     -1, its hasdep flag, the first row of each threadblock, and {row: [(threadblock, step
     number) of the dependencies its nops carry]})."""
     rows = prog.arr[prog.order].astype(np.int64)
-    m, counts = rows.shape[0], prog.tb_len
-    start = np.cumsum(counts) - counts
+    m, counts, start = rows.shape[0], prog.tb_len, prog.tb_start
     nd = prog.steps[prog.order]
     done = np.cumsum(nd)
     step = done - 1 - np.repeat(np.r_[done - nd, 0][start], counts)
     at = np.empty(m, np.int64)
     at[prog.order] = np.arange(m)
     dep_tb, dep_step, nops = np.full(m, -1), np.full(m, -1), {}
-    for j, deps in prog.deps.items():
-        q = int(at[j])
-        targets = [(b, int(step[start[b] + i])) for b, i in deps]
-        dep_tb[q], dep_step[q] = targets[-1]
-        if len(targets) > 1:
-            nops[q] = targets[:-1]
-    flag = np.zeros(m, np.int64)
-    for b, marked in enumerate(prog.hasdep):
-        flag[start[b] + np.fromiter(marked, np.int64, len(marked))] = 1
-    return rows, step, dep_tb, dep_step, flag, start, nops
+    dj, db, di = prog.deps
+    target = step[start[db] + di]
+    last = np.r_[dj[1:] != dj[:-1], True] if dj.size else np.zeros(0, bool)
+    dep_tb[at[dj[last]]], dep_step[at[dj[last]]] = db[last], target[last]
+    for e in np.flatnonzero(~last).tolist():
+        nops.setdefault(int(at[dj[e]]), []).append((int(db[e]), int(target[e])))
+    return rows, step, dep_tb, dep_step, prog.marked[prog.order].astype(np.int64), start, nops
 
 
 def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
