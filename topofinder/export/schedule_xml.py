@@ -8,7 +8,10 @@ The lowering runs as named passes, each a function: layout (:func:`_layout`, and
 :func:`_step_messages` ordering a step's pieces by where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
-:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`).
+:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`). These record
+each rank's instructions once, on threadblock selectors; :meth:`_Prog.resolve` then places
+them on threadblocks for a lane plan and computes their dependencies, so a schedule that needs
+lanes is lowered once and resolved twice (one lane, then laned).
 
 - Pieces. With P chunks per shard and k channels every shard is cut into k·P pieces; channel j
   runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
@@ -48,9 +51,14 @@ receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sen
   implies it (vector clocks, stored only where dependencies join them); MSCCL allows one
   dependency per instruction, so extra ones become ``nop`` steps before it; ``hasdep`` marks
   depended-on instructions. Out of place every write goes to a place nothing touched before,
-  so readers are tracked in place only (:meth:`_Prog.candidates`).
-- Cost: the lowering is per message and per instruction (runs are found with numpy), and the
-  XML is written as lines rank by rank, never as an element tree.
+  so readers are tracked in place only. Candidates are found with arrays
+  (:meth:`_Prog._candidates`); the clock rule runs as a loop (:func:`_join_clocks`), or as
+  an array rule where no candidate's threadblock waits itself (:func:`_leaf_deps`).
+- Cost: the lowering is per message and per instruction (runs are found with numpy); the
+  threadblock placement, dependencies, lane cuts and the parser's count and offset ranges
+  (:func:`_check_ranges`) are array operations; the XML is written as lines rank by rank from
+  arrays, never as an element tree, and not parsed again (``msccl_check`` is the independent
+  check, used by the tests).
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
