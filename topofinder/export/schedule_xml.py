@@ -100,7 +100,8 @@ from topofinder.model.collectives import Collective
 PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
-_BUF_CODE = {"i": 0, "o": 1, "s": 2}
+_BUF_CODE = {"i": 0, "o": 1, "s": 2, None: -1}
+_NO_PLACE = (None, 0)
 _KINDS = ("s", "r", "rrc", "cpy")
 _KIND_CODE = {kind: i for i, kind in enumerate(_KINDS)}
 _BUFS = "ios"
@@ -146,10 +147,10 @@ class _Prog:
         if len(reads) > 1 or len(writes) > 1:
             raise TopofinderError("MSCCL lowering: internal error, an instruction with more "
                                   "than one read or write place")
-        rb, ro = (_BUF_CODE[reads[0][0]], reads[0][1]) if reads else (-1, 0)
-        wb, wo = (_BUF_CODE[writes[0][0]], writes[0][1]) if writes else (-1, 0)
+        read, write = reads[0] if reads else _NO_PLACE, writes[0] if writes else _NO_PLACE
         self.rec.extend((tb, _KIND_CODE[kind], _BUF_CODE[src[0]], src[1], _BUF_CODE[dst[0]],
-                         dst[1], cnt, t, slot[1] if slot else 0, rb, ro, wb, wo))
+                         dst[1], cnt, t, slot[1] if slot else 0, _BUF_CODE[read[0]], read[1],
+                         _BUF_CODE[write[0]], write[1]))
         self.count += 1
 
     def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -846,26 +847,26 @@ def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
     """Where each received piece lands, per link: (kind, place it reduces with or None,
     destination). Reduce phase: fresh scratch, or the output for the last partial of the
     receiver's own chunk; allgather phase: the final place (scratch for a duplicate)."""
-    recvs = {}
+    recvs, out, pos = {}, st.at["o"], st.pos
     for u, w, pieces, _ in sorted(msgs, key=lambda m: (m[1], m[0])):
-        lst = []
+        lst, held, prog = [], st.loc[w], st.progs[w]
         for pc in pieces:
             v, c = pc
             if reducing:
-                cur = st.loc[w].get(pc)
+                cur = held.get(pc)
                 final = False
                 if v == w:
                     st.remaining[(w, c)] -= 1
                     final = st.remaining[(w, c)] == 0
-                dst = st.own_out(w, c) if final else st.progs[w].new_scratch()
-                st.loc[w][pc] = dst
+                dst = st.own_out(w, c) if final else prog.new_scratch()
+                held[pc] = dst
                 lst.append(("rrc" if cur is not None else "r", cur, dst))
             else:
-                if pc in st.loc[w]:
-                    dst = st.progs[w].new_scratch()
+                if pc in held:
+                    dst = prog.new_scratch()
                 else:
-                    dst = st.at["o"][st.pos(v, c)]
-                    st.loc[w][pc] = dst
+                    dst = out[pos(v, c)]
+                    held[pc] = dst
                 lst.append(("r", None, dst))
         recvs[(u, w)] = lst
     return recvs
