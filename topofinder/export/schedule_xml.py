@@ -78,6 +78,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from array import array
 from bisect import bisect_right
+from itertools import chain
 from collections import defaultdict
 from fractions import Fraction
 from math import lcm
@@ -152,6 +153,19 @@ class _Prog:
                          dst[1], cnt, t, slot[1] if slot else 0, _BUF_CODE[read[0]], read[1],
                          _BUF_CODE[write[0]], write[1]))
         self.count += 1
+
+    def add_runs(self, tb, kinds, srcs, dsts, cnts, t, reads, writes):
+        """:meth:`add` for the runs of one message on selector ``tb``, run r in slot (t, r):
+        per run its type, source, destination, count, read place and written place (None:
+        none)."""
+        kc, bc = _KIND_CODE, _BUF_CODE
+        self.rec.extend(chain.from_iterable(
+            (tb, kc[kind], bc[src[0]], src[1], bc[dst[0]], dst[1], cnt, t, r,
+             bc[read[0]], read[1], bc[write[0]], write[1])
+            for r, (kind, src, dst, cnt, read, write) in enumerate(zip(
+                kinds, srcs, dsts, cnts, [x or _NO_PLACE for x in reads],
+                [x or _NO_PLACE for x in writes]))))
+        self.count += len(cnts)
 
     def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
@@ -884,8 +898,13 @@ def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs:
     if staged:
         runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
     prog = st.progs[u]
+    if not staged:
+        srcs = [run[0][0] for run in runs]
+        prog.add_runs(prog.conn_tb("send", w, (t, 0)), ["s"] * len(runs), srcs, srcs,
+                      list(map(len, runs)), t, srcs, [None] * len(runs))
+        return runs, staged
     for r, run in enumerate(runs):
-        src = _stage_pack(prog, t, run, st.max_cnt) if staged else run[0][0]
+        src = _stage_pack(prog, t, run, st.max_cnt)
         prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
                  slot=(t, r))
     return runs, staged
@@ -913,6 +932,15 @@ def _emit_receives(st: _Lowering, t: int, runs: dict, staged: set, msg_pieces: d
     :func:`_stage_unpack`."""
     for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
         prog, where = st.progs[w], None
+        if (u, w) not in staged:
+            heads = [run[0] for run in runs[(u, w)]]
+            kinds = [it[1] for it in heads]
+            reads = [it[2] if it[1] == "rrc" else None for it in heads]
+            dsts = [it[3] for it in heads]
+            prog.add_runs(prog.conn_tb("recv", u, (t, 0)), kinds,
+                          [rd or dst for rd, dst in zip(reads, dsts)], dsts,
+                          list(map(len, runs[(u, w)])), t, reads, dsts)
+            continue
         for r, run in enumerate(runs[(u, w)]):
             _, kind, cur, dst = run[0]
             parts = _runs(run, st.max_cnt, (3,)) if (u, w) in staged else (run,)
