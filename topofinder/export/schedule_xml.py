@@ -836,12 +836,18 @@ def _finish_reduce(st: _Lowering) -> None:
 def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> list:
     """Layout pass of one step: per link (u, w), the (shard, chunk) pieces it carries and
     their places at u, in buffer order; a reduce-phase sender gives its partials up."""
-    groups = {}
-    for _, v, lo, hi, u, w in rows.tolist():
-        groups.setdefault((u, w), []).extend(st.piece[v * st.p + lo:v * st.p + hi])
+    rep = rows[:, 3] - rows[:, 2]
+    at = np.repeat(rows[:, 1] * st.p + rows[:, 2] - np.cumsum(rep) + rep, rep) + \
+        np.arange(int(rep.sum()))                    # piece index v·P + c, row by row
+    link = np.repeat(rows[:, 4] * st.n + rows[:, 5], rep)
+    by_link = np.argsort(link, kind="stable")
+    at, link = at[by_link].tolist(), link[by_link]
+    heads = np.flatnonzero(np.r_[True, link[1:] != link[:-1]]).tolist() + [len(at)]
     msgs = []
-    for (u, w) in sorted(groups):
-        pieces, held = groups[(u, w)], st.loc[u]
+    for a, b in zip(heads[:-1], heads[1:]):
+        u, w = divmod(int(link[a]), st.n)
+        held = st.loc[u]
+        pieces = list(map(st.piece.__getitem__, at[a:b]))
         try:
             srcs = list(map(held.__getitem__, pieces))
         except KeyError:
@@ -984,10 +990,9 @@ def _runs(items, max_cnt, fields):
     if m < 2:
         return [list(items)] if m else []
     ok = np.ones(m - 1, bool)
-    cols = list(zip(*items))
     for f in fields:                    # a place as 4·off + buffer code ≥ 0, else negative
         code = np.array([x[1] * 4 + _BUF_CODE[x[0]] if x.__class__ is tuple else _OTHER_CODE[x]
-                         for x in cols[f]], np.int64)
+                         for x in [it[f] for it in items]], np.int64)
         a, b = code[:-1], code[1:]
         ok &= np.where((a >= 0) & (b >= 0), b - a == 4, b == a)
     start = np.flatnonzero(np.r_[True, ~ok])
