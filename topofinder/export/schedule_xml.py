@@ -292,7 +292,6 @@ class _Prog:
         self.marked[self.order[self.tb_start[db] + di]] = True
         self.tb_of = tb
         self.steps = np.maximum(1, np.bincount(dj, minlength=len(tb)))
-        self.total = int(self.steps.sum())
 
     def instrs(self, b: int) -> list:
         """Threadblock b's instructions in order: (type, (buf, off) source, destination, cnt,
@@ -312,7 +311,7 @@ class _Prog:
                 if kind != "local" or self.tb_len[b]]
 
     def steps_per_tb(self):
-        per = np.bincount(np.asarray(self.tb_of, np.int64), weights=self.steps,
+        per = np.bincount(self.tb_of, weights=self.steps,
                           minlength=len(self.tb_peer)).astype(np.int64)
         return per[self.emitted()].tolist()
 
