@@ -107,7 +107,6 @@ _KINDS = ("s", "r", "rrc", "cpy")
 _KIND_CODE = {kind: i for i, kind in enumerate(_KINDS)}
 _BUFS = "ios"
 _SLOT = 1 << 20                 # a slot (step t, run r) as the integer t·_SLOT + r
-_TB_KEY = 64                    # a threadblock as selector·_TB_KEY + lane (lanes ≤ 32)
 _NF = 13                        # recorded fields per instruction (:meth:`_Prog.add`)
 
 
@@ -192,16 +191,17 @@ class _Prog:
             if link in lanes:
                 hit = sel == code
                 lane[hit] = np.searchsorted(lanes[link], slot[hit], side="right")
-        key = sel * _TB_KEY + lane
-        fixed = [2 * w * _TB_KEY for w in self.out_peers] + \
-            [(2 * x + 1) * _TB_KEY for x in self.in_peers] + [-_TB_KEY]
+        span = int(lane.max(initial=0)) + 1         # a threadblock as selector·span + lane
+        key = sel * span + lane
+        fixed = [2 * w * span for w in self.out_peers] + \
+            [(2 * x + 1) * span for x in self.in_peers] + [-span]
         uniq, first = np.unique(key, return_index=True)
         known = set(fixed)
         keys = np.array(fixed + [k for k in uniq[np.argsort(first)].tolist() if k not in known],
                         np.int64)
         srt = np.argsort(keys)
         tb = srt[np.searchsorted(keys[srt], key)]
-        sels, self.lane = (keys // _TB_KEY).tolist(), (keys % _TB_KEY).tolist()
+        sels, self.lane = (keys // span).tolist(), (keys % span).tolist()
         self.tb_peer = [("local", -1) if s < 0 else ("recv" if s & 1 else "send", s >> 1)
                         for s in sels]
         counts = np.bincount(tb, minlength=len(keys))
