@@ -1036,8 +1036,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
     lane per link; when a threadblock holds more than ``limit`` steps, resolve the same
     lowering with the links' later slots on further lanes (:func:`assign_lanes`, aiming 1/8
     below the limit since the new threadblocks' dependencies add nops, then 1/4). The first
-    that fits, else
-    TopofinderError."""
+    that fits, else TopofinderError."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
