@@ -20,6 +20,7 @@ from topofinder.export.schedule_xml import (
     _layout,
     _Lowering,
     _lower,
+    _lower_to_fit,
     assign_lanes,
     _join_clocks,
     _leaf_deps,
@@ -329,6 +330,24 @@ def test_allreduce_refusal_names_its_two_phases_when_each_fits(expr, monkeypatch
     assert between == need_ar and "back to back" in text
     _, text = _elements_figure(ar, monkeypatch, min(need))
     assert "back to back" not in text
+
+
+
+def test_element_refusals_with_several_channels_advise_fewer(monkeypatch):
+    """Each instance repeats every threadblock on a rank, so a program too large for the
+    parser at K = 2 may fit at K = 1: the bound's refusal and the lowering's early stop say
+    so at K = 2 and not at K = 1 (where fewer channels cannot help)."""
+    sched = collective_schedule(from_expression("L(K(4,4))"), "reduce-scatter")
+    one, _ = _elements_figure(sched, monkeypatch, sched.topology.n + 2)
+    two, text = _elements_figure(sched, monkeypatch, sched.topology.n + 2, channels=2)
+    assert two > one and "use --channels 1 or fewer" in text
+    _, text = _elements_figure(sched, monkeypatch, sched.topology.n + 2)
+    assert "--channels" not in text
+    small = dataclasses.replace(RUNTIMES["msccl-executor"], max_nodes=sched.topology.n + 40)
+    for k, advice in ((1, False), (2, True)):
+        with pytest.raises(TopofinderError, match="elements its parser holds") as err:
+            _lower_to_fit(sched, k, False, small, 64, None, "x")
+        assert ("use --channels 1 or fewer" in str(err.value)) == advice
 
 
 def test_allgather_xml_is_byte_identical_to_the_earlier_lowering():

@@ -498,8 +498,15 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         split = _split_advice(schedule, channels, runtime, max_steps, stage) \
             if coll == Collective.ALLREDUCE and not collective else ""
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
-                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); {split}export "
-                              "--format json or npz instead")
+                              f"parser holds {rt.max_nodes - 1} (MAX_NODES); "
+                              f"{_fewer_channels(channels)}{split}export --format json or npz "
+                              "instead")
+
+
+def _fewer_channels(channels: int) -> str:
+    """Advice for a program too large for one rank's parser: with several instances, each
+    rank holds every instance's threadblocks, so fewer channels load fewer elements."""
+    return f"use --channels {channels - 1} or fewer, or " if channels > 1 else ""
 
 
 def allreduce_phases(schedule: StepSchedule) -> tuple[StepSchedule, StepSchedule]:
@@ -1047,7 +1054,8 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                            max_steps=room)
         except _TooBig as exc:
             first = first or (f"{exc}, beyond the {rt.max_nodes - 1} XML elements its parser "
-                              "holds (MAX_NODES); export --format json or npz instead")
+                              f"holds (MAX_NODES); {_fewer_channels(k)}export --format json or "
+                              "npz instead")
             continue
         for prog in progs:
             prog.resolve()
