@@ -20,8 +20,8 @@ from topofinder.export.msccl_check import (
 )
 from topofinder.export.schedule_xml import (
     instruction_counts,
+    layout_for,
     parse_msccl_xml,
-    shard_slots,
     to_msccl_xml,
     trees_as_steps,
 )
@@ -420,17 +420,24 @@ def test_n256_tree_schedules_as_xml(expr, coll):
     assert chunk_moves(parse_msccl_xml(xml)["sends"]) == chunk_moves(steps.sends)
 
 
-@pytest.mark.parametrize("expr", ["L(K(3,3))", pytest.param("C(96,{1,2})",
-                                                            marks=pytest.mark.slow)])
-def test_allreduce_slots_ride_on_the_gpus(expr):
-    """The allreduce layout's shard order travels as one short ``slot`` per <gpu> (the
+@pytest.mark.parametrize("expr,name", [
+    ("L(K(3,3))", "out-quotient, shard-major"),
+    ("L^3(K(2,2))", "out/in classes, chunk, finer classes"),
+    pytest.param("L^2(C(10,{1,3}))", "in/out classes, chunk, finer classes",
+                 marks=pytest.mark.slow),
+    pytest.param("C(96,{1,2})", "out-quotient, shard-major", marks=pytest.mark.slow)])
+def test_allreduce_layout_rides_on_the_gpus(expr, name):
+    """The allreduce layout travels as a short ``base`` and ``stride`` per <gpu> (the
     parser caps attribute values at 254 characters, so a list on <algo> breaks from N ≈ 90
-    on); the file loads, completes at capacity 1 and 2, and re-imports to the same sends."""
+    on); the file loads, completes at capacity 1 and 2, and re-imports to the same sends,
+    whichever candidate layout the bound chose."""
     s = collective_schedule(from_expression(expr), "allreduce")
     xml = to_msccl_xml(s)
     root = ET.fromstring(xml)
-    slots = {int(g.get("id")): int(g.get("slot")) for g in root.iter("gpu")}
-    assert slots == dict(enumerate(shard_slots(s.topology, "allreduce").tolist()))
+    lay = layout_for(s)
+    assert lay.name == name
+    got = {int(g.get("id")): (int(g.get("base")), int(g.get("stride"))) for g in root.iter("gpu")}
+    assert got == {v: (int(lay.base[v]), int(lay.stride[v])) for v in range(s.topology.n)}
     assert all(len(v) <= 254 for el in root.iter() for v in el.attrib.values())
     check(xml, capacities=(1, 2))
     assert chunk_moves(parse_msccl_xml(xml)["sends"]) == chunk_moves(s.sends)
