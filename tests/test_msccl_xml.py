@@ -5,6 +5,7 @@ with one line before anything is written."""
 
 import os
 import xml.etree.ElementTree as ET
+from fractions import Fraction
 
 import pytest
 
@@ -22,11 +23,14 @@ from topofinder.export.schedule_xml import (
     instruction_counts,
     layout_for,
     parse_msccl_xml,
+    schedule_from_xml,
     to_msccl_xml,
     trees_as_steps,
 )
+from topofinder.families.build import parse
+from topofinder.finder.frontier import predicted_frontier
 from topofinder.finder.recipe import from_expression
-from topofinder.finder.verify import collective_schedule
+from topofinder.finder.verify import collective_schedule, verify_candidate
 from topofinder.model.schedule import validate
 
 COLLS = ("allgather", "reduce-scatter", "allreduce")
@@ -170,17 +174,46 @@ def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
 
 
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
-    """L^3(C(16,{1,6})) allreduce (N = 1024): its links fit on lanes, but a rank's program
-    passes the parser's 4095 elements; check_fits' bounds (allgather runs by slot, reduce
-    runs of input-held pieces) show it from the schedule arrays in seconds, before any
-    lowering; refused with the figure and the limit named, nothing written."""
+    """L^3(C(16,{1,6})) allreduce (N = 1024) on 2 channels: its links fit on lanes, but a
+    rank's program passes the parser's 4095 elements in every candidate layout; check_fits'
+    bounds (allgather runs by offset, reduce runs of input-held pieces) show it from the
+    schedule arrays in seconds, before any lowering; refused with the figure and the limit
+    named, nothing written."""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
-                 "allreduce", "--format", "xml", "-o", str(out)]) == 2
+                 "allreduce", "--format", "xml", "--channels", "2", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
     assert "at least" in err and "XML elements" in err
     assert not out.exists()
+
+
+def _searched_allreduce(n: int, expr: str):
+    """(T_L, τ) of the allreduce `search --n n --d 4` prices for its frontier point ``expr``."""
+    for c in predicted_frontier(n, 4, False, jobs=1, use_cache=False):
+        if c.expr == expr:
+            point = verify_candidate(c)
+            return point.allreduce_T_L, Fraction(point.allreduce_tau)
+    raise AssertionError(f"{expr} is not on the N = {n} frontier")
+
+
+@pytest.mark.parametrize("n,expr", [
+    (256, "L^2(C(16,{3,4}))"),
+    pytest.param(1024, "L^3(C(16,{1,6}))", marks=pytest.mark.slow)])
+def test_frontier_allreduce_is_one_program_at_the_searched_price(n, expr, tmp_path):
+    """The recommended allreduce as one MSCCL program (issue 28): `export --format xml`
+    writes it within msccl-executor's default limits on every rank (its layout by coarse
+    walk classes, then chunk), it completes at capacity 1 and 2 with the exact result, and
+    the sends it carries replay to the (T_L, τ) search priced."""
+    out = tmp_path / "ar.xml"
+    assert main(["export", expr, "--what", "schedule", "--collective", "allreduce",
+                 "--format", "xml", "-o", str(out)]) == 0
+    xml = out.read_text()
+    stats = check(xml, "msccl-executor", capacities=(1, 2))
+    assert stats["max_steps_per_tb"] <= 64 and stats["max_nodes_per_rank"] < 4096
+    back = schedule_from_xml(xml, parse(expr))
+    validate(back)
+    assert (back.num_steps, back.tau) == _searched_allreduce(n, expr)
 
 
 def test_cli_states_the_xml_size_before_writing(tmp_path, capsys):
