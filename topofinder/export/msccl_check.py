@@ -145,11 +145,13 @@ class Tb:
 
 @dataclass
 class Gpu:
+    """A ``<gpu>``; ``attrs``: all its attributes as written (strings)."""
     id: int
     i_chunks: int
     o_chunks: int
     s_chunks: int
     tbs: list
+    attrs: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -204,7 +206,7 @@ class _Reader:
             self.root = dict(a)
         elif depth == 1 and tag == "gpu":
             self.gpus.append(Gpu(int(a.get("id")), int(a.get("i_chunks")),
-                                 int(a.get("o_chunks")), int(a.get("s_chunks")), []))
+                                 int(a.get("o_chunks")), int(a.get("s_chunks")), [], dict(a)))
         elif depth == 2 and tag == "tb" and stack[1] == "gpu":
             self.gpus[-1].tbs.append(Tb(int(a.get("id")), int(a.get("send")),
                                         int(a.get("recv")), int(a.get("chan")),

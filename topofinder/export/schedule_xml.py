@@ -70,7 +70,6 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from array import array
 from bisect import bisect_right
 from collections import defaultdict
@@ -1111,8 +1110,8 @@ def parse_msccl_xml(text: str) -> dict:
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
     per_channel = [set() for _ in range(k)]
-    root = ET.fromstring(text)
-    piece_at = _piece_at(root, n, p) if layout == "channel" else None
+    gpus = sorted(algo.gpus, key=lambda g: g.id)        # (attributes kept by the stream parse)
+    piece_at = _piece_at(gpus, n, p) if layout == "channel" else None
     for u, w, chan, t, elem, _ in run["transfers"]:
         if layout == "channel":
             j, rest = divmod(elem, n * p)
@@ -1133,7 +1132,7 @@ def parse_msccl_xml(text: str) -> dict:
             rows.append([t, v, c, c + 1, u, w])
     sends = np.array(rows, np.int64).reshape(-1, 6)
     sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
-    names = {int(g.get("id")): g.get("label") for g in root.iter("gpu")}
+    names = {g.id: g.attrs.get("label") for g in gpus}
     labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) else None
     try:
         physical = [int(x) for x in a["physical"].split()] if a.get("physical") else None
@@ -1146,20 +1145,19 @@ def parse_msccl_xml(text: str) -> dict:
             "labels": labels, "physical": physical}
 
 
-def _piece_at(root, n: int, p: int) -> np.ndarray:
+def _piece_at(gpus: list, n: int, p: int) -> np.ndarray:
     """For each offset of an allreduce instance, v·P + c of the piece there, from the gpus'
-    ``base`` and ``stride`` attributes (identity order when none has them); TopofinderError
-    unless they place the N·P pieces on distinct offsets of [0, N·P)."""
-    gpus = sorted(root.iter("gpu"), key=lambda g: int(g.get("id")))
+    (in id order) ``base`` and ``stride`` attributes (identity order when none has them);
+    TopofinderError unless they place the N·P pieces on distinct offsets of [0, N·P)."""
     try:
-        if all(g.get("base") is None and g.get("stride") is None for g in gpus):
+        if all("base" not in g.attrs and "stride" not in g.attrs for g in gpus):
             layout = shard_layout(n, p, 1)
         else:
-            layout = PieceLayout(np.array([int(g.get("base")) for g in gpus], np.int64),
-                                 np.array([int(g.get("stride")) for g in gpus], np.int64), p,
-                                 "xml")
+            layout = PieceLayout(np.array([int(g.attrs["base"]) for g in gpus], np.int64),
+                                 np.array([int(g.attrs["stride"]) for g in gpus], np.int64),
+                                 p, "xml")
         table = layout.table()
-    except (TypeError, ValueError):
+    except (KeyError, ValueError):
         table = None
     if table is None or table.shape[0] != n or table.min(initial=0) < 0 or \
             table.max(initial=0) >= n * p or np.unique(table).size != n * p:
