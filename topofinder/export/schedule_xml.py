@@ -1109,29 +1109,9 @@ def parse_msccl_xml(text: str) -> dict:
         raise TopofinderError("MSCCL XML lacks topofinder's shard_chunks attribute") from None
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
-    per_channel = [set() for _ in range(k)]
     gpus = sorted(algo.gpus, key=lambda g: g.id)        # (attributes kept by the stream parse)
-    piece_at = _piece_at(gpus, n, p) if layout == "channel" else None
-    for u, w, chan, t, elem, _ in run["transfers"]:
-        if layout == "channel":
-            j, rest = divmod(elem, n * p)
-            v, c = divmod(int(piece_at[rest]), p)
-        else:
-            v, rest = divmod(elem, k * p)
-            j, c = divmod(rest, p)
-        if j != chan // lanes:
-            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of instance {j}")
-        per_channel[j].add((t, v, c, u, w))
-    if any(x != per_channel[0] for x in per_channel[1:]):
-        raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
-    rows = []
-    for t, v, c, u, w in sorted(per_channel[0], key=lambda r: (r[0], r[1], r[3], r[4], r[2])):
-        if rows and rows[-1][:2] == [t, v] and rows[-1][4:] == [u, w] and rows[-1][3] == c:
-            rows[-1][3] = c + 1
-        else:
-            rows.append([t, v, c, c + 1, u, w])
-    sends = np.array(rows, np.int64).reshape(-1, 6)
-    sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
+    sends = _sent_rows(run["transfers"], n, p, k, lanes,
+                       _piece_at(gpus, n, p) if layout == "channel" else None)
     names = {g.id: g.attrs.get("label") for g in gpus}
     labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) else None
     try:
@@ -1143,6 +1123,37 @@ def parse_msccl_xml(text: str) -> dict:
             "shard_chunks": p, "channels": k, "protocol": algo.proto,
             "reduce_scatter_steps": int(a.get("reduce_scatter_steps", 0)), "sends": sends,
             "labels": labels, "physical": physical}
+
+
+def _sent_rows(tr: np.ndarray, n: int, p: int, k: int, lanes: int, piece_at) -> np.ndarray:
+    """The send rows (t, v, lo, hi, u, w), sorted, of recorded transfers (rows src, dst,
+    chan, t, element; ``piece_at``: the allreduce layout's inverse, None for the shard
+    layout), chunks c of one (t, v, u, w) merged where consecutive; TopofinderError unless
+    every channel carries its own instance's pieces and all instances the same sends."""
+    u, w, chan, t, elem = (tr[:, i] for i in range(5))
+    if piece_at is not None:
+        j, rest = np.divmod(elem, n * p)
+        v, c = np.divmod(piece_at[rest], p)
+    else:
+        v, rest = np.divmod(elem, k * p)
+        j, c = np.divmod(rest, p)
+    bad = np.flatnonzero(j != chan // lanes)
+    if bad.size:
+        raise TopofinderError(f"MSCCL XML: channel {chan[bad[0]]} carries a piece of instance "
+                              f"{j[bad[0]]}")
+    rows = np.unique(np.column_stack([j, t, v, u, w, c]), axis=0)
+    per = [rows[rows[:, 0] == x, 1:] for x in range(k)]
+    if any(x.shape != per[0].shape or (x != per[0]).any() for x in per[1:]):
+        raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
+    r = per[0]                                  # (t, v, u, w, c), sorted
+    if not r.shape[0]:
+        return np.zeros((0, 6), np.int64)
+    brk = np.r_[True, (r[1:, :4] != r[:-1, :4]).any(axis=1) | (r[1:, 4] != r[:-1, 4] + 1)]
+    start = np.flatnonzero(brk)
+    end = np.r_[start[1:], r.shape[0]] - 1
+    sends = np.column_stack([r[start, 0], r[start, 1], r[start, 4], r[end, 4] + 1,
+                             r[start, 2], r[start, 3]]).astype(np.int64)
+    return sends[np.lexsort(sends.T[::-1])]
 
 
 def _piece_at(gpus: list, n: int, p: int) -> np.ndarray:
