@@ -271,17 +271,37 @@ def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
     receiver, stored as the representatives' sends (to_representatives). Each receiver's loads
     are its representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None
     when the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
+    setup = _orbit_receivers(topo, factors)
+    if setup is None:
+        return None
+    reps, inverse, backs = setup
+    p, rows = bfb.bfb_orbit_plans(topo, reps, inverse=inverse)
+    rows = to_representatives([m for m, _ in factors], backs, rows)
+    return OrbitSchedule(topo, p, rows, tuple(_flat(factors)), method="bfb")
+
+
+def orbit_bfb_price(topo: Topology, factors) -> tuple[int, Fraction] | None:
+    """(T_L in steps, τ in M/B) of `orbit_bfb`'s schedule — BFB's optimum (001 eq. (2)) —
+    from one receiver per orbit's Hall loads (bfb.bfb_orbit_score), without its flows and
+    sends: O(orbits·d·N) memory, no N×N matrix. None where `orbit_bfb` is None."""
+    setup = _orbit_receivers(topo, factors)
+    if setup is None:
+        return None
+    score = bfb.bfb_orbit_score(topo, setup[0], inverse=setup[1])
+    return score.T_L, score.tau
+
+
+def _orbit_receivers(topo: Topology, factors):
+    """(one receiver per orbit, inverse(y) = γ_y⁻¹ as a permutation, the factors' backs) of
+    the factors' group acting on ``topo`` (checked: check_group), or None when the receivers'
+    plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
     sizes = [m for m, _ in factors]
-    gens = _flat(factors)
-    reps = check_group(topo, gens).reps
+    reps = check_group(topo, _flat(factors)).reps
     if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
         return None
     backs = [_back(m, g) for m, g in factors]
     coords = np.unravel_index(np.arange(topo.n), sizes)
-    p, rows = bfb.bfb_orbit_plans(topo, reps,
-                                     inverse=lambda y: inverse_element(sizes, backs, y, coords))
-    rows = to_representatives(sizes, backs, rows)
-    return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")
+    return reps, (lambda y: inverse_element(sizes, backs, y, coords)), backs
 
 
 def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
@@ -402,7 +422,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
                                        candidate.tau, None)
         method = candidate.recipe.method
-        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau, candidate.recipe)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -492,17 +512,27 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
     writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
     scored unless the point is an exactly scored BFB schedule) plus the exported
     reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
-    on G^T (Thm 1), which may cost more. Beyond REPLAY_LIMIT the allgather is the exact
-    predicted one, as `verify_candidate` prices it there (no schedule is built or swapped)."""
-    beyond = candidate.n * candidate.n * candidate.d > REPLAY_LIMIT
-    if candidate.exact or beyond:
+    on G^T (Thm 1), which may cost more. Beyond REPLAY_LIMIT as `verify_candidate` prices a
+    point there (`_symmetric_point`; no schedule swapped): the exact predicted allgather, or
+    its orbit form's when the prediction is a bound, and BFB on G^T under the recipe's group
+    (`_reduce_scatter_price`); TopofinderError for a point without an orbit form, which search
+    and the sweep leave out (`unverifiable_reason`)."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
         topo = build_topology(candidate.recipe)
-        t_l, tau = ((candidate.t_l, candidate.tau) if beyond
-                    else _exported_allgather_price(candidate, topo))
+        t_l, tau = candidate.t_l, candidate.tau
+        if not candidate.exact:
+            orbit = symmetric_allgather(candidate.recipe)
+            if orbit is None:
+                raise TopofinderError(f"{candidate.expr}: no orbit form to price beyond the "
+                                      f"replay limit")
+            t_l, tau = orbit.num_steps, orbit.tau
+    elif candidate.exact:
+        topo = build_topology(candidate.recipe)
+        t_l, tau = _exported_allgather_price(candidate, topo)
     else:
         allgather = allgather_schedule(candidate.recipe)
         topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
-    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau, candidate.recipe)
     return rs_t_l + t_l, rs_tau + tau
 
 
@@ -516,13 +546,25 @@ def _exported_allgather_price(candidate, topo: Topology) -> tuple[int, Fraction]
     return _bfb_beats(topo, *named) or named
 
 
-def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction,
+                          recipe: Recipe) -> tuple[int, Fraction]:
     """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
-    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    without building it: equal when topo is reverse-symmetric (Thm 2), else BFB on G^T
+    (Thm 1) — scored in full up to REPLAY_LIMIT, beyond it from one receiver per orbit of the
+    recipe's group acting on G^T (`orbit_bfb_price`; G's automorphisms are G^T's), as
+    `_symmetric_point` replays it. TopofinderError beyond the limit without such a group."""
     if _reversible(topo):
         return t_l, tau
-    rs = bfb.bfb_score(topo.transpose())
-    return rs.T_L, rs.tau
+    if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+        rs = bfb.bfb_score(topo.transpose())
+        return rs.T_L, rs.tau
+    factors = recipe_group(recipe)
+    price = orbit_bfb_price(topo.transpose(), factors) if any(g for _, g in factors) else None
+    if price is None:
+        raise TopofinderError(f"{recipe.expr}: its reduce-scatter (BFB on G^T) has no orbit "
+                              f"form to price beyond the replay limit (N²·d = "
+                              f"{topo.n * topo.n * topo.degree:.2g} > {REPLAY_LIMIT:.2g})")
+    return price
 
 
 def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:
