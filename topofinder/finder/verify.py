@@ -28,8 +28,9 @@ from topofinder.model.schedule import (
     ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
 )
 from topofinder.model.symmetric import (
-    OrbitSchedule, check_group, line_graph_action, product_action, replay_by_symmetry, rotation,
-    inverse_element, orbit_distance_histogram, to_representatives, transversal,
+    OrbitSchedule, check_group, line_graph_action, orbit_form, product_action, replay_by_symmetry,
+    rotation, rows_schedule, inverse_element, orbit_distance_histogram, to_representatives,
+    transversal,
 )
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
@@ -335,6 +336,41 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
                          method="line-graph")
 
 
+def symmetric_collective(recipe: Recipe, collective: str) -> OrbitSchedule | None:
+    """The recipe's ``collective`` in orbit form, the schedule `collective_schedule` builds in
+    full (no BFB swap: beyond REPLAY_LIMIT none is made): the allgather `symmetric_allgather`;
+    its reduce-scatter (`symmetric_reduce_scatter`); the allreduce, reduce-scatter then
+    allgather (Appendix B) on the representatives' rows (topofinder.model.schedule.allreduce:
+    P = lcm, the allgather's steps shifted). None without an orbit form."""
+    allgather = symmetric_allgather(recipe)
+    if allgather is None or collective == Collective.ALLGATHER:
+        return allgather
+    rs = symmetric_reduce_scatter(allgather, recipe)
+    if rs is None or collective == Collective.REDUCE_SCATTER:
+        return rs
+    return orbit_form(allreduce(rows_schedule(rs), rows_schedule(allgather)),
+                      allgather.generators)
+
+
+def symmetric_reduce_scatter(allgather: OrbitSchedule, recipe: Recipe) -> OrbitSchedule | None:
+    """The reduce-scatter `reduce_scatter_of` writes next to ``allgather``, in orbit form
+    under the same group: when G is reverse-symmetric, the allgather's representatives' rows
+    reversed (Thm 2: (T+1−t, v, lo, hi, w, u), then relabelled by the known isomorphism
+    G^T → G, which maps Γ-orbits onto Γ-orbits for the constructions' groups — the replay by
+    symmetry checks one shard per orbit); else BFB on G^T under the recipe's group
+    (`orbit_bfb`: Γ acts on G^T alike) reversed onto G (Thm 1). Each is Γ-equivariant: the
+    reverse of an equivariant schedule is. None when the G^T plans are too large."""
+    topo = allgather.topology
+    if _reversible(topo):
+        rs = reduce_scatter(rows_schedule(allgather))
+    else:
+        transposed = orbit_bfb(topo.transpose(), recipe_group(recipe))
+        if transposed is None:
+            return None
+        rs = reduce_scatter(rows_schedule(transposed), topology=topo)
+    return orbit_form(rs, allgather.generators)
+
+
 def _orbit_form(recipe: Recipe) -> bool:
     """Whether symmetric_allgather gives the recipe an orbit form, decided from the groups
     alone (no schedule is built): BFB on a base or product with a nontrivial group within
@@ -473,7 +509,7 @@ def _symmetric_point(candidate):
     if _reversible(topo):
         rs = t_l, tau
     else:
-        transposed = orbit_bfb(topo.transpose(), recipe_group(candidate.recipe))
+        transposed = symmetric_reduce_scatter(orbit, candidate.recipe)
         if transposed is None:
             return None
         replay_by_symmetry(transposed)

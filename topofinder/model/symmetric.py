@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from topofinder.model.schedule import ScheduleError, StepRows, StepSchedule, validate_sources
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
 
 def orbits(n: int, gens: list[np.ndarray]) -> np.ndarray:
@@ -126,15 +127,28 @@ def _check_free(n: int, gens: list[np.ndarray], node_orbit: np.ndarray,
 
 @dataclass(frozen=True, eq=False)
 class OrbitSchedule(StepRows):
-    """An allgather given by its representatives' sends (rows (t, v, lo, hi, u, w) with v a
+    """A step schedule given by its representatives' sends (rows (t, v, lo, hi, u, w) with v a
     representative of its orbit under ``generators``); it stands for the equivariant
-    extension (module docstring). ``shard_chunks``: P."""
+    extension (module docstring). ``shard_chunks``: P. ``collective``: an allgather, a
+    reduce-scatter (its shards' partial sums move independently too, so the same argument
+    holds) or an allreduce, whose first ``reduce_steps`` steps are a reduce-scatter and the
+    rest an allgather, each phase with one representative shard per orbit of its own."""
 
     topology: Topology
     shard_chunks: int
     sends: np.ndarray
     generators: tuple
     method: str = ""
+    collective: str = Collective.ALLGATHER
+    reduce_steps: int = 0
+
+    def __post_init__(self):
+        if self.collective not in (Collective.ALLGATHER, Collective.REDUCE_SCATTER,
+                                   Collective.ALLREDUCE):
+            raise ScheduleError(f"an orbit schedule's collective is allgather, "
+                                f"reduce-scatter or allreduce, not {self.collective!r}")
+        if (self.collective == Collective.ALLREDUCE) != (self.reduce_steps > 0):
+            raise ScheduleError("reduce_steps > 0 exactly for an allreduce")
 
     @cached_property
     def action(self) -> GroupAction:
@@ -143,15 +157,22 @@ class OrbitSchedule(StepRows):
 
     @cached_property
     def sources(self) -> np.ndarray:
-        """The representative sources: the shards the sends carry, exactly one per orbit
-        (ScheduleError otherwise)."""
-        v = np.unique(self.sends[:, 1])
-        orbit = self.action.node_orbit
-        if v.size != self.action.reps.size or np.unique(orbit[v]).size != v.size:
-            raise ScheduleError(f"an orbit schedule carries one shard per orbit of its group "
-                                f"({self.action.reps.size}); these sends carry {v.size} "
-                                f"shards in {np.unique(orbit[v]).size} orbits")
-        return v
+        """The representative sources of an allgather or reduce-scatter (of an allreduce:
+        those of both phases): the shards the sends carry, exactly one per orbit in each
+        phase (ScheduleError otherwise)."""
+        return np.unique(np.concatenate([_phase_sources(self, rows)
+                                         for rows, _ in self.phases()]))
+
+    def phases(self) -> list[tuple[np.ndarray, str]]:
+        """(rows, collective) of each phase, steps renumbered from 1: the schedule itself, or
+        an allreduce's reduce-scatter and allgather."""
+        if self.collective != Collective.ALLREDUCE:
+            return [(self.sends, self.collective)]
+        first = self.sends[:, 0] <= self.reduce_steps
+        second = self.sends[~first].copy()
+        second[:, 0] -= self.reduce_steps
+        return [(self.sends[first], Collective.REDUCE_SCATTER),
+                (second, Collective.ALLGATHER)]
 
     @cached_property
     def _scaled_loads(self) -> tuple[np.ndarray, int]:
@@ -191,24 +212,42 @@ class OrbitSchedule(StepRows):
 REPLAY_BATCH_ROWS = 4_000_000
 
 
+def _phase_sources(schedule: OrbitSchedule, rows: np.ndarray) -> np.ndarray:
+    """The shards ``rows`` (one phase of ``schedule``) carry: one per orbit (ScheduleError)."""
+    v = np.unique(rows[:, 1])
+    orbit = schedule.action.node_orbit
+    if v.size != schedule.action.reps.size or np.unique(orbit[v]).size != v.size:
+        raise ScheduleError(f"an orbit schedule carries one shard per orbit of its group "
+                            f"({schedule.action.reps.size}) in each phase; these sends carry "
+                            f"{v.size} shards in {np.unique(orbit[v]).size} orbits")
+    return v
+
+
 def replay_by_symmetry(schedule: OrbitSchedule) -> None:
-    """Verify the extended allgather by replaying one source per orbit (module docstring), in
-    batches of sources of about REPLAY_BATCH_ROWS rows: ScheduleError naming the first
-    violation, or the generators' failure."""
-    s, sources = schedule.sends, schedule.sources
-    order = np.argsort(s[:, 1], kind="stable")
-    starts = np.searchsorted(s[order, 1], sources)
-    ends = np.append(starts[1:], s.shape[0])
-    lo = 0
-    while lo < sources.size:
-        hi = lo + 1
-        while hi < sources.size and ends[hi] - starts[lo] <= REPLAY_BATCH_ROWS:
-            hi += 1
-        rows = s[order[starts[lo]:ends[hi - 1]]]
-        batch = StepSchedule(schedule.topology, schedule.shard_chunks, rows,
-                             method=schedule.method)
-        validate_sources(batch, sources[lo:hi])
-        lo = hi
+    """Verify the extended schedule by replaying one source per orbit (module docstring) —
+    an allreduce phase by phase, as `validate` replays it — in batches of sources of about
+    REPLAY_BATCH_ROWS rows: ScheduleError naming the first violation, or the generators'
+    failure."""
+    for s, collective in schedule.phases():
+        sources = _phase_sources(schedule, s)
+        order = np.argsort(s[:, 1], kind="stable")
+        starts = np.searchsorted(s[order, 1], sources)
+        ends = np.append(starts[1:], s.shape[0])
+        lo = 0
+        while lo < sources.size:
+            hi = lo + 1
+            while hi < sources.size and ends[hi] - starts[lo] <= REPLAY_BATCH_ROWS:
+                hi += 1
+            rows = s[order[starts[lo]:ends[hi - 1]]]
+            batch = StepSchedule(schedule.topology, schedule.shard_chunks, rows,
+                                 collective=collective, method=schedule.method)
+            try:
+                validate_sources(batch, sources[lo:hi])
+            except ScheduleError as exc:
+                if schedule.collective != Collective.ALLREDUCE:
+                    raise
+                raise ScheduleError(f"allreduce, {collective} phase: {exc}") from None
+            lo = hi
 
 
 def _powers(n: int, gens: list[np.ndarray]) -> list[np.ndarray]:
@@ -283,11 +322,29 @@ def expand(schedule: OrbitSchedule) -> StepSchedule:
     s, n = schedule.sends, schedule.topology.n
     gens = [np.asarray(g, np.int64) for g in schedule.generators]
     parts = []
-    for _, p in _elements(n, gens, int(schedule.sources[0])):
+    for _, p in _elements(n, gens, int(schedule.action.reps[0])):
         parts.append(np.stack([s[:, 0], p[s[:, 1]], s[:, 2], s[:, 3], p[s[:, 4]], p[s[:, 5]]],
                               axis=1))
     return StepSchedule(schedule.topology, schedule.shard_chunks, np.concatenate(parts),
-                        method=schedule.method)
+                        collective=schedule.collective, method=schedule.method,
+                        reduce_steps=schedule.reduce_steps)
+
+
+def orbit_form(schedule: StepSchedule, generators) -> OrbitSchedule:
+    """The rows of ``schedule`` (representatives' sends of a Γ-equivariant schedule, e.g. a
+    transformation of an orbit schedule's rows by topofinder.model.schedule's reverse,
+    reduce_scatter or allreduce) as an orbit schedule under ``generators``, with its
+    collective and reduce_steps."""
+    return OrbitSchedule(schedule.topology, schedule.shard_chunks, schedule.sends,
+                         tuple(generators), schedule.method, schedule.collective,
+                         schedule.reduce_steps)
+
+
+def rows_schedule(orbit: OrbitSchedule) -> StepSchedule:
+    """The representatives' rows of ``orbit`` as a StepSchedule (not the whole schedule: only
+    to transform them with topofinder.model.schedule's reverse, reduce_scatter, allreduce)."""
+    return StepSchedule(orbit.topology, orbit.shard_chunks, orbit.sends, orbit.collective,
+                        orbit.method, orbit.reduce_steps)
 
 
 def _sorted_rows(rows: np.ndarray) -> np.ndarray:
@@ -295,13 +352,14 @@ def _sorted_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def orbit_schedule_of(schedule: StepSchedule, generators) -> OrbitSchedule:
-    """The representatives' sends of an allgather, after checking that the schedule is
+    """The representatives' sends of a step schedule, after checking that the schedule is
     equivariant under the group (it equals the extension of those sends, as a set of rows);
     ScheduleError when it is not."""
     act = check_group(schedule.topology, generators)
     s = schedule.sends
-    orbit = OrbitSchedule(schedule.topology, schedule.shard_chunks,
-                          s[np.isin(s[:, 1], act.reps)], tuple(generators), schedule.method)
+    orbit = orbit_form(StepSchedule(schedule.topology, schedule.shard_chunks,
+                                    s[np.isin(s[:, 1], act.reps)], schedule.collective,
+                                    schedule.method, schedule.reduce_steps), generators)
     full = expand(orbit).sends
     if full.shape != s.shape or not np.array_equal(_sorted_rows(full), _sorted_rows(s)):
         raise ScheduleError(f"the {schedule.method or 'given'} schedule on "
