@@ -9,7 +9,8 @@ import pytest
 
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
-from topofinder.finder.verify import build_schedule, symmetric_allgather
+from topofinder.finder.verify import (build_schedule, build_topology, recipe_generators,
+                                      symmetric_allgather)
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
     OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
@@ -240,3 +241,21 @@ def test_distance_histogram_by_orbits_equals_every_source(expr):
     orbit = symmetric_allgather(from_expression(expr))
     assert np.array_equal(orbit_distance_histogram(orbit.topology, orbit.action),
                           parse(expr).distance_histogram)
+
+
+def test_check_group_memory_is_linear_in_n():
+    """The freeness check holds one row per node of r_1's orbit (N entries in all), not one
+    per node of the graph: L^5(C(4,{1,2})) (N = 4096, 1024 orbits of Z_4) needed an N × orbits
+    table (34 MB; 8.6 GB for L^7 at N = 65536, which killed sweep cells)."""
+    import tracemalloc
+
+    recipe = from_expression("L^5(C(4,{1,2}))")
+    topo, gens = build_topology(recipe), recipe_generators(recipe)
+    tracemalloc.start()
+    try:
+        action = check_group(topo, gens)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (topo.n, action.reps.size) == (4096, 1024)
+    assert peak < 8 * topo.n * action.reps.size // 4

@@ -93,34 +93,38 @@ def check_group(topo: Topology, generators) -> GroupAction:
     return GroupAction(node_orbit, reps, keys, cap, orbits(keys.size, arc_gens))
 
 
-def _element_images(n: int, gens: list[np.ndarray], reps: np.ndarray) -> np.ndarray:
-    """img[x] = (γ(r_1), …, γ(r_k)) for a γ taking r_1 to x (−1 off r_1's orbit), by a
-    breadth-first search over the generators and their powers g^(2^i) (so a cyclic group of
-    order m takes log m rounds, not m)."""
+def _element_images(n: int, gens: list[np.ndarray], reps: np.ndarray,
+                    orbit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """img[i] = (γ(r_1), …, γ(r_k)) for a γ taking r_1 to ``orbit[i]`` (r_1's orbit, sorted),
+    by a breadth-first search over the generators and their powers g^(2^i) (so a cyclic group
+    of order m takes log m rounds, not m). m × k = N entries: rows only for r_1's orbit;
+    with pos[x] = the row of x (−1 off the orbit)."""
     gens = _powers(n, gens)
-    img = np.full((n, reps.size), -1, np.int64)
-    img[reps[0]] = reps
+    pos = np.full(n, -1, np.int64)
+    pos[orbit] = np.arange(orbit.size)
+    img = np.full((orbit.size, reps.size), -1, np.int64)
+    img[pos[reps[0]]] = reps
     front = np.array([reps[0]])
     while front.size:
         nxt = []
         for g in gens:
             to = g[front]
-            new = img[to, 0] < 0
+            new = img[pos[to], 0] < 0
             to, src = to[new], front[new]
             to, first = np.unique(to, return_index=True)
-            img[to] = g[img[src[first]]]
+            img[pos[to]] = g[img[pos[src[first]]]]
             nxt.append(to)
         front = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
-    return img
+    return img, pos
 
 
 def _check_free(n: int, gens: list[np.ndarray], node_orbit: np.ndarray,
                 reps: np.ndarray) -> None:
     """ScheduleError unless x ↦ img[x] is Γ-equivariant: then only the identity fixes r_1."""
-    img = _element_images(n, gens, reps)
     x = np.flatnonzero(node_orbit == node_orbit[reps[0]])
+    img, pos = _element_images(n, gens, reps, x)
     for g in gens:
-        if not np.array_equal(img[g[x]], g[img[x]]):
+        if not np.array_equal(img[pos[g[x]]], g[img]):
             raise ScheduleError("the symmetry group does not act freely: a non-identity "
                                 "element fixes a representative")
 
