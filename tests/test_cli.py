@@ -87,6 +87,10 @@ BAD_INPUTS = [
     (["export", "K(3)", "--format", "dot", "-o", "OUT"], "edgelist, json, graphml"),
     (["export", "K(3)", "-o", "MISSING"], "cannot write"),
     (["score"], "EXPR"),                              # argparse errors are one line too
+    # an unknown option names the command it was given to and that command's help
+    (["search", "--n", "8", "--d", "2", "--bogus"],
+     "error: search: unrecognized arguments: --bogus (see 'topofinder search --help')"),
+    (["frob"], "error: argument COMMAND: invalid choice: 'frob'"),
 ]
 
 

@@ -91,6 +91,25 @@ def test_one_job_runs_in_this_process():
     assert parallel.finish(batch) == [(i, os.getpid()) for i in range(3)]
 
 
+def test_a_weighted_bar_shows_the_share_of_the_work_done(capsys):
+    """Items of unequal cost: the bar advances by each item's weight (1 of 4 units after the
+    first of two items, not 1 of 2), so its ETA follows the work; the label counts items."""
+    parallel.run_parallel(time.sleep, [0.2, 0.2], jobs=1, progress=True, label="verifying",
+                          weights=[1, 3])                  # slower than tqdm's redraw interval
+    err = capsys.readouterr().err
+    assert "verifying 1/2:  25%" in err and "verifying 2/2: 100%" in err
+    with pytest.raises(ValueError, match="2 weights for 3 items"):
+        parallel.run_parallel(abs, [1, 2, 3], jobs=1, weights=[1, 3])
+
+
+def test_verify_work_counts_the_replayed_rows():
+    from types import SimpleNamespace
+    from topofinder.finder.recipe import from_expression
+    from topofinder.finder.verify import AUTOMORPHISM_ROWS_PER_ARC, verify_work
+    small = SimpleNamespace(recipe=from_expression("C(8,{1,2})"), n=8, d=4)
+    assert verify_work(small) == 8 * 8 * 4 + AUTOMORPHISM_ROWS_PER_ARC * 8 * 4
+
+
 _FAULTS = """
 import resource, sys
 import numpy as np

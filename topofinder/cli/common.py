@@ -16,7 +16,9 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of usage dumps."""
 
     def error(self, message: str):  # noqa: D401 - argparse hook
-        raise TopofinderError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        command = self.prog.removeprefix("topofinder").strip()   # main() says "topofinder:"
+        raise TopofinderError(f"{command + ': ' if command else ''}{message} "
+                              f"(see '{self.prog} --help')")
 
 
 def add_undirected(p) -> None:

@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for command in COMMANDS:
         command.add(sub)
+    for command_parser in sub.choices.values():     # its own name in an unrecognised-option error
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -78,7 +80,9 @@ def entry() -> None:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args, extra = build_parser().parse_known_args(argv)
+        if extra:
+            args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return args.run(args)
     except TopofinderError as exc:
         _say(f"error: {exc}")

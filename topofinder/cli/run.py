@@ -15,5 +15,5 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "run", "schedule")}
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "command_parser", "run", "schedule")}
     return api.run_schedule(args.schedule, **options)

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, wait
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import joblib
 from joblib.externals.loky import ProcessPoolExecutor, reusable_executor
@@ -298,14 +298,21 @@ class _Progress:
     per finished item, and ``on_result(i, result)`` told each result; a worker that died
     becomes one clear error."""
 
-    def __init__(self, total: int, progress, label: str, on_result: Callable | None = None):
+    def __init__(self, total: int, progress, label: str, on_result: Callable | None = None,
+                 weights=None):
         self.total, self.label, self.count, self.on_result = total, label, 0, on_result
         self.notify = progress if callable(progress) else None
+        self.weights = weights
         # no tqdm object at all without a bar: even a disabled one creates tqdm's
         # multiprocessing lock, which a worker killed at the end leaves to the resource
         # tracker ("leaked semaphore objects" printed when every sweep ended)
-        self.bar = (tqdm(total=total, desc=label, file=sys.stderr, leave=False)
-                    if progress and self.notify is None else None)
+        self.bar = None
+        if progress and self.notify is None and weights is None:
+            self.bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False)
+        elif progress and self.notify is None:   # the share of the estimated work done
+            self.bar = tqdm(total=float(sum(weights)) or 1.0, desc=f"{label} 0/{total}",
+                            file=sys.stderr, leave=False,
+                            bar_format="{l_bar}{bar}| work [{elapsed}<{remaining}]")
         self.lock, self.stop = threading.Lock(), threading.Event()
         if self.bar is not None:
             threading.Thread(target=_ticking, args=(self.bar, self.stop), daemon=True).start()
@@ -314,9 +321,13 @@ class _Progress:
         with self.lock:
             if self.on_result is not None:
                 self.on_result(i, result)
-            if self.bar is not None:
-                self.bar.update()
             self.count += 1
+            if self.bar is not None and self.weights is None:
+                self.bar.update()
+            elif self.bar is not None:
+                self.bar.set_description_str(f"{self.label} {self.count}/{self.total}",
+                                             refresh=False)
+                self.bar.update(float(self.weights[i]))
             if self.notify is not None:
                 self.notify(self.count, self.total)
 
@@ -346,7 +357,8 @@ def finish(batch: Batch, progress: bool | Callable | None = None,
 
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working",
-                 share: bool = False, on_result: Callable | None = None) -> list:
+                 share: bool = False, on_result: Callable | None = None,
+                 weights: Sequence[float] | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
@@ -354,9 +366,13 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     others join as their workers finish importing (short work: module docstring).
     ``progress``: True for a stderr bar, or a callable told (items done, items) as they end.
     ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
-    worker may run on another machine: what must land on this one's disk is written here)."""
+    worker may run on another machine: what must land on this one's disk is written here).
+    ``weights``: each item's estimated work; the bar then shows the share of the work done,
+    and its ETA follows the work, not the item count (items of very unequal cost)."""
     args = _as_args(items)
-    with _Progress(len(args), progress, label, on_result) as tick:
+    if weights is not None and len(weights) != len(args):
+        raise ValueError(f"{len(weights)} weights for {len(args)} items")
+    with _Progress(len(args), progress, label, on_result, weights) as tick:
         if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and _workers(jobs) <= 1):
             out = []
             for i, a in enumerate(args):

@@ -116,17 +116,27 @@ def baseline_specs(n: int, d: int) -> list[BaselineSpec]:
 
 
 def native_cost(expr: str, schedule: str) -> tuple[int, Fraction, str | None]:
-    """(T_L, τ, verified_by) of the baseline's own allgather. The ring is replayed by symmetry
-    (one source and the rotation, topofinder.model.symmetric) at every N; the others are built
-    and replayed in full ("full") while N²·d ≤ REPLAY_LIMIT; beyond it the torus's BFB
-    schedule is replayed by symmetry (its rings' rotations, verify.orbit_bfb: one source),
-    and the two-tree schedule takes its exact closed form (verified_by None): its loads from
-    subtree distance counts (two_tree_cost)."""
+    """(T_L, τ, verified_by) of the baseline's own allgather. The ring and the torus are
+    replayed by symmetry at every N (topofinder.model.symmetric: the ring's one source and
+    rotation; the torus's BFB schedule made equivariant under its rings' rotations,
+    verify.orbit_bfb: one source — 0.7 s of a cold N = 1024 search in full); the two-tree
+    schedule is built and replayed in full ("full") while N²·d ≤ REPLAY_LIMIT, beyond it it
+    takes its exact closed form (verified_by None): its loads from subtree distance counts
+    (two_tree_cost)."""
     topo = parse(expr)
     if schedule == "ring":
         orbit = ring_orbit(topo.degree, topo.n)
         replay_by_symmetry(orbit)
         return orbit.num_steps, orbit.tau, "symmetry"
+    if schedule == "bfb":                # the torus: its rings' rotations, one orbit
+        dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+        try:
+            orbit = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+        except ScheduleError:
+            orbit = None
+        if orbit is not None:
+            replay_by_symmetry(orbit)
+            return orbit.num_steps, orbit.tau, "symmetry"
     if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
         sched = (two_tree_allgather(topo.n) if schedule == "double-binary-tree"
                  else allgather_schedule(from_expression(expr)))
@@ -134,16 +144,8 @@ def native_cost(expr: str, schedule: str) -> tuple[int, Fraction, str | None]:
         return sched.num_steps, sched.tau, "full"
     if schedule == "double-binary-tree":
         return (*two_tree_cost(topo.n), None)
-    dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
-    try:                                 # the torus: its rings' rotations, one orbit
-        orbit = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
-    except ScheduleError:
-        orbit = None
-    if orbit is None:
-        best = bfb.bfb_score(topo)
-        return best.T_L, best.tau, None
-    replay_by_symmetry(orbit)
-    return orbit.num_steps, orbit.tau, "symmetry"
+    best = bfb.bfb_score(topo)
+    return best.T_L, best.tau, None
 
 
 def score_baseline(expr: str, schedule: str, full_alltoall: bool) -> dict:

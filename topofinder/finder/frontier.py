@@ -21,7 +21,7 @@ from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
 from topofinder.finder.verify import (SCORE_MAX_N2D, VerifiedPoint, base_topology, check_score,
                                       check_verified, score_base, score_kstep, unscored_reason,
-                                      unverifiable_reason, verify_candidate)
+                                      unverifiable_reason, verify_candidate, verify_work)
 from topofinder.errors import TopofinderError
 from topofinder.model.bounds import check_claim
 from topofinder.model.units import exact
@@ -219,8 +219,9 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")
     verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
                             [(c, full_alltoall) for c in predicted],
-                            jobs=verify_jobs(n, d, jobs),
-                            progress=progress, label="verifying frontier", share=True)
+                            jobs=verify_jobs(n, d, jobs), progress=progress,
+                            label="verifying frontier", share=True,
+                            weights=[verify_work(c) for c in predicted] if progress else None)
     return list(zip(predicted, verified)), skipped
 
 

@@ -16,7 +16,9 @@ per vertex orbit, one capacity row per arc orbit; see topofinder.scoring.alltoal
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from typing import Callable
 
 import numpy as np
 
@@ -28,11 +30,16 @@ from topofinder.scoring.links import Links
 @dataclass(frozen=True)
 class Group:
     """Automorphism group of a digraph: ``generators`` (node permutations, each verified) and
-    ``order`` (|Aut|, exact integer from bliss)."""
+    ``order`` (|Aut|, exact integer from bliss, counted on first use: a second search as
+    long as the first — 5 s at N = 10^5 — that only the failure survey reads)."""
 
     n: int
     generators: tuple
-    order: int
+    count: Callable[[], int] = field(repr=False, compare=False)
+
+    @cached_property
+    def order(self) -> int:
+        return self.count()
 
     def orbits(self) -> np.ndarray:
         """Orbit label of every node."""
@@ -93,12 +100,6 @@ def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
         colours[fixed] = max(colours) + 1
     g = igraph.Graph(n=len(colours), edges=edges.tolist(), directed=True)
     raw = g.automorphism_group(sh="fl", color=colours)
-    limit = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)                # |Aut(K(2000))| = 2000! has 5736 digits
-    try:
-        order = int(g.count_automorphisms(sh="fl", color=colours))
-    finally:
-        sys.set_int_max_str_digits(limit)
     total = len(colours)
     edges = edges.astype(np.int64).reshape(-1, 2)
     keys = np.sort(edges[:, 0] * total + edges[:, 1])
@@ -109,7 +110,17 @@ def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
                 and np.array_equal(colour[p], colour)):
             raise TopofinderError("bliss returned a permutation that is not an automorphism")
     gens = tuple(np.asarray(p[:n], np.int64) for p in raw)
-    return Group(n, gens, order)
+    return Group(n, gens, partial(_count, g, colours))
+
+
+def _count(graph, colours: list) -> int:
+    """|Aut| of the coloured igraph ``graph`` (bliss)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)                # |Aut(K(2000))| = 2000! has 5736 digits
+    try:
+        return int(graph.count_automorphisms(sh="fl", color=colours))
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 def topology_group(topo) -> Group:
