@@ -259,3 +259,23 @@ def test_check_group_memory_is_linear_in_n():
         tracemalloc.stop()
     assert (topo.n, action.reps.size) == (4096, 1024)
     assert peak < 8 * topo.n * action.reps.size // 4
+
+
+@pytest.mark.parametrize("expr", ["L(UniRing(1,3) x UniRing(1,5))", "L(C(4,{1,2}))",
+                                  "L(Aff(8,3,{1,3}) x C(5,{1}))", "C(6,{1}) x C(4,{1})"])
+def test_transversal_inverts_every_group_element(expr):
+    """transversal(n, gens)(v, ·) is the inverse of the element taking v's representative to
+    v, for every v: against the elements enumerated one by one (breadth-first over the
+    generators; O(n²), small n), on groups of one and two generators."""
+    from topofinder.model.symmetric import _elements, orbits, transversal
+
+    recipe = from_expression(expr)
+    topo, gens = build_topology(recipe), recipe_generators(recipe)
+    back = transversal(topo.n, gens)
+    node_orbit = orbits(topo.n, gens)
+    for r in np.unique(node_orbit, return_index=True)[1]:
+        for v, perm in _elements(topo.n, gens, int(r)):
+            assert back(v, v) == r
+            assert np.array_equal(back(v, perm), np.arange(topo.n))
+    v = np.arange(topo.n)
+    assert np.array_equal(back(v, v), np.unique(node_orbit, return_index=True)[1][node_orbit])

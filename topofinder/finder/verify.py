@@ -247,14 +247,13 @@ def _flat(factors) -> list:
 
 def _back(n: int, gens):
     """γ_v⁻¹(x) for the factor group of ``gens`` (as topofinder.model.symmetric's
-    to_representatives wants): x − v for the rotation group of Z_n, a transversal table for
-    another (small) group."""
+    to_representatives wants): x − v for the rotation group of Z_n, `transversal` (O(n)
+    memory, by cycles of the generators) for another group."""
     if not gens:
         return None
     if len(gens) == 1 and np.array_equal(gens[0], rotation(n)):
         return lambda v, x: _minus(x, v, n)
-    table = transversal(n, gens)
-    return lambda v, x: table[v, x]
+    return transversal(n, gens)
 
 
 def _minus(x, v, n: int):
