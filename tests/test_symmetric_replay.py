@@ -13,8 +13,8 @@ from topofinder.finder.verify import (build_schedule, build_topology, recipe_gen
                                       symmetric_allgather)
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
-    OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
-    replay_by_symmetry, rotation,
+    OrbitSchedule, _elements, check_group, expand, line_graph_action, orbit_schedule_of, orbits,
+    product_action, replay_by_symmetry, rotation, transversal,
 )
 from topofinder.scoring.allgather.ring_and_two_tree import ring_allgather, ring_orbit
 from topofinder.scoring.allgather.bfb import bfb_schedule
@@ -267,8 +267,6 @@ def test_transversal_inverts_every_group_element(expr):
     """transversal(n, gens)(v, ·) is the inverse of the element taking v's representative to
     v, for every v: against the elements enumerated one by one (breadth-first over the
     generators; O(n²), small n), on groups of one and two generators."""
-    from topofinder.model.symmetric import _elements, orbits, transversal
-
     recipe = from_expression(expr)
     topo, gens = build_topology(recipe), recipe_generators(recipe)
     back = transversal(topo.n, gens)
