@@ -82,6 +82,16 @@ def test_in_place_xml_loads_and_completes(expr, coll):
     exported_runs(expr, coll, 2, inplace=True)
 
 
+@pytest.mark.parametrize("channels", [1, 2])
+def test_coarse_class_layout_in_place_completes(channels):
+    """L^3(K(2,2)) allreduce in the layout by coarse walk classes then chunk (stride > 1),
+    in place (NCCL's aliasing of input and output) on 1 and 2 channels: within the limits,
+    complete at capacity 1 and 2, and the same sends re-imported."""
+    assert layout_for(schedule("L^3(K(2,2))", "allreduce"), channels).name == \
+        "out/in classes, chunk, finer classes"
+    exported_runs("L^3(K(2,2))", "allreduce", channels, inplace=True)
+
+
 def test_torus8x8_allreduce_fits_default_executor():
     """The case the executor refused before (75 instructions in one threadblock): now every
     threadblock has at most 64 and the program completes at buffer capacity 1."""
