@@ -10,9 +10,9 @@ On a line graph L^k(G) a node is a walk x0 → … → xk of G. The allgather ph
 arc the shards whose walks *end* alike (one class of the s-th quotient by "same
 out-neighbours", a suffix of the walk); the reduce phase (the allgather of Gᵀ, reversed) the
 shards whose walks *start* alike (a class by "same in-neighbours", a prefix). No order makes
-both kinds of class intervals, but most messages carry one chunk of a coarse class: ordering
-first by the coarsest out- and in-classes (xk, x0), then by chunk, then by the finer classes
-alternately, keeps the sets both phases send mostly contiguous (measured on
+both kinds of class intervals; ordering first by the coarsest out- and in-classes (xk, x0),
+then by chunk, then by the finer classes alternately, keeps the sets both phases send mostly
+contiguous (measured on
 L^3(C(16,{1,6})): per-rank instruction bounds 997 + 1057 against 1211 + 2774 for the
 out-quotient order). :func:`allreduce_layouts` lists such candidates; the writer keeps the
 one whose instruction bound is least (``check_fits``).
