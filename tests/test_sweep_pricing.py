@@ -13,7 +13,11 @@ import topofinder as tf
 from topofinder.batch import sweep
 from topofinder.finder.frontier import predicted_frontier
 from topofinder.finder import verify
-from topofinder.finder.verify import allgather_schedule, allreduce_price, reduce_scatter_of
+from topofinder.finder.growth import Candidate
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import (allgather_schedule, allreduce_price, build_topology,
+                                      reduce_scatter_of)
+from topofinder.scoring.allgather import bfb, bfb_bits
 from topofinder.model.schedule import validate
 from topofinder.workload.cost import Workload
 
@@ -93,14 +97,49 @@ def test_allreduce_price_without_building_equals_the_built_schedules(k):
     assert seen >= ({"base", "line", "product", "degree"} if k == 4 else {"base", "line"})
 
 
-def test_allreduce_price_beyond_the_replay_limit_is_what_search_prices(monkeypatch):
-    """Past REPLAY_LIMIT `verify_candidate` keeps the predicted allgather (no schedule built,
-    no BFB swap); the sweep's price does the same. The limit is lowered to reach it at
-    N = 16, d = 2, where within it L(Aff(8,3,{1,3}))'s line-graph allgather (4, 1) is swapped
-    for BFB's (4, 15/16)."""
+#: topologies that are not reverse-symmetric but have an orbit form (a rotation group on some
+#: factor): beyond the replay limit their reduce-scatter is BFB on G^T by orbits
+NON_REVERSIBLE = ["Aff(16,5,{3,7}) x C(9,{1,2})", "C(5,{1}) x Aff(40,29,{3,5})",
+                  "Aff(8,3,{1,3}) x C(5,{1,2})", "UniRing(1,4) x UniRing(1,5) x Pi(2,6)",
+                  "Pi(4,20) x C(7,{1,3})", "L(Aff(8,3,{1,3}) x C(5,{1}))"]
+
+
+def _no_dense_scoring(*args, **kwargs):
+    raise AssertionError("an O(N²) BFB score of every node beyond the replay limit")
+
+
+@pytest.mark.parametrize("expr", NON_REVERSIBLE)
+def test_reduce_scatter_price_beyond_the_replay_limit_is_by_orbits(expr, monkeypatch):
+    """Past REPLAY_LIMIT (lowered here) the sweep prices the reduce-scatter of a point that is
+    not reverse-symmetric from one receiver per orbit of G^T (no N×N distance matrix, no
+    streamed search from every node): equal to BFB on G^T scored in full, and to what
+    `search` prices (verify_candidate, replayed by symmetry)."""
+    recipe = from_expression(expr)
+    topo = build_topology(recipe)
+    assert not verify._reversible(topo)
+    allgather, full = verify.symmetric_allgather(recipe), bfb.bfb_score(topo.transpose())
+    c = Candidate(recipe, topo.n, topo.degree, allgather.num_steps, allgather.tau)
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", topo.n * topo.n * topo.degree - 1)
+    point = verify.verify_candidate(c)
+    assert point.verified_by == "symmetry"
+    monkeypatch.setattr(bfb, "_distance_matrix", _no_dense_scoring)
+    monkeypatch.setattr(bfb_bits, "step_loads", _no_dense_scoring)
+    price = allreduce_price(c)
+    assert price == (allgather.num_steps + full.T_L, allgather.tau + full.tau)
+    assert price == (point.allreduce_T_L, point.allreduce_tau)
+
+
+def test_sweep_beyond_the_replay_limit_is_the_search_frontier(monkeypatch):
+    """Past REPLAY_LIMIT (lowered to reach it at N = 16, d = 2) a sweep cell holds the
+    frontier `search` gives: the points without an orbit form (L(Aff(8,3,{1,3})), a line
+    graph of a base with no group) left out and listed as search's skipped_points, the others
+    priced as search prices them."""
     monkeypatch.setattr(verify, "REPLAY_LIMIT", 16 * 16 * 2 - 1)
-    frontier = predicted_frontier(16, 2, False, jobs=1, use_cache=False)
-    assert "L(Aff(8,3,{1,3}))" in [c.expr for c in frontier]
-    for c in frontier:
-        point = verify.verify_candidate(c)
-        assert allreduce_price(c) == (point.allreduce_T_L, point.allreduce_tau), c.expr
+    cell = sweep.compute_cell(16, 2, False, False)
+    result = tf.search(16, 2, jobs=1, use_cache=False)
+    assert "L(Aff(8,3,{1,3}))" in [p["expr"] for p in cell["skipped"]]
+    assert cell["skipped"] == list(result.unverified)
+    assert [(p["expr"], p["T_L"], p["tau_exact"], p["allreduce_T_L"],
+             p["allreduce_tau_exact"]) for p in cell["frontier"]] == \
+        [(p.expr, p.T_L, p.tau_exact, p.allreduce_T_L, p.allreduce_tau_exact)
+         for p in result.frontier]

@@ -9,11 +9,12 @@ import pytest
 
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
-from topofinder.finder.verify import build_schedule, symmetric_allgather
+from topofinder.finder.verify import (build_schedule, build_topology, recipe_generators,
+                                      symmetric_allgather)
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
-    OrbitSchedule, check_group, expand, line_graph_action, orbit_schedule_of, product_action,
-    replay_by_symmetry, rotation,
+    OrbitSchedule, _elements, check_group, expand, line_graph_action, orbit_schedule_of, orbits,
+    product_action, replay_by_symmetry, rotation, transversal,
 )
 from topofinder.scoring.allgather.ring_and_two_tree import ring_allgather, ring_orbit
 from topofinder.scoring.allgather.bfb import bfb_schedule
@@ -240,3 +241,39 @@ def test_distance_histogram_by_orbits_equals_every_source(expr):
     orbit = symmetric_allgather(from_expression(expr))
     assert np.array_equal(orbit_distance_histogram(orbit.topology, orbit.action),
                           parse(expr).distance_histogram)
+
+
+def test_check_group_memory_is_linear_in_n():
+    """The freeness check holds one row per node of r_1's orbit (N entries in all), not one
+    per node of the graph: L^5(C(4,{1,2})) (N = 4096, 1024 orbits of Z_4) needed an N × orbits
+    table (34 MB; 8.6 GB for L^7 at N = 65536, which killed sweep cells)."""
+    import tracemalloc
+
+    recipe = from_expression("L^5(C(4,{1,2}))")
+    topo, gens = build_topology(recipe), recipe_generators(recipe)
+    tracemalloc.start()
+    try:
+        action = check_group(topo, gens)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (topo.n, action.reps.size) == (4096, 1024)
+    assert peak < 8 * topo.n * action.reps.size // 4
+
+
+@pytest.mark.parametrize("expr", ["L(UniRing(1,3) x UniRing(1,5))", "L(C(4,{1,2}))",
+                                  "L(Aff(8,3,{1,3}) x C(5,{1}))", "C(6,{1}) x C(4,{1})"])
+def test_transversal_inverts_every_group_element(expr):
+    """transversal(n, gens)(v, ·) is the inverse of the element taking v's representative to
+    v, for every v: against the elements enumerated one by one (breadth-first over the
+    generators; O(n²), small n), on groups of one and two generators."""
+    recipe = from_expression(expr)
+    topo, gens = build_topology(recipe), recipe_generators(recipe)
+    back = transversal(topo.n, gens)
+    node_orbit = orbits(topo.n, gens)
+    for r in np.unique(node_orbit, return_index=True)[1]:
+        for v, perm in _elements(topo.n, gens, int(r)):
+            assert back(v, v) == r
+            assert np.array_equal(back(v, perm), np.arange(topo.n))
+    v = np.arange(topo.n)
+    assert np.array_equal(back(v, v), np.unique(node_orbit, return_index=True)[1][node_orbit])

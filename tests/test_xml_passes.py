@@ -17,7 +17,7 @@ from topofinder.export.msccl_check import RUNTIMES
 from topofinder.export.schedule_xml import (
     _check_ranges,
     _consolidate_sends,
-    _layout,
+    _instruction_bounds,
     _Lowering,
     _lower,
     _lower_to_fit,
@@ -25,77 +25,122 @@ from topofinder.export.schedule_xml import (
     _join_clocks,
     _leaf_deps,
     _Prog,
+    _rank_need,
     _reduce_bound,
+    _reduce_prep,
     _runs,
     _stage_pack,
     _step_messages,
     allreduce_phases,
     check_fits,
+    layout_for,
+    parse_msccl_xml,
     place_threadblocks,
-    shard_slots,
     to_msccl_xml,
 )
+from topofinder.export.xml_layout import (
+    allreduce_layouts,
+    channel_shift,
+    shard_layout,
+)
 from topofinder.families import uni_ring
+from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 from topofinder.model.schedule import StepSchedule
 
 
-@pytest.mark.parametrize("coll", ["allgather", "reduce-scatter", "allreduce"])
-def test_layout_places_every_piece_of_every_channel_once(coll):
-    """Channel j's chunk c of shard v sits at pos(v, c) + shift(j): a bijection onto the
-    N·k·P buffer slots; allgather/reduce-scatter keep shard v's pieces in [v·kP, (v+1)·kP)."""
-    n, p, k = 5, 3, 2
-    pos, shift = _layout(coll, n, p, k, [3, 0, 4, 1, 2])
-    slots = [pos(v, c) + shift(j) for j in range(k) for v in range(n) for c in range(p)]
-    assert sorted(slots) == list(range(n * k * p))
-    if coll != "allreduce":
-        assert all(v * k * p <= pos(v, c) + shift(j) < (v + 1) * k * p
-                   for j in range(k) for v in range(n) for c in range(p))
+@pytest.mark.parametrize("expr", ["L^2(C(8,{1,2}))", "Torus(4,4)", "Pi(4,64)"])
+@pytest.mark.parametrize("k", [1, 2])
+def test_layouts_place_every_piece_of_every_channel_once(expr, k):
+    """Channel j's chunk c of shard v sits at table[v, c] + shift(j): a bijection onto the
+    N·k·P buffer places for every allreduce candidate and for the shard layout, which keeps
+    shard v's pieces in [v·kP, (v+1)·kP)."""
+    topo, p = parse(expr), 3
+    n = topo.n
+    for coll, lay in [("allgather", shard_layout(n, p, k))] + [
+            ("allreduce", x) for x in allreduce_layouts(topo, p)]:
+        tab = lay.table()
+        places = [tab[v, c] + channel_shift(coll, n, p, j)
+                  for j in range(k) for v in range(n) for c in range(p)]
+        assert sorted(places) == list(range(n * k * p)), lay.name
+        if coll == "allgather":
+            assert all(v * k * p <= tab[v, c] + channel_shift(coll, n, p, j) < (v + 1) * k * p
+                       for j in range(k) for v in range(n) for c in range(p))
+        else:
+            assert (lay.inverse(n * p)[tab.ravel()] == np.arange(n * p)).all()
+
+
+def _walk_sets(topo, k: int, reverse: bool):
+    """Per s = 1..k, per node u: the nodes with a walk of exactly s arcs to u (``reverse``:
+    from u)."""
+    a = np.zeros((topo.n, topo.n), np.int64)
+    a[topo.src, topo.dst] = 1
+    if reverse:
+        a = a.T
+    walk, sets = np.eye(topo.n, dtype=np.int64), []
+    for _ in range(k):
+        walk = np.minimum(walk @ a, 1)
+        sets.append([frozenset(np.flatnonzero(walk[:, u]).tolist()) for u in range(topo.n)])
+    return sets
 
 
 @pytest.mark.parametrize("expr, k", [("L^2(C(8,{1,2}))", 2), ("L^3(C(5,{1,2}))", 3),
                                      ("L(K(4,4))", 1)])
-def test_allreduce_shard_slots_make_walk_sets_intervals(expr, k):
+def test_allreduce_layouts_make_walk_sets_intervals(expr, k):
     """On L^k(G), the nodes with a walk of exactly s ≤ k arcs to u are those whose walk ends
-    where u's begins: one class of the s-th quotient by same out-neighbours, so their slots
-    are one interval (what an allgather step brings over an arc). Other collectives keep
-    NCCL's order."""
-    s = collective_schedule(from_expression(expr), "allreduce")
-    topo = s.topology
-    slots = shard_slots(topo, "allreduce")
-    assert sorted(slots.tolist()) == list(range(topo.n))
-    assert shard_slots(topo, "allgather").tolist() == list(range(topo.n))
-    a = np.zeros((topo.n, topo.n), np.int64)
-    a[topo.src, topo.dst] = 1
-    walk = np.eye(topo.n, dtype=np.int64)
-    for _ in range(k):
-        walk = np.minimum(walk @ a, 1)
-        for u in range(topo.n):
-            got = np.sort(slots[walk[:, u] > 0])
-            assert got[-1] - got[0] + 1 == got.size
+    where u's begins: one class of the s-th quotient by same out-neighbours, so in the
+    out-quotient layout their slots are one interval (what an allgather step brings over an
+    arc). In the layout by coarsest out- and in-class, then chunk, each chunk of the nodes
+    that share both their first and their last node of G (a class of each chain) is one
+    interval."""
+    topo = parse(expr)
+    p = 2
+    quotient, out_in = allreduce_layouts(topo, p)[:2]
+    slots = quotient.base // p
+    assert sorted(slots.tolist()) == list(range(topo.n)) and (quotient.stride == 1).all()
+    ends = _walk_sets(topo, k, reverse=False)
+    for got in (x for level in ends for x in level):
+        got = np.sort(slots[list(got)])
+        assert got[-1] - got[0] + 1 == got.size
+    tab = out_in.table()
+    for a in set(ends[-1]):
+        for b in set(_walk_sets(topo, k, reverse=True)[-1]):
+            for c in range(p):
+                at = np.sort(tab[sorted(a & b), c])
+                assert at.size == 0 or at[-1] - at[0] + 1 == at.size
 
 
-@pytest.mark.parametrize("expr", ["Torus(4,4)", "L(K(4,4))", "Hypercube(4)", "Pi(4,64)"])
+@pytest.mark.parametrize("expr", ["Torus(4,4)", "L(K(4,4))", "Hypercube(4)", "Pi(4,64)",
+                                  "L^3(K(2,2))", "L^2(C(6,{1,2}))"])
 @pytest.mark.parametrize("coll", ["reduce-scatter", "allreduce"])
 def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     """check_fits' reduce-phase bound, from the send rows alone, is at most the send
     instructions the lowering writes on each link in that phase, and above one per
-    (link, step) somewhere (it sees the layout's ranges)."""
+    (link, step) somewhere (it sees the layout's ranges); with the allgather phase (direct,
+    no staging) the whole bound is at most every send the direct lowering writes, in the
+    layout the writer chose (L^3(K(2,2)): the one by coarse classes, then chunk)."""
     s = collective_schedule(from_expression(expr), coll)
-    n, p = s.topology.n, s.shard_chunks
+    n = s.topology.n
     until = s.num_steps if coll == "reduce-scatter" else s.reduce_steps
-    bound = _reduce_bound(s, until, p, shard_slots(s.topology, coll))
-    lowered = np.zeros(n * n, np.int64)
+    table = layout_for(s).table()
+    bound = _reduce_bound(_reduce_prep(s, until), table, n)
+    lowered, every = np.zeros(n * n, np.int64), np.zeros(n * n, np.int64)
     for prog in _lower(s, 1, False, 71):
         prog.resolve()
         for tb, (kind, w) in enumerate(prog.tb_peer):
             if kind == "send":
-                lowered[prog.u * n + w] += sum(1 for ins in prog.instrs(tb) if ins[4] <= until)
+                ins = prog.instrs(tb)
+                lowered[prog.u * n + w] += sum(1 for x in ins if x[4] <= until)
+                every[prog.u * n + w] += len(ins)
     assert (bound <= lowered).all()
     rows = s.sends[s.sends[:, 0] <= until]
     messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
     assert bound.sum() > messages
+    direct, _ = _instruction_bounds(s, 1, table, False)
+    assert (direct <= every).all()
+    assert (_rank_need(direct, None, n, False) <= every.reshape(n, n).sum(0) +
+            every.reshape(n, n).sum(1)).all()
 
 
 def test_threadblock_placement_follows_the_links_the_schedule_uses():

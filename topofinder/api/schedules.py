@@ -21,7 +21,7 @@ from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_sched
 from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import (REPLAY_LIMIT, allgather_schedule, collective_schedule,
-                                      symmetric_allgather)
+                                      symmetric_collective)
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL, AllToAllSchedule
 from topofinder.model.schedule import (COLLECTIVES, SEND_COLUMNS, StepSchedule, document_blocks,
                                        dumps_document, parse_object, validate)
@@ -104,20 +104,18 @@ def _beyond_replay(source: Source) -> bool:
 
 
 def _orbit_form(named, topo, collective: str) -> OrbitSchedule:
-    """The allgather of a topology beyond REPLAY_LIMIT (N²·d send rows do not fit in memory)
-    in orbit form, replayed by symmetry (topofinder.model.symmetric); TopofinderError naming
-    the size when it has none (only line graphs L^k of circulants and circulants do) or
-    another collective is asked for."""
+    """The ``collective`` of a topology beyond REPLAY_LIMIT (N²·d send rows do not fit in
+    memory) in orbit form (finder.verify.symmetric_collective: the allgather, its
+    reduce-scatter, or both as an allreduce), replayed by symmetry
+    (topofinder.model.symmetric); TopofinderError naming the size when it has none."""
     size = (f"{topo.expr} has N = {topo.n}, d = {topo.degree}: its step schedule has about "
             f"N²·d = {topo.n * topo.n * topo.degree:.2g} send rows, above the "
             f"{REPLAY_LIMIT:.2g} built in memory")
-    if collective != Collective.ALLGATHER:
-        raise TopofinderError(f"{size}; at this size only the allgather is written (orbit "
-                              f"form, --format npz), not the {collective}")
-    orbit = None if named is None else symmetric_allgather(named)
+    orbit = None if named is None else symmetric_collective(named, collective)
     if orbit is None:
-        raise TopofinderError(f"{size}, and it has no orbit form (one source per orbit of a "
-                              f"free automorphism group: circulants and their line graphs)")
+        raise TopofinderError(f"{size}, and its {collective} has no orbit form (one source "
+                              f"per orbit of a free automorphism group: circulants, their "
+                              f"line graphs and powers, products with such factors)")
     replay_by_symmetry(orbit)
     return orbit
 
@@ -199,8 +197,8 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     if isinstance(sched, OrbitSchedule) and fmt != "npz":
         n = sched.topology.n
         raise TopofinderError(
-            f"{sched.topology.expr}: its allgather has {schedule_rows(sched):,} send rows "
-            f"(about {_size(json_bytes(sched))} as step JSON); {fmt} is written only "
+            f"{sched.topology.expr}: its {sched.collective} has {schedule_rows(sched):,} send "
+            f"rows (about {_size(json_bytes(sched))} as step JSON); {fmt} is written only "
             f"when N²·d ≤ {REPLAY_LIMIT:.2g} (here {n * n * sched.topology.degree:.2g}); "
             f"write --format npz (orbit form, {sched.num_sends:,} rows)")
     if fmt == "npz":
@@ -243,7 +241,7 @@ def _size(num_bytes: int) -> str:
 def _npz_size(sched) -> str:
     """One line: what a schedule .npz holds, before it is written."""
     if isinstance(sched, OrbitSchedule):
-        return (f"schedule npz (orbit form): {sched.num_sends:,} send rows of "
+        return (f"schedule npz ({sched.collective}, orbit form): {sched.num_sends:,} send rows of "
                 f"{sched.action.reps.size} representative source(s) and "
                 f"{len(sched.generators)} generator(s) of N = {sched.topology.n}, standing for "
                 f"{schedule_rows(sched):,} rows; about "

@@ -40,7 +40,7 @@ from topofinder.errors import TopofinderError
 from topofinder.compute.parallel import run_parallel
 from topofinder.workload.broadcast import broadcast_tp
 from topofinder.workload.cost import Workload
-from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder.frontier import final_candidates, verifiable_frontier
 from topofinder.finder.verify import allreduce_price
 from topofinder.workload.rank import search
 from topofinder.export.sweep_plot import plot_best_per_n
@@ -183,15 +183,22 @@ def atomic_write(path: Path, text: str) -> None:
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     """The frontier of one (N, d): predicted (exact for scored bases, theorem values for
-    expansions), or fully verified with ``verify``. Base scores are memoised in the worker
-    process; the disk cache holds whole cells (see `_run_cell`)."""
+    expansions), or fully verified with ``verify``. Either way it is the frontier `search`
+    gives: beyond the replay limit the points without an orbit form are left out and listed
+    under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``). Base scores are
+    memoised in the worker process; the disk cache holds whole cells (see `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
         points = [{"expr": p.expr, "T_L": p.T_L, "tau": p.tau, "tau_exact": p.tau_exact,
                    "schedule": p.schedule, "verified": True, "allreduce_T_L": p.allreduce_T_L,
                    "allreduce_tau_exact": p.allreduce_tau_exact} for p in result.frontier]
+        skipped = list(result.unverified)
     else:
-        frontier = predicted_frontier(n, k, bidirectional, jobs=1, use_cache=False)
+        frontier, skipped = verifiable_frontier(final_candidates(n, k, bidirectional, jobs=1,
+                                                                 use_cache=False))
+        if not frontier:
+            raise TopofinderError(f"no frontier point of N = {n}, d = {k} can be verified: "
+                                  f"{skipped[0]['expr']}: {skipped[0]['reason']}")
         points = []
         for c in frontier:
             ar_t_l, ar_tau = allreduce_price(c)
@@ -199,7 +206,7 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
                            "tau_exact": exact(c.tau), "schedule": c.recipe.method,
                            "verified": False, "exact": c.exact, "allreduce_T_L": ar_t_l,
                            "allreduce_tau_exact": exact(ar_tau)})
-    return {"N": n, "d": k, "frontier": points}
+    return {"N": n, "d": k, "frontier": points, **({"skipped": skipped} if skipped else {})}
 
 
 def _run_cell(n, k, bidirectional, verify, use_cache) -> dict:

@@ -33,8 +33,9 @@ from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
 from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
                                        StepSchedule)
 from topofinder.model.inputs import read_input, read_json
-from topofinder.model.symmetric import OrbitSchedule, arc_sends
+from topofinder.model.symmetric import OrbitSchedule, arc_sends, replay_by_symmetry
 from topofinder.model.topology import MAX_NODES, Topology
+from topofinder.model.units import exact
 from topofinder.model.collectives import Collective
 
 
@@ -153,16 +154,20 @@ def _check_ranges(doc: dict, rows: np.ndarray, kind: str, path) -> None:
 
 
 def _from_object(sched) -> Sends:
-    """The sends of a schedule read from .npz; of an orbit schedule (N = 10^5), one send of the
-    extended schedule on every link it uses (model/symmetric.py: arc_sends), which is what
-    the check needs."""
+    """The sends of a schedule read from .npz; of an orbit schedule (N = 10^5), replayed by
+    symmetry first (one source per orbit, model/symmetric.py: replay_by_symmetry; its T_L
+    and exact τ in M/B stated), one send of the extended schedule on every link it uses
+    (arc_sends), which is what the fibre check needs."""
     topo = sched.topology
     if isinstance(sched, OrbitSchedule):
+        replay_by_symmetry(sched)
         rows = arc_sends(sched)
         return Sends(rows, "steps", topo.n, topo, topo.labels,
-                     f"orbit form: {rows.shape[0]} sends checked, one on each link the "
-                     f"extended schedule uses (each of its sends is an automorphism's image "
-                     f"of one of them)")
+                     f"orbit form: the {sched.collective} replayed by symmetry "
+                     f"({sched.action.reps.size} source(s) per phase; T_L = "
+                     f"{sched.num_steps}, tau = {exact(sched.tau)} M/B); {rows.shape[0]} sends "
+                     f"checked, one on each link the extended schedule uses (each of its "
+                     f"sends is an automorphism's image of one of them)")
     if isinstance(sched, StepSchedule):
         return Sends(sched.sends, "steps", topo.n, topo, topo.labels)
     rows = [(i + 1, t.root, 0, 0, u, w) for i, t in enumerate(sched.trees) for u, w in t.edges]

@@ -145,11 +145,13 @@ class Tb:
 
 @dataclass
 class Gpu:
+    """A ``<gpu>``; ``attrs``: all its attributes as written (strings)."""
     id: int
     i_chunks: int
     o_chunks: int
     s_chunks: int
     tbs: list
+    attrs: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -204,7 +206,7 @@ class _Reader:
             self.root = dict(a)
         elif depth == 1 and tag == "gpu":
             self.gpus.append(Gpu(int(a.get("id")), int(a.get("i_chunks")),
-                                 int(a.get("o_chunks")), int(a.get("s_chunks")), []))
+                                 int(a.get("o_chunks")), int(a.get("s_chunks")), [], dict(a)))
         elif depth == 2 and tag == "tb" and stack[1] == "gpu":
             self.gpus[-1].tbs.append(Tb(int(a.get("id")), int(a.get("send")),
                                         int(a.get("recv")), int(a.get("chan")),
@@ -602,7 +604,7 @@ class _Values:
         self.allgather = coll == Collective.ALLGATHER
         self.elem = np.zeros(1024, np.int64)
         self.mask = np.zeros((1024, self.words), np.uint64)
-        self.count, self.one = 0, [1 << r for r in range(n)]
+        self.count = 0
         self.full = np.zeros(self.words, np.uint64)           # the bitset of all ranks
         self.full.view(np.uint8)[:(n + 7) // 8] = np.packbits(np.ones(n, np.uint8),
                                                               bitorder="little")
@@ -642,14 +644,6 @@ class _Values:
         self.mask[first:first + k] = ma | mb
         self.count += k
         return np.arange(self.n0 + first, self.n0 + first + k)
-
-    def mask_ints(self, ids: np.ndarray) -> list:
-        """The ranks of each value as a Python int (bit r: rank r); an input value's is one
-        shared object per rank."""
-        rows = self.masks(ids)
-        return [self.one[v // self.ic] if v < self.n0 else int.from_bytes(rows[k].tobytes(),
-                                                                            "little")
-                for k, v in enumerate(ids.tolist())]
 
     def is_full(self, ids: np.ndarray) -> np.ndarray:
         return (self.masks(ids) == self.full).all(axis=1)
@@ -842,9 +836,7 @@ class _DataRun:
         self.fifos.setdefault(key, deque()).append((val, cnt))
         ready.extend(self.rwait.pop(key, ()))
         if self.transfers is not None:
-            self.transfers += [(key[0], key[1], key[2], step_t, e, m)
-                               for e, m in zip(self.values.elems(val).tolist(),
-                                               self.values.mask_ints(val))]
+            self.transfers.append((key[0], key[1], key[2], step_t, self.values.elems(val)))
 
     def check_result(self) -> None:
         """The collective's result in every rank's output (module doc)."""
@@ -1040,7 +1032,8 @@ def execute(xml, capacity: int = 1, inplace: bool | None = None, record: bool = 
     """Run the XML on FIFO connections holding ``capacity`` one-piece transmissions and check
     the collective's result (module doc). ``inplace``: run in place (default: in place if the
     XML allows only that). Raises MscclDeadlock or MscclCheckError; returns {"transfers":
-    [(src gpu, dst gpu, chan, t, element, mask)] if ``record``, "instructions": total}."""
+    if ``record``, an int64 array of rows (src gpu, dst gpu, chan, t, element), one per piece
+    sent, "instructions": total}."""
     algo = _algo(xml)
     if capacity < 1:
         raise TopofinderError("capacity must be at least 1 transmission")
@@ -1049,7 +1042,17 @@ def execute(xml, capacity: int = 1, inplace: bool | None = None, record: bool = 
     data.check_result()
     if _bounded(algo, capacity):
         _Flow(algo, capacity).run()
-    return {"transfers": data.transfers, "instructions": len(algo.table)}
+    return {"transfers": _transfer_rows(data.transfers) if record else None,
+            "instructions": len(algo.table)}
+
+
+def _transfer_rows(sent: list) -> np.ndarray:
+    """The recorded sends (src, dst, chan, t, elements) as one row per piece."""
+    if not sent:
+        return np.zeros((0, 5), np.int64)
+    sizes = np.array([x[4].size for x in sent], np.int64)
+    head = np.repeat(np.array([x[:4] for x in sent], np.int64), sizes, axis=0)
+    return np.column_stack([head, np.concatenate([x[4] for x in sent]).astype(np.int64)])
 
 
 def check(xml, runtime: str = "msccl-executor", capacities=(1, 2),

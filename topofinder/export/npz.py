@@ -6,11 +6,12 @@ type that holds it, plus the topology's arcs, so a file re-imports without parsi
 keys ``kind`` ("steps"), ``collective``, ``topology`` (expression), ``method``,
 ``shard_chunks``, ``reduce_steps``, ``n``, ``src``, ``dst``, ``capacity`` (empty: all ones),
 ``labels`` (host name of every rank; empty: none), ``sends``. A tree schedule (kind "trees") stores ``roots``, ``weight_num``/``weight_den``
-(exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2). An allgather in orbit form
+(exact Fractions), ``edge_start`` (offsets into) ``edges`` (E × 2). A step schedule in orbit form
 (kind "orbit", :class:`topofinder.model.symmetric.OrbitSchedule`: N = 10^5 and beyond, where the
-N²·d rows of the whole schedule do not fit) stores ``shard_chunks``, the representatives'
-``sends`` (as a step schedule's) and ``generators`` (g × N node permutations); the schedule is
-their equivariant extension, replayed by :func:`topofinder.model.symmetric.replay_by_symmetry`.
+N²·d rows of the whole schedule do not fit) stores ``collective``, ``shard_chunks``,
+``reduce_steps``, the representatives' ``sends`` (as a step schedule's) and ``generators``
+(g × N node permutations); the schedule is their equivariant extension, replayed by
+:func:`topofinder.model.symmetric.replay_by_symmetry`.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def save_npz(schedule: StepSchedule | TreeSchedule | OrbitSchedule, path) -> Non
                       edge_start=_narrow(np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])),
                       edges=_narrow(edges))
     elif isinstance(schedule, OrbitSchedule):
-        arrays.update(kind=np.array("orbit"), collective=np.array(Collective.ALLGATHER),
+        arrays.update(kind=np.array("orbit"), collective=np.array(schedule.collective),
                       shard_chunks=np.array(schedule.shard_chunks),
+                      reduce_steps=np.array(schedule.reduce_steps),
                       sends=np.ascontiguousarray(_narrow(schedule.sends).T),
                       generators=_narrow(np.array(schedule.generators, np.int64)
                                          .reshape(-1, schedule.topology.n)))
@@ -130,7 +132,8 @@ def load_npz(path) -> StepSchedule | TreeSchedule | OrbitSchedule:
         if kind == "orbit":
             return OrbitSchedule(topo, int(a["shard_chunks"]), a["sends"].T.astype(np.int64),
                                  tuple(a["generators"].astype(np.int64)),
-                                 method=str(a["method"]))
+                                 method=str(a["method"]), collective=str(a["collective"]),
+                                 reduce_steps=int(a["reduce_steps"]))
         if kind == "trees":
             start, edges = a["edge_start"].astype(np.int64), a["edges"].astype(np.int64)
             trees = [Tree(int(r), Fraction(int(p), int(q)),

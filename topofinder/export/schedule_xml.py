@@ -4,8 +4,9 @@ The compilers of both papers lower a mathematical schedule to per-GPU *threadblo
 ordered list of send / receive / reduce / copy instructions, in the XML the MSCCL interpreter
 runs. :func:`to_msccl_xml` does this for a :class:`~topofinder.model.schedule.StepSchedule`:
 
-The lowering runs as named passes, each a function: layout (:func:`_layout`, and
-:func:`_step_messages` ordering a step's pieces by where they sit), threadblock/channel
+The lowering runs as named passes, each a function: layout (:func:`layout_for`, module
+:mod:`topofinder.export.xml_layout`, and :func:`_step_messages` ordering a step's pieces by
+where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
 :func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`). These record
@@ -17,8 +18,10 @@ lanes is lowered once and resolved twice (one lane, then laned).
   runs the whole schedule on its own pieces (MSCCL "instances"). allgather and reduce-scatter
   keep shard v's pieces at [v·k·P, (v+1)·k·P) as NCCL requires (piece j·P + c = chunk c of
   channel j); allreduce, whose element order is free, stores channel j's pieces of all shards
-  together (j·N·P + slot(v)·P + c, :func:`shard_slots`: shards whose walks end alike sit
-  together), so consecutive shards sent together are one instruction.
+  together (j·N·P + base(v) + c·stride(v)), in the candidate order whose instruction bound is
+  least (:func:`~topofinder.export.xml_layout.allreduce_layouts`: on line graphs, classes of
+  walks that end alike and start alike, then the chunk), so pieces sent together in either
+  phase are mostly one instruction.
 - Threadblocks: per channel, one threadblock per out-neighbour that only sends, one per
   in-neighbour that only receives, and one local threadblock for copies. Every instruction is
   in schedule-step order. This layout cannot deadlock at any connection buffer size: by
@@ -75,7 +78,6 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from array import array
 from bisect import bisect_right
 from itertools import chain
@@ -93,6 +95,12 @@ from topofinder.export.msccl_check import (
     execute,
     get_runtime,
     parse,
+)
+from topofinder.export.xml_layout import (
+    PieceLayout,
+    allreduce_layouts,
+    channel_shift,
+    shard_layout,
 )
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.topology import Topology
@@ -381,45 +389,6 @@ def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
     return cj[keep], cb[keep], ci[keep]
 
 
-def _layout(coll: str, n: int, p: int, k: int, slot=None):
-    """(position of channel-0 chunk c of shard v, shift of channel j in i/o buffers);
-    allreduce puts shard v at ``slot[v]`` (:func:`shard_slots`)."""
-    if coll == Collective.ALLREDUCE:
-        return (lambda v, c: int(slot[v]) * p + c), (lambda j: j * n * p)
-    return (lambda v, c: v * k * p + c), (lambda j: j * p)
-
-
-def shard_slots(topology: Topology, coll: str) -> np.ndarray:
-    """Layout pass: the buffer slot of each shard. NCCL fixes shard v at slot v for allgather
-    and reduce-scatter; allreduce's element order is free, so its shards are ordered by
-    iterated quotients of the topology by "same out-neighbours": nodes of one class sit
-    together, classes in the order of the quotient's own classes, and so on until no two
-    nodes share their out-neighbours. On a line graph L(G) the classes are G's nodes (an arc's
-    head), so on L^k(G) the shards an allgather step brings over an arc — those whose walks
-    end in the sender's walk prefix — are one interval of slots."""
-    n = topology.n
-    if coll != Collective.ALLREDUCE:
-        return np.arange(n)
-    src, dst = topology.src, topology.dst
-    levels = []
-    while True:
-        outs = [set() for _ in range(n)]
-        for a, b in zip(src.tolist(), dst.tolist()):
-            outs[a].add(b)
-        ids = {}
-        cls = np.array([ids.setdefault(frozenset(x), len(ids)) for x in outs], np.int64)
-        if len(ids) == n:
-            break
-        levels.append(cls)
-        src, dst, n = cls[src], cls[dst], len(ids)
-    rank = np.arange(n)
-    for cls in reversed(levels):
-        order = np.lexsort((np.arange(cls.size), rank[cls]))
-        rank = np.empty(cls.size, np.int64)
-        rank[order] = np.arange(cls.size)
-    return rank
-
-
 def _peers(schedule: StepSchedule):
     s = schedule.sends
     n = schedule.topology.n
@@ -457,25 +426,33 @@ def _step_advice(rt, need: int) -> str:
 
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
                max_steps: int | None = None, collective: str | None = None,
-               stage: bool | None = None) -> None:
+               stage: bool | None = None) -> PieceLayout:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
     fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
-    beyond contiguous chunk ranges; every other phase needs one instruction per step and link)
+    beyond contiguous piece ranges; every other phase needs one instruction per step and link)
     and on the XML elements one rank loads. One-line TopofinderError naming the limit.
-    ``collective``: with an allgather ``schedule``, check it as the allgather phase of this
-    collective (a cheaper early check before the full schedule is built; bounds stay valid).
-    ``stage``: the writer's option (None: direct or staged, whichever fits)."""
+    Returns the piece layout the bounds are least for (allreduce: of
+    :func:`~topofinder.export.xml_layout.allreduce_layouts`; else NCCL's shard order), which
+    the writer then uses. ``collective``: with an allgather ``schedule``, check it as the
+    allgather phase of this collective (a cheaper early check before the full schedule is
+    built; bounds stay valid, being least over the same layouts). ``stage``: the writer's
+    option (None: direct or staged, whichever fits)."""
     rt, limit = _options(runtime, channels, max_steps)
     coll = collective or schedule.collective
     if collective and schedule.collective != Collective.ALLGATHER:
         raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
     what = f"MSCCL XML ({rt.name}) for {schedule.topology.expr} {coll}"
     tbs = _check_shape(schedule, channels, rt, what)
-    if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
-        return                      # (an allgather checked as reduce-scatter reads scratch)
-    n = schedule.topology.n
-    direct, staged = _instruction_bounds(schedule, channels, coll, stage)
+    n, p = schedule.topology.n, schedule.shard_chunks
+    if coll != Collective.ALLREDUCE:
+        layout = shard_layout(n, p, channels)
+        if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
+            return layout           # (an allgather checked as reduce-scatter reads scratch)
+        direct, staged = _instruction_bounds(schedule, channels, layout.table(), stage)
+        per_rank = _rank_need(direct, staged, n, stage)
+    else:
+        layout, direct, staged, per_rank = _least_layout(schedule, channels, stage)
     worst = int(direct.argmax())
     need = int(direct[worst]) if staged is None else int(staged.max())
     if stage is None and staged is not None:
@@ -489,10 +466,6 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         raise TopofinderError(f"{what}: {where}, more than {rt.max_channels // channels} "
                               f"threadblocks of {limit} (MSCCL_MAX_NUM_STEPS) on "
                               f"{rt.max_channels} channels hold; {_step_advice(rt, need)}")
-    per_rank = _rank_bound(direct, n)
-    if staged is not None:          # staged: its links plus the rank's staging copies
-        with_copies = _rank_bound(staged[:n * n], n) + staged[n * n:].reshape(n, -1).sum(axis=1)
-        per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
     nodes = 1 + n + tbs + channels * int(per_rank.max())
     if nodes >= rt.max_nodes:
         split = _split_advice(schedule, channels, runtime, max_steps, stage) \
@@ -501,6 +474,41 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
                               f"parser holds {rt.max_nodes - 1} (MAX_NODES); "
                               f"{_fewer_channels(channels)}{split}export --format json or npz "
                               "instead")
+    return layout
+
+
+def _rank_need(direct: np.ndarray, staged, n: int, stage) -> np.ndarray:
+    """Per rank: the least instructions its send and receive threadblocks (and, staged, its
+    staging copies) need, from :func:`_instruction_bounds`."""
+    per_rank = _rank_bound(direct, n)
+    if staged is not None:          # staged: its links plus the rank's staging copies
+        with_copies = _rank_bound(staged[:n * n], n) + staged[n * n:].reshape(n, -1).sum(axis=1)
+        per_rank = with_copies if stage else np.minimum(per_rank, with_copies)
+    return per_rank
+
+
+def layout_for(schedule: StepSchedule, k: int = 1, stage: bool | None = None) -> PieceLayout:
+    """Layout pass: NCCL's shard order for allgather and reduce-scatter; for allreduce the
+    candidate with the least instruction bound (:func:`_least_layout`), as :func:`check_fits`
+    chooses it."""
+    if schedule.collective != Collective.ALLREDUCE:
+        return shard_layout(schedule.topology.n, schedule.shard_chunks, k)
+    return _least_layout(schedule, k, stage)[0]
+
+
+def _least_layout(schedule: StepSchedule, k: int, stage):
+    """Layout pass of an allreduce: of the candidate layouts, the one whose fullest rank
+    needs the fewest instructions by :func:`_instruction_bounds` (the first on ties); returns
+    it with its bounds (direct, staged) and per-rank need."""
+    best = None
+    prep = _reduce_prep(schedule, schedule.reduce_steps if schedule.collective ==
+                        Collective.ALLREDUCE else 0)
+    for layout in allreduce_layouts(schedule.topology, schedule.shard_chunks):
+        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage, prep)
+        per_rank = _rank_need(direct, staged, schedule.topology.n, stage)
+        if best is None or per_rank.max() < best[3].max():
+            best = (layout, direct, staged, per_rank)
+    return best
 
 
 def _fewer_channels(channels: int) -> str:
@@ -571,30 +579,27 @@ def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
     return tbs
 
 
-def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool | None):
-    """Lower bounds on instructions per threadblock, from the send rows: (direct, staged).
+def _instruction_bounds(schedule: StepSchedule, k: int, table: np.ndarray, stage: bool | None,
+                        prep=None):
+    """Lower bounds on instructions per threadblock, from the send rows: (direct, staged),
+    pieces at ``table[v, c]`` (the layout's channel-0 offsets).
     ``direct[u·N + w]``: the send threadblock u→w without staging — one instruction per
-    (link, step) and 71 pieces in a reduce phase, per contiguous chunk range and 71 pieces in
-    the allgather phase (cnt < MSCCL_MAX_COUNT = 72).
+    (link, step) and 71 pieces in a reduce phase (:func:`_reduce_bound`), per contiguous
+    piece range and 71 pieces in the allgather phase (cnt < MSCCL_MAX_COUNT = 72).
     ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
     allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
     each (rank, step)'s local threadblock, which copies every range of a multi-range message
-    on both ends (paper 001 §7)."""
-    n, p, steps = schedule.topology.n, schedule.shard_chunks, schedule.num_steps
-    t, v, lo, hi, u, w = (schedule.sends[:, i] for i in range(6))
-    reduce_until = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: steps,
-                    Collective.ALLREDUCE: schedule.reduce_steps}[schedule.collective]
-    link = u * n + w
-    ag = t > reduce_until
+    on both ends (paper 001 §7). ``prep``: :func:`_reduce_prep` of the schedule, if known."""
+    n, steps = schedule.topology.n, schedule.num_steps
+    reduce_until = _reduce_until(schedule)
     span = steps + 1
-    slots = shard_slots(schedule.topology, coll)
-    bound = _reduce_bound(schedule, reduce_until, p if coll == Collective.ALLREDUCE else k * p,
-                          slots)
-    if not ag.any():
+    bound = _reduce_bound(prep or _reduce_prep(schedule, reduce_until), table, n)
+    rows = schedule.sends[schedule.sends[:, 0] > reduce_until]
+    if not rows.shape[0]:
         return bound, None
-    kp = k * p if coll != Collective.ALLREDUCE else p
-    at = slots[v[ag]] * kp
-    start, end, key = at + lo[ag], at + hi[ag], link[ag] * span + t[ag]
+    t, v, lo, hi, u, w = (rows[:, i] for i in range(6))
+    row, start, end = _piece_ranges(v, lo, hi, table)
+    key = (u[row] * n + w[row]) * span + t[row]
     order = np.lexsort((start, key))
     key, start, end = key[order], start[order], end[order]
     brk = np.ones(key.size, bool)
@@ -618,20 +623,33 @@ def _instruction_bounds(schedule: StepSchedule, k: int, coll: str, stage: bool |
     return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
 
 
-def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int,
-                  slots: np.ndarray) -> np.ndarray:
-    """Per link (index u·N + w): a lower bound on the reduce phase's send instructions. The
-    lowering orders a message by where its pieces sit at the sender; those still in the
-    sender's input come first, by position (layout pass), and two neighbours among them share
-    a run only if their positions follow, both receivers' partials are in the input (the
-    first arrival there) or both elsewhere, and both land in scratch or both in the output
-    (the last partial of the receiver's own chunk). Each such segment, and the rest of the
-    message, needs one instruction per ``_MAX_CNT_DEFAULT`` pieces. Exact arithmetic on the
-    send rows, one entry per piece sent."""
+def _reduce_until(schedule: StepSchedule) -> int:
+    """The last step of the reduce phase (0: none)."""
+    return {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: schedule.num_steps,
+            Collective.ALLREDUCE: schedule.reduce_steps}[schedule.collective]
+
+
+def _piece_ranges(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray):
+    """Send rows (shard v, chunks [lo, hi)) as ranges of offsets: (row index, start, end),
+    a row whose chunks are not adjacent in ``table`` cut into one range per chunk."""
+    m = v.size
+    split = (hi - lo > 1) & (table[v, np.minimum(lo + 1, hi - 1)] != table[v, lo] + 1)
+    rep = np.where(split, hi - lo, 1)
+    row = np.repeat(np.arange(m), rep)
+    c = lo[row] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
+    start = table[v[row], c]
+    return row, start, start + np.where(split[row], 1, hi[row] - lo[row])
+
+
+def _reduce_prep(schedule: StepSchedule, reduce_until: int):
+    """What the reduce phase's bound needs that no layout changes, one entry per piece
+    sent in that phase: (v, c, message key (u·N + w)·(steps + 1) + t, sent from the input,
+    the receiver's partial in its input, the last partial of the receiver's own chunk);
+    None when the phase is empty."""
     n, p, span = schedule.topology.n, schedule.shard_chunks, schedule.num_steps + 1
     s = schedule.sends[schedule.sends[:, 0] <= reduce_until]
     if not s.shape[0]:
-        return np.zeros(n * n, np.int64)
+        return None
     rep = s[:, 3] - s[:, 2]
     row = np.repeat(np.arange(s.shape[0]), rep)
     c = s[row, 2] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
@@ -650,8 +668,22 @@ def _reduce_bound(schedule: StepSchedule, reduce_until: int, kp: int,
     from_input = arrival[at_u] >= t
     cur_input = first & (sent[at_w] > t)
     final = last & (v == w)
-    msg = (u * n + w) * span + t
-    pos = slots[v] * kp + c
+    return v, c, (u * n + w) * span + t, from_input, cur_input, final, span
+
+
+def _reduce_bound(prep, table: np.ndarray, n: int) -> np.ndarray:
+    """Per link (index u·N + w): a lower bound on the reduce phase's send instructions, from
+    :func:`_reduce_prep` and the layout's offsets ``table[v, c]``. The lowering orders a
+    message by where its pieces sit at the sender; those still in the sender's input come
+    first, by offset, and two neighbours among them share a run only if their offsets follow,
+    both receivers' partials are in the input (the first arrival there) or both elsewhere,
+    and both land in scratch or both in the output (the last partial of the receiver's own
+    chunk). Each such segment, and the rest of the message, needs one instruction per
+    ``_MAX_CNT_DEFAULT`` pieces. Exact arithmetic on the send rows, one entry per piece."""
+    if prep is None:
+        return np.zeros(n * n, np.int64)
+    v, c, msg, from_input, cur_input, final, span = prep
+    pos = table[v, c]
     order = np.lexsort((pos, ~from_input, msg))
     msg, pos, inp = msg[order], pos[order], from_input[order]
     cur, fin = cur_input[order], final[order]
@@ -668,14 +700,14 @@ class _Lowering:
     rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
     own chunk are still to arrive (``remaining``)."""
 
-    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage):
+    def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
+                 layout: PieceLayout | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
-        self.pos, _ = _layout(self.coll, self.n, self.p, k,
-                              shard_slots(schedule.topology, self.coll))
+        table = (layout or layout_for(schedule, k, stage)).table().tolist()
+        self.pos = lambda v, c: table[v][c]
         self.progs = place_threadblocks(schedule, inplace, k)
-        self.reduce_until = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: schedule.num_steps,
-                             Collective.ALLREDUCE: schedule.reduce_steps}[self.coll]
+        self.reduce_until = _reduce_until(schedule)
         self.loc = [{} for _ in range(self.n)]
         self.remaining = defaultdict(int)
         # one shared object per piece and per input/output place (memory: N²·P entries)
@@ -756,7 +788,8 @@ class _TooBig(Exception):
 
 
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
-           stage: bool = False, max_steps: int | None = None):
+           stage: bool = False, max_steps: int | None = None,
+           layout: PieceLayout | None = None):
     """Channel-0 programs of every rank (module doc), recorded for :meth:`_Prog.resolve`,
     pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
@@ -765,8 +798,9 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
     ends are packed by copies before the send and unpacked after the receive, in a local
     threadblock per step), with the reduce phase's results moved to the output between the
     phases. ``max_steps``: stop (:class:`_TooBig`) once one rank's channel-0 program holds
-    more instructions (so more XML steps), checked after every schedule step."""
-    st = _Lowering(schedule, channels, inplace, max_cnt, stage)
+    more instructions (so more XML steps), checked after every schedule step. ``layout``:
+    where pieces sit (default :func:`layout_for`)."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage, layout)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     _initial_data(st, s, inplace)
@@ -1030,15 +1064,16 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes < max-bytes")
-    check_fits(schedule, channels, runtime, limit, stage=stage)
+    layout = check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    return _emit(schedule, _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what),
-                 channels, protocol, name, rt, inplace, min_bytes, max_bytes, extra)
+    return _emit(schedule, _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what,
+                                         layout),
+                 channels, protocol, name, rt, inplace, min_bytes, max_bytes, extra, layout)
 
 
 def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
-                  what: str) -> list:
+                  what: str, layout: PieceLayout) -> list:
     """Lower directly, then staged (unless ``stage`` fixes one), each resolved first on one
     lane per link; when a threadblock holds more than ``limit`` steps, resolve the same
     lowering with the links' later slots on further lanes (:func:`assign_lanes`, aiming 1/8
@@ -1051,7 +1086,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
     for attempt in tries:
         try:
             progs = _lower(schedule, k, inplace, rt.max_count - 1, stage=attempt,
-                           max_steps=room)
+                           max_steps=room, layout=layout)
         except _TooBig as exc:
             first = first or (f"{exc}, beyond the {rt.max_nodes - 1} XML elements its parser "
                               f"holds (MAX_NODES); {_fewer_channels(k)}export --format json or "
@@ -1117,7 +1152,7 @@ def _check_ranges(prog: _Prog, n: int, k: int, rt) -> None:
     kp, coll, arr = prog.kp, prog.coll, prog.arr
     if not arr.shape[0]:
         return
-    shift = (k - 1) * (n * kp // k if coll == Collective.ALLREDUCE else kp // k)
+    shift = channel_shift(coll, n, kp // k, k - 1)
     size = np.array([kp if coll == Collective.ALLGATHER else n * kp,
                      kp if coll == Collective.REDUCE_SCATTER else n * kp, k * prog.scratch])
     base = np.array([shift, shift, (k - 1) * prog.scratch])
@@ -1145,9 +1180,11 @@ def _open_tag(tag: str, attrs: dict, indent: int, empty: bool = False) -> str:
 
 
 def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
-          extra=None) -> str:
+          extra=None, layout: PieceLayout | None = None) -> str:
     """The XML text, written rank by rank as lines (no element tree is held: memory is one
-    rank's lines plus the text)."""
+    rank's lines plus the text). An allreduce's ``layout`` rides on its gpus: ``base`` and
+    ``stride`` of each shard (one short attribute each: the parser caps values at 254
+    characters)."""
     topo, n, p = schedule.topology, schedule.topology.n, schedule.shard_chunks
     coll = schedule.collective
     kp, lanes = k * p, _lane_count(progs)
@@ -1164,7 +1201,6 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         "reduce_scatter_steps": schedule.reduce_steps,
         "layout": "channel" if coll == Collective.ALLREDUCE else "shard", **(extra or {})},
         0, empty=not progs)
-    slots = shard_slots(topo, coll)
     sizes = {"i_chunks": kp if coll == Collective.ALLGATHER else n * kp,
              "o_chunks": kp if coll == Collective.REDUCE_SCATTER else n * kp}
     parts = [head]
@@ -1173,9 +1209,10 @@ def _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
         if topo.labels is not None:
             gpu["label"] = topo.labels[prog.u]
         if coll == Collective.ALLREDUCE:
-            gpu["slot"] = slots[prog.u]
+            gpu["base"], gpu["stride"] = layout.base[prog.u], layout.stride[prog.u]
         parts.append(_open_tag("gpu", gpu, 1, empty=not prog.emitted()))
-        parts.append("".join(_rank_lines(prog, k, lanes, _layout(coll, n, p, k)[1])))
+        parts.append("".join(_rank_lines(prog, k, lanes,
+                                         lambda j: channel_shift(coll, n, p, j))))
         if prog.emitted():
             parts.append(" </gpu>\n")
     if progs:
@@ -1273,31 +1310,10 @@ def parse_msccl_xml(text: str) -> dict:
         raise TopofinderError("MSCCL XML lacks topofinder's shard_chunks attribute") from None
     run = execute(algo, capacity=1 << 40, inplace=algo.inplace and not algo.outofplace,
                   record=True)
-    per_channel = [set() for _ in range(k)]
-    root = ET.fromstring(text)
-    shard = _shard_at(root, n)
-    for u, w, chan, t, elem, _ in run["transfers"]:
-        if layout == "channel":
-            j, rest = divmod(elem, n * p)
-            v, c = divmod(rest, p)
-            v = shard[v]
-        else:
-            v, rest = divmod(elem, k * p)
-            j, c = divmod(rest, p)
-        if j != chan // lanes:
-            raise TopofinderError(f"MSCCL XML: channel {chan} carries a piece of instance {j}")
-        per_channel[j].add((t, v, c, u, w))
-    if any(x != per_channel[0] for x in per_channel[1:]):
-        raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
-    rows = []
-    for t, v, c, u, w in sorted(per_channel[0], key=lambda r: (r[0], r[1], r[3], r[4], r[2])):
-        if rows and rows[-1][:2] == [t, v] and rows[-1][4:] == [u, w] and rows[-1][3] == c:
-            rows[-1][3] = c + 1
-        else:
-            rows.append([t, v, c, c + 1, u, w])
-    sends = np.array(rows, np.int64).reshape(-1, 6)
-    sends = sends[np.lexsort(sends.T[::-1])] if sends.size else sends
-    names = {int(g.get("id")): g.get("label") for g in root.iter("gpu")}
+    gpus = sorted(algo.gpus, key=lambda g: g.id)        # (attributes kept by the stream parse)
+    sends = _sent_rows(run["transfers"], n, p, k, lanes,
+                       _piece_at(gpus, n, p) if layout == "channel" else None)
+    names = {g.id: g.attrs.get("label") for g in gpus}
     labels = tuple(names.get(i) or str(i) for i in range(n)) if any(names.values()) else None
     try:
         physical = [int(x) for x in a["physical"].split()] if a.get("physical") else None
@@ -1310,21 +1326,56 @@ def parse_msccl_xml(text: str) -> dict:
             "labels": labels, "physical": physical}
 
 
-def _shard_at(root, n: int) -> list:
-    """Which shard each allreduce slot holds (the gpus' ``slot`` attributes, a short one per
-    gpu since the parser caps attribute values at 254 characters; identity when absent)."""
-    slots = [g.get("slot") for g in sorted(root.iter("gpu"), key=lambda g: int(g.get("id")))]
+def _sent_rows(tr: np.ndarray, n: int, p: int, k: int, lanes: int, piece_at) -> np.ndarray:
+    """The send rows (t, v, lo, hi, u, w), sorted, of recorded transfers (rows src, dst,
+    chan, t, element; ``piece_at``: the allreduce layout's inverse, None for the shard
+    layout), chunks c of one (t, v, u, w) merged where consecutive; TopofinderError unless
+    every channel carries its own instance's pieces and all instances the same sends."""
+    u, w, chan, t, elem = (tr[:, i] for i in range(5))
+    if piece_at is not None:
+        j, rest = np.divmod(elem, n * p)
+        v, c = np.divmod(piece_at[rest], p)
+    else:
+        v, rest = np.divmod(elem, k * p)
+        j, c = np.divmod(rest, p)
+    bad = np.flatnonzero(j != chan // lanes)
+    if bad.size:
+        raise TopofinderError(f"MSCCL XML: channel {chan[bad[0]]} carries a piece of instance "
+                              f"{j[bad[0]]}")
+    rows = np.unique(np.column_stack([j, t, v, u, w, c]), axis=0)
+    per = [rows[rows[:, 0] == x, 1:] for x in range(k)]
+    if any(x.shape != per[0].shape or (x != per[0]).any() for x in per[1:]):
+        raise TopofinderError("MSCCL XML: the channels do not carry the same schedule")
+    r = per[0]                                  # (t, v, u, w, c), sorted
+    if not r.shape[0]:
+        return np.zeros((0, 6), np.int64)
+    brk = np.r_[True, (r[1:, :4] != r[:-1, :4]).any(axis=1) | (r[1:, 4] != r[:-1, 4] + 1)]
+    start = np.flatnonzero(brk)
+    end = np.r_[start[1:], r.shape[0]] - 1
+    sends = np.column_stack([r[start, 0], r[start, 1], r[start, 4], r[end, 4] + 1,
+                             r[start, 2], r[start, 3]]).astype(np.int64)
+    return sends[np.lexsort(sends.T[::-1])]
+
+
+def _piece_at(gpus: list, n: int, p: int) -> np.ndarray:
+    """For each offset of an allreduce instance, v·P + c of the piece there, from the gpus'
+    (in id order) ``base`` and ``stride`` attributes (identity order when none has them);
+    TopofinderError unless they place the N·P pieces on distinct offsets of [0, N·P)."""
     try:
-        slots = list(range(n)) if all(x is None for x in slots) else [int(x) for x in slots]
-    except (TypeError, ValueError):
-        slots = []
-    if sorted(slots) != list(range(n)):
-        raise TopofinderError("MSCCL XML: the gpus' slot attributes are not an order of the "
-                              "ranks")
-    shard = [0] * n
-    for v, x in enumerate(slots):
-        shard[x] = v
-    return shard
+        if all("base" not in g.attrs and "stride" not in g.attrs for g in gpus):
+            layout = shard_layout(n, p, 1)
+        else:
+            layout = PieceLayout(np.array([int(g.attrs["base"]) for g in gpus], np.int64),
+                                 np.array([int(g.attrs["stride"]) for g in gpus], np.int64),
+                                 p, "xml")
+        table = layout.table()
+    except (KeyError, ValueError):
+        table = None
+    if table is None or table.shape[0] != n or table.min(initial=0) < 0 or \
+            table.max(initial=0) >= n * p or np.unique(table).size != n * p:
+        raise TopofinderError("MSCCL XML: the gpus' base and stride attributes do not place "
+                              "every piece once")
+    return layout.inverse(n * p)
 
 
 def schedule_from_xml(text: str, topology: Topology) -> StepSchedule:

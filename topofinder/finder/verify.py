@@ -29,8 +29,9 @@ from topofinder.model.schedule import (
     ScheduleError, StepSchedule, allreduce, reduce_scatter, validate,
 )
 from topofinder.model.symmetric import (
-    OrbitSchedule, check_group, line_graph_action, product_action, replay_by_symmetry, rotation,
-    inverse_element, orbit_distance_histogram, to_representatives, transversal,
+    OrbitSchedule, check_group, line_graph_action, orbit_form, product_action, replay_by_symmetry,
+    rotation, rows_schedule, inverse_element, orbit_distance_histogram, to_representatives,
+    transversal,
 )
 from topofinder.model.bounds import check_claim, moore_bound_steps
 from topofinder.model.topology import Topology
@@ -246,14 +247,13 @@ def _flat(factors) -> list:
 
 def _back(n: int, gens):
     """γ_v⁻¹(x) for the factor group of ``gens`` (as topofinder.model.symmetric's
-    to_representatives wants): x − v for the rotation group of Z_n, a transversal table for
-    another (small) group."""
+    to_representatives wants): x − v for the rotation group of Z_n, `transversal` (O(n)
+    memory, by cycles of the generators) for another group."""
     if not gens:
         return None
     if len(gens) == 1 and np.array_equal(gens[0], rotation(n)):
         return lambda v, x: _minus(x, v, n)
-    table = transversal(n, gens)
-    return lambda v, x: table[v, x]
+    return transversal(n, gens)
 
 
 def _minus(x, v, n: int):
@@ -279,17 +279,37 @@ def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
     receiver, stored as the representatives' sends (to_representatives). Each receiver's loads
     are its representative's, whose U_{r,t} is every U_{γr,t}, so τ is BFB's optimum. None
     when the plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
+    setup = _orbit_receivers(topo, factors)
+    if setup is None:
+        return None
+    reps, inverse, backs = setup
+    p, rows = bfb.bfb_orbit_plans(topo, reps, inverse=inverse)
+    rows = to_representatives([m for m, _ in factors], backs, rows)
+    return OrbitSchedule(topo, p, rows, tuple(_flat(factors)), method="bfb")
+
+
+def orbit_bfb_price(topo: Topology, factors) -> tuple[int, Fraction] | None:
+    """(T_L in steps, τ in M/B) of `orbit_bfb`'s schedule — BFB's optimum (001 eq. (2)) —
+    from one receiver per orbit's Hall loads (bfb.bfb_orbit_score), without its flows and
+    sends: O(orbits·d·N) memory, no N×N matrix. None where `orbit_bfb` is None."""
+    setup = _orbit_receivers(topo, factors)
+    if setup is None:
+        return None
+    score = bfb.bfb_orbit_score(topo, setup[0], inverse=setup[1])
+    return score.T_L, score.tau
+
+
+def _orbit_receivers(topo: Topology, factors):
+    """(one receiver per orbit, inverse(y) = γ_y⁻¹ as a permutation, the factors' backs) of
+    the factors' group acting on ``topo`` (checked: check_group), or None when the receivers'
+    plans would hold more than ORBIT_BFB_MAX_CELLS distances."""
     sizes = [m for m, _ in factors]
-    gens = _flat(factors)
-    reps = check_group(topo, gens).reps
+    reps = check_group(topo, _flat(factors)).reps
     if reps.size * (topo.degree + 1) * topo.n > ORBIT_BFB_MAX_CELLS:
         return None
     backs = [_back(m, g) for m, g in factors]
     coords = np.unravel_index(np.arange(topo.n), sizes)
-    p, rows = bfb.bfb_orbit_plans(topo, reps,
-                                     inverse=lambda y: inverse_element(sizes, backs, y, coords))
-    rows = to_representatives(sizes, backs, rows)
-    return OrbitSchedule(topo, p, rows, tuple(gens), method="bfb")
+    return reps, (lambda y: inverse_element(sizes, backs, y, coords)), backs
 
 
 def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
@@ -321,6 +341,41 @@ def symmetric_allgather(recipe: Recipe) -> OrbitSchedule | None:
     keep = np.isin(lg.sends[:, 1], np.flatnonzero(np.isin(g.dst, child.sources)))
     return OrbitSchedule(lg.topology, lg.shard_chunks, lg.sends[keep], tuple(gens),
                          method="line-graph")
+
+
+def symmetric_collective(recipe: Recipe, collective: str) -> OrbitSchedule | None:
+    """The recipe's ``collective`` in orbit form, the schedule `collective_schedule` builds in
+    full (no BFB swap: beyond REPLAY_LIMIT none is made): the allgather `symmetric_allgather`;
+    its reduce-scatter (`symmetric_reduce_scatter`); the allreduce, reduce-scatter then
+    allgather (Appendix B) on the representatives' rows (topofinder.model.schedule.allreduce:
+    P = lcm, the allgather's steps shifted). None without an orbit form."""
+    allgather = symmetric_allgather(recipe)
+    if allgather is None or collective == Collective.ALLGATHER:
+        return allgather
+    rs = symmetric_reduce_scatter(allgather, recipe)
+    if rs is None or collective == Collective.REDUCE_SCATTER:
+        return rs
+    return orbit_form(allreduce(rows_schedule(rs), rows_schedule(allgather)),
+                      allgather.generators)
+
+
+def symmetric_reduce_scatter(allgather: OrbitSchedule, recipe: Recipe) -> OrbitSchedule | None:
+    """The reduce-scatter `reduce_scatter_of` writes next to ``allgather``, in orbit form
+    under the same group: when G is reverse-symmetric, the allgather's representatives' rows
+    reversed (Thm 2: (T+1−t, v, lo, hi, w, u), then relabelled by the known isomorphism
+    G^T → G, which maps Γ-orbits onto Γ-orbits for the constructions' groups — the replay by
+    symmetry checks one shard per orbit); else BFB on G^T under the recipe's group
+    (`orbit_bfb`: Γ acts on G^T alike) reversed onto G (Thm 1). Each is Γ-equivariant: the
+    reverse of an equivariant schedule is. None when the G^T plans are too large."""
+    topo = allgather.topology
+    if _reversible(topo):
+        rs = reduce_scatter(rows_schedule(allgather))
+    else:
+        transposed = orbit_bfb(topo.transpose(), recipe_group(recipe))
+        if transposed is None:
+            return None
+        rs = reduce_scatter(rows_schedule(transposed), topology=topo)
+    return orbit_form(rs, allgather.generators)
 
 
 def _orbit_form(recipe: Recipe) -> bool:
@@ -433,7 +488,7 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         topo, t_l, tau, verified_by = (build_topology(candidate.recipe), candidate.t_l,
                                        candidate.tau, None)
         method = candidate.recipe.method
-        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+        rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau, candidate.recipe)
     else:
         schedule = allgather_schedule(candidate.recipe)
         validate(schedule)
@@ -484,7 +539,7 @@ def _symmetric_point(candidate):
     if _reversible(topo):
         rs = t_l, tau
     else:
-        transposed = orbit_bfb(topo.transpose(), recipe_group(candidate.recipe))
+        transposed = symmetric_reduce_scatter(orbit, candidate.recipe)
         if transposed is None:
             return None
         replay_by_symmetry(transposed)
@@ -523,17 +578,27 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
     writes it and `search` prices it: the exported allgather (`allgather_schedule`; built and
     scored unless the point is an exactly scored BFB schedule) plus the exported
     reduce-scatter — that allgather reversed when G is reverse-symmetric (Thm 2), else BFB
-    on G^T (Thm 1), which may cost more. Beyond REPLAY_LIMIT the allgather is the exact
-    predicted one, as `verify_candidate` prices it there (no schedule is built or swapped)."""
-    beyond = candidate.n * candidate.n * candidate.d > REPLAY_LIMIT
-    if candidate.exact or beyond:
+    on G^T (Thm 1), which may cost more. Beyond REPLAY_LIMIT as `verify_candidate` prices a
+    point there (`_symmetric_point`; no schedule swapped): the exact predicted allgather, or
+    its orbit form's when the prediction is a bound, and BFB on G^T under the recipe's group
+    (`_reduce_scatter_price`); TopofinderError for a point without an orbit form, which search
+    and the sweep leave out (`unverifiable_reason`)."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
         topo = build_topology(candidate.recipe)
-        t_l, tau = ((candidate.t_l, candidate.tau) if beyond
-                    else _exported_allgather_price(candidate, topo))
+        t_l, tau = candidate.t_l, candidate.tau
+        if not candidate.exact:
+            orbit = symmetric_allgather(candidate.recipe)
+            if orbit is None:
+                raise TopofinderError(f"{candidate.expr}: no orbit form to price beyond the "
+                                      f"replay limit")
+            t_l, tau = orbit.num_steps, orbit.tau
+    elif candidate.exact:
+        topo = build_topology(candidate.recipe)
+        t_l, tau = _exported_allgather_price(candidate, topo)
     else:
         allgather = allgather_schedule(candidate.recipe)
         topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
-    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau)
+    rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau, candidate.recipe)
     return rs_t_l + t_l, rs_tau + tau
 
 
@@ -547,13 +612,25 @@ def _exported_allgather_price(candidate, topo: Topology) -> tuple[int, Fraction]
     return _bfb_beats(topo, *named) or named
 
 
-def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction) -> tuple[int, Fraction]:
+def _reduce_scatter_price(topo: Topology, t_l: int, tau: Fraction,
+                          recipe: Recipe) -> tuple[int, Fraction]:
     """(T_L, τ) of the reduce-scatter exported next to an allgather of (t_l, tau) on topo,
-    without building it: equal when topo is reverse-symmetric, else BFB scored on G^T."""
+    without building it: equal when topo is reverse-symmetric (Thm 2), else BFB on G^T
+    (Thm 1) — scored in full up to REPLAY_LIMIT, beyond it from one receiver per orbit of the
+    recipe's group acting on G^T (`orbit_bfb_price`; G's automorphisms are G^T's), as
+    `_symmetric_point` replays it. TopofinderError beyond the limit without such a group."""
     if _reversible(topo):
         return t_l, tau
-    rs = bfb.bfb_score(topo.transpose())
-    return rs.T_L, rs.tau
+    if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+        rs = bfb.bfb_score(topo.transpose())
+        return rs.T_L, rs.tau
+    factors = recipe_group(recipe)
+    price = orbit_bfb_price(topo.transpose(), factors) if any(g for _, g in factors) else None
+    if price is None:
+        raise TopofinderError(f"{recipe.expr}: its reduce-scatter (BFB on G^T) has no orbit "
+                              f"form to price beyond the replay limit (N²·d = "
+                              f"{topo.n * topo.n * topo.degree:.2g} > {REPLAY_LIMIT:.2g})")
+    return price
 
 
 def collective_schedule(recipe: Recipe, collective: str = Collective.ALLGATHER) -> StepSchedule:

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from topofinder.model.schedule import ScheduleError, StepRows, StepSchedule, validate_sources
 from topofinder.model.topology import Topology
+from topofinder.model.collectives import Collective
 
 
 def orbits(n: int, gens: list[np.ndarray]) -> np.ndarray:
@@ -92,49 +93,66 @@ def check_group(topo: Topology, generators) -> GroupAction:
     return GroupAction(node_orbit, reps, keys, cap, orbits(keys.size, arc_gens))
 
 
-def _element_images(n: int, gens: list[np.ndarray], reps: np.ndarray) -> np.ndarray:
-    """img[x] = (γ(r_1), …, γ(r_k)) for a γ taking r_1 to x (−1 off r_1's orbit), by a
-    breadth-first search over the generators and their powers g^(2^i) (so a cyclic group of
-    order m takes log m rounds, not m)."""
+def _element_images(n: int, gens: list[np.ndarray], reps: np.ndarray,
+                    orbit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """img[i] = (γ(r_1), …, γ(r_k)) for a γ taking r_1 to ``orbit[i]`` (r_1's orbit, sorted),
+    by a breadth-first search over the generators and their powers g^(2^i) (so a cyclic group
+    of order m takes log m rounds, not m). m × k = N entries: rows only for r_1's orbit;
+    with pos[x] = the row of x (−1 off the orbit)."""
     gens = _powers(n, gens)
-    img = np.full((n, reps.size), -1, np.int64)
-    img[reps[0]] = reps
+    pos = np.full(n, -1, np.int64)
+    pos[orbit] = np.arange(orbit.size)
+    img = np.full((orbit.size, reps.size), -1, np.int64)
+    img[pos[reps[0]]] = reps
     front = np.array([reps[0]])
     while front.size:
         nxt = []
         for g in gens:
             to = g[front]
-            new = img[to, 0] < 0
+            new = img[pos[to], 0] < 0
             to, src = to[new], front[new]
             to, first = np.unique(to, return_index=True)
-            img[to] = g[img[src[first]]]
+            img[pos[to]] = g[img[pos[src[first]]]]
             nxt.append(to)
         front = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
-    return img
+    return img, pos
 
 
 def _check_free(n: int, gens: list[np.ndarray], node_orbit: np.ndarray,
                 reps: np.ndarray) -> None:
     """ScheduleError unless x ↦ img[x] is Γ-equivariant: then only the identity fixes r_1."""
-    img = _element_images(n, gens, reps)
     x = np.flatnonzero(node_orbit == node_orbit[reps[0]])
+    img, pos = _element_images(n, gens, reps, x)
     for g in gens:
-        if not np.array_equal(img[g[x]], g[img[x]]):
+        if not np.array_equal(img[pos[g[x]]], g[img]):
             raise ScheduleError("the symmetry group does not act freely: a non-identity "
                                 "element fixes a representative")
 
 
 @dataclass(frozen=True, eq=False)
 class OrbitSchedule(StepRows):
-    """An allgather given by its representatives' sends (rows (t, v, lo, hi, u, w) with v a
+    """A step schedule given by its representatives' sends (rows (t, v, lo, hi, u, w) with v a
     representative of its orbit under ``generators``); it stands for the equivariant
-    extension (module docstring). ``shard_chunks``: P."""
+    extension (module docstring). ``shard_chunks``: P. ``collective``: an allgather, a
+    reduce-scatter (its shards' partial sums move independently too, so the same argument
+    holds) or an allreduce, whose first ``reduce_steps`` steps are a reduce-scatter and the
+    rest an allgather, each phase with one representative shard per orbit of its own."""
 
     topology: Topology
     shard_chunks: int
     sends: np.ndarray
     generators: tuple
     method: str = ""
+    collective: str = Collective.ALLGATHER
+    reduce_steps: int = 0
+
+    def __post_init__(self):
+        if self.collective not in (Collective.ALLGATHER, Collective.REDUCE_SCATTER,
+                                   Collective.ALLREDUCE):
+            raise ScheduleError(f"an orbit schedule's collective is allgather, "
+                                f"reduce-scatter or allreduce, not {self.collective!r}")
+        if (self.collective == Collective.ALLREDUCE) != (self.reduce_steps > 0):
+            raise ScheduleError("reduce_steps > 0 exactly for an allreduce")
 
     @cached_property
     def action(self) -> GroupAction:
@@ -143,15 +161,22 @@ class OrbitSchedule(StepRows):
 
     @cached_property
     def sources(self) -> np.ndarray:
-        """The representative sources: the shards the sends carry, exactly one per orbit
-        (ScheduleError otherwise)."""
-        v = np.unique(self.sends[:, 1])
-        orbit = self.action.node_orbit
-        if v.size != self.action.reps.size or np.unique(orbit[v]).size != v.size:
-            raise ScheduleError(f"an orbit schedule carries one shard per orbit of its group "
-                                f"({self.action.reps.size}); these sends carry {v.size} "
-                                f"shards in {np.unique(orbit[v]).size} orbits")
-        return v
+        """The representative sources of an allgather or reduce-scatter (of an allreduce:
+        those of both phases): the shards the sends carry, exactly one per orbit in each
+        phase (ScheduleError otherwise)."""
+        return np.unique(np.concatenate([_phase_sources(self, rows)
+                                         for rows, _ in self.phases()]))
+
+    def phases(self) -> list[tuple[np.ndarray, str]]:
+        """(rows, collective) of each phase, steps renumbered from 1: the schedule itself, or
+        an allreduce's reduce-scatter and allgather."""
+        if self.collective != Collective.ALLREDUCE:
+            return [(self.sends, self.collective)]
+        first = self.sends[:, 0] <= self.reduce_steps
+        second = self.sends[~first].copy()
+        second[:, 0] -= self.reduce_steps
+        return [(self.sends[first], Collective.REDUCE_SCATTER),
+                (second, Collective.ALLGATHER)]
 
     @cached_property
     def _scaled_loads(self) -> tuple[np.ndarray, int]:
@@ -191,24 +216,42 @@ class OrbitSchedule(StepRows):
 REPLAY_BATCH_ROWS = 4_000_000
 
 
+def _phase_sources(schedule: OrbitSchedule, rows: np.ndarray) -> np.ndarray:
+    """The shards ``rows`` (one phase of ``schedule``) carry: one per orbit (ScheduleError)."""
+    v = np.unique(rows[:, 1])
+    orbit = schedule.action.node_orbit
+    if v.size != schedule.action.reps.size or np.unique(orbit[v]).size != v.size:
+        raise ScheduleError(f"an orbit schedule carries one shard per orbit of its group "
+                            f"({schedule.action.reps.size}) in each phase; these sends carry "
+                            f"{v.size} shards in {np.unique(orbit[v]).size} orbits")
+    return v
+
+
 def replay_by_symmetry(schedule: OrbitSchedule) -> None:
-    """Verify the extended allgather by replaying one source per orbit (module docstring), in
-    batches of sources of about REPLAY_BATCH_ROWS rows: ScheduleError naming the first
-    violation, or the generators' failure."""
-    s, sources = schedule.sends, schedule.sources
-    order = np.argsort(s[:, 1], kind="stable")
-    starts = np.searchsorted(s[order, 1], sources)
-    ends = np.append(starts[1:], s.shape[0])
-    lo = 0
-    while lo < sources.size:
-        hi = lo + 1
-        while hi < sources.size and ends[hi] - starts[lo] <= REPLAY_BATCH_ROWS:
-            hi += 1
-        rows = s[order[starts[lo]:ends[hi - 1]]]
-        batch = StepSchedule(schedule.topology, schedule.shard_chunks, rows,
-                             method=schedule.method)
-        validate_sources(batch, sources[lo:hi])
-        lo = hi
+    """Verify the extended schedule by replaying one source per orbit (module docstring) —
+    an allreduce phase by phase, as `validate` replays it — in batches of sources of about
+    REPLAY_BATCH_ROWS rows: ScheduleError naming the first violation, or the generators'
+    failure."""
+    for s, collective in schedule.phases():
+        sources = _phase_sources(schedule, s)
+        order = np.argsort(s[:, 1], kind="stable")
+        starts = np.searchsorted(s[order, 1], sources)
+        ends = np.append(starts[1:], s.shape[0])
+        lo = 0
+        while lo < sources.size:
+            hi = lo + 1
+            while hi < sources.size and ends[hi] - starts[lo] <= REPLAY_BATCH_ROWS:
+                hi += 1
+            rows = s[order[starts[lo]:ends[hi - 1]]]
+            batch = StepSchedule(schedule.topology, schedule.shard_chunks, rows,
+                                 collective=collective, method=schedule.method)
+            try:
+                validate_sources(batch, sources[lo:hi])
+            except ScheduleError as exc:
+                if schedule.collective != Collective.ALLREDUCE:
+                    raise
+                raise ScheduleError(f"allreduce, {collective} phase: {exc}") from None
+            lo = hi
 
 
 def _powers(n: int, gens: list[np.ndarray]) -> list[np.ndarray]:
@@ -283,11 +326,29 @@ def expand(schedule: OrbitSchedule) -> StepSchedule:
     s, n = schedule.sends, schedule.topology.n
     gens = [np.asarray(g, np.int64) for g in schedule.generators]
     parts = []
-    for _, p in _elements(n, gens, int(schedule.sources[0])):
+    for _, p in _elements(n, gens, int(schedule.action.reps[0])):
         parts.append(np.stack([s[:, 0], p[s[:, 1]], s[:, 2], s[:, 3], p[s[:, 4]], p[s[:, 5]]],
                               axis=1))
     return StepSchedule(schedule.topology, schedule.shard_chunks, np.concatenate(parts),
-                        method=schedule.method)
+                        collective=schedule.collective, method=schedule.method,
+                        reduce_steps=schedule.reduce_steps)
+
+
+def orbit_form(schedule: StepSchedule, generators) -> OrbitSchedule:
+    """The rows of ``schedule`` (representatives' sends of a Γ-equivariant schedule, e.g. a
+    transformation of an orbit schedule's rows by topofinder.model.schedule's reverse,
+    reduce_scatter or allreduce) as an orbit schedule under ``generators``, with its
+    collective and reduce_steps."""
+    return OrbitSchedule(schedule.topology, schedule.shard_chunks, schedule.sends,
+                         tuple(generators), schedule.method, schedule.collective,
+                         schedule.reduce_steps)
+
+
+def rows_schedule(orbit: OrbitSchedule) -> StepSchedule:
+    """The representatives' rows of ``orbit`` as a StepSchedule (not the whole schedule: only
+    to transform them with topofinder.model.schedule's reverse, reduce_scatter, allreduce)."""
+    return StepSchedule(orbit.topology, orbit.shard_chunks, orbit.sends, orbit.collective,
+                        orbit.method, orbit.reduce_steps)
 
 
 def _sorted_rows(rows: np.ndarray) -> np.ndarray:
@@ -295,13 +356,14 @@ def _sorted_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def orbit_schedule_of(schedule: StepSchedule, generators) -> OrbitSchedule:
-    """The representatives' sends of an allgather, after checking that the schedule is
+    """The representatives' sends of a step schedule, after checking that the schedule is
     equivariant under the group (it equals the extension of those sends, as a set of rows);
     ScheduleError when it is not."""
     act = check_group(schedule.topology, generators)
     s = schedule.sends
-    orbit = OrbitSchedule(schedule.topology, schedule.shard_chunks,
-                          s[np.isin(s[:, 1], act.reps)], tuple(generators), schedule.method)
+    orbit = orbit_form(StepSchedule(schedule.topology, schedule.shard_chunks,
+                                    s[np.isin(s[:, 1], act.reps)], schedule.collective,
+                                    schedule.method, schedule.reduce_steps), generators)
     full = expand(orbit).sends
     if full.shape != s.shape or not np.array_equal(_sorted_rows(full), _sorted_rows(s)):
         raise ScheduleError(f"the {schedule.method or 'given'} schedule on "
@@ -357,17 +419,58 @@ def product_action(sizes, factor_gens) -> list[np.ndarray]:
     return out
 
 
-def transversal(n: int, gens) -> np.ndarray:
-    """back[x] = γ_x⁻¹ as a permutation (row x of an (n, n) table), γ_x the element of the
-    free group generated by ``gens`` taking x's orbit representative (its smallest node) to x:
-    back[x][x] is that representative. O(n²) memory: small factors only."""
+def transversal(n: int, gens):
+    """back(v, x) = γ_v⁻¹(x) (numpy broadcasting over v and x), γ_v the element of the free
+    abelian group generated by ``gens`` taking v's orbit representative (its smallest node) to
+    v — unique, the action being free: back(v, v) is that representative. O(n·g) memory and
+    time: γ_v = Π g_i^(e_i(v)) with exponents from a breadth-first search over the generators'
+    powers g_i^(2^j) from the representatives, and g_i^(−e)(x) read off g_i's cycle through x
+    (every cycle of g_i has its order as length, as only the identity fixes a point)."""
     gens = [np.asarray(g, np.int64) for g in gens]
-    back = np.empty((n, n), np.int64)
     node_orbit = orbits(n, gens)
-    for r in np.unique(node_orbit, return_index=True)[1]:
-        for x, perm in _elements(n, gens, int(r)):
-            back[x, perm] = np.arange(n)
+    reps = np.unique(node_orbit, return_index=True)[1]
+    expo = np.full((n, len(gens)), -1, np.int64)
+    expo[reps] = 0
+    powers = [(i, 1 << j, p) for i, g in enumerate(gens)
+              for j, p in enumerate(_powers(n, [g]))]
+    front = reps
+    while front.size:
+        nxt = []
+        for i, step, p in powers:
+            to = p[front]
+            new = expo[to, 0] < 0
+            to, first = np.unique(to[new], return_index=True)
+            expo[to] = expo[front[new][first]]
+            expo[to, i] += step
+            nxt.append(to)
+        front = np.unique(np.concatenate(nxt))
+    cycles = [_cycles(n, g) for g in gens]
+
+    def back(v, x):
+        out = np.asarray(x, np.int64)
+        for i, (cycle, pos, table) in enumerate(cycles):
+            out = table[cycle[out], (pos[out] - expo[v, i]) % table.shape[1]]
+        return out
     return back
+
+
+def _cycles(n: int, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cycle, pos, table) of a permutation whose cycles all have one length L: node x is
+    table[cycle[x], pos[x]] and g(x) the next entry of its row (cyclically)."""
+    cycle = orbits(n, [g])
+    starts = np.unique(cycle, return_index=True)[1]
+    length = n // starts.size
+    table = np.empty((starts.size, length), np.int64)
+    cur = starts
+    for j in range(length):
+        table[:, j] = cur
+        cur = g[cur]
+    pos = np.empty(n, np.int64)
+    pos[table] = np.arange(length)[None, :]
+    if not np.array_equal(cur, starts) or np.unique(table).size != n:
+        raise ScheduleError("a symmetry generator's cycles differ in length: the action is "
+                            "not free")
+    return cycle, pos, table
 
 
 def _moved(sizes, backs, owner: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -383,7 +486,7 @@ def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     """Rows (t, v, lo, hi, u, w) of G_1 × … × G_k (mixed radix, the last factor fastest)
     moved by the element γ_v⁻¹ of the product of the factors' groups that takes the shard v to
     its orbit representative: coordinate i of v, u and w through ``backs[i](v_i, ·)``, that
-    is γ_{v_i}⁻¹ (a :func:`transversal` row, or x − v_i on Z_n; None for a factor whose group
+    is γ_{v_i}⁻¹ (:func:`transversal`, or x − v_i on Z_n; None for a factor whose group
     is trivial).
     Γ-equivariant extensions are unchanged (γ_v⁻¹ is in Γ); the result carries
     representative shards only."""

@@ -508,6 +508,29 @@ def bfb_orbit_plans(topo: Topology, receivers, *, shard_chunks: int | None = Non
     one search each."""
     slots, caps = _generator_slots(topo)
     r = np.unique(np.asarray(receivers, np.int64))
+    dist, table, slot_rows = _receiver_tables(topo, r, slots, inverse)
+    p, sends = _receiver_plan(dist, table, slot_rows, slots[r], caps[r], shard_chunks)
+    sends[:, 5] = r[sends[:, 5]]
+    return p, sends
+
+
+def bfb_orbit_score(topo: Topology, receivers, *, inverse=None) -> BFBScore:
+    """The optimal BFB cost (T_L in steps, U_t in shards per unit capacity) of a topology in
+    which every node is the image of one of ``receivers`` under an automorphism: T_L and
+    U_t = max over the receivers of U_{w,t} (Hall, exact), from the receivers' distance rows
+    alone — the (T_L, τ) of `bfb_orbit_plans`' schedule without its flows and sends, O(|R|·N)
+    memory. ``inverse`` as in `bfb_orbit_plans`."""
+    slots, caps = _generator_slots(topo)
+    r = np.unique(np.asarray(receivers, np.int64))
+    dist, table, slot_rows = _receiver_tables(topo, r, slots, inverse)
+    steps, _, _, num, den = _receiver_loads(dist, table, slot_rows, caps[r])
+    return BFBScore(topo.n, topo.node_bandwidth, steps, tuple(_step_max(num, den)))
+
+
+def _receiver_tables(topo: Topology, r: np.ndarray, slots: np.ndarray, inverse):
+    """(dist rows of the receivers ``r``, the distance table, slot_rows): ``table[
+    slot_rows[i, j]]`` is the distance row of receiver i's in-slot j (one search per receiver
+    and, without ``inverse``, per in-neighbour; with it, the receivers' rows permuted)."""
     need = np.unique(np.concatenate([r, slots[r].reshape(-1)]))
     if inverse is None:
         table = _distances_to_nodes(topo, need, slots)
@@ -518,11 +541,7 @@ def bfb_orbit_plans(topo: Topology, receivers, *, shard_chunks: int | None = Non
             perm = inverse(int(y))
             table[i] = own[np.searchsorted(r, perm[y])][perm]
     where = np.searchsorted(need, np.concatenate([r, slots[r].reshape(-1)]))
-    p, sends = _receiver_plan(table[where[:r.size]], table,
-                              where[r.size:].reshape(r.size, -1), slots[r], caps[r],
-                              shard_chunks)
-    sends[:, 5] = r[sends[:, 5]]
-    return p, sends
+    return table[where[:r.size]], table, where[r.size:].reshape(r.size, -1)
 
 
 def bfb_receiver_sends(topo: Topology, receiver: int = 0) -> tuple[int, np.ndarray]:
@@ -552,6 +571,18 @@ def _receiver_plan(dist, table, slot_rows, slots, caps, shard_chunks):
     rows (R, N), ``table[slot_rows[i, j]]`` the distance row of receiver i's in-slot j,
     ``slots``/``caps`` their in-slot nodes and capacities. U_t = max over the R receivers."""
     n, k = dist.shape[1], slots.shape[1]
+    steps, masks, counts, num, den = _receiver_loads(dist, table, slot_rows, caps)
+    q, p, pid, stretches = _flow_plan(counts, caps, _step_max(num, den), k, shard_chunks)
+    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
+             for lo, hi in _blocks(dist.shape[0], n * 8)]
+    return p, _columns(parts)
+
+
+def _receiver_loads(dist, table, slot_rows, caps):
+    """(T_L, masks (R, N), counts (R, T_L, 2^k), num, den (R, T_L)) of R receivers (arguments
+    as `_receiver_plan`): eligibility masks, shard counts per mask and the exact U_{w,t} =
+    num/den by the subset transform (Hall)."""
+    n, k = dist.shape[1], slot_rows.shape[1]
     rows = dist.shape[0]
     steps = int(dist.max())
     masks = np.empty((rows, n), np.int64)
@@ -562,10 +593,7 @@ def _receiver_plan(dist, table, slot_rows, slots, caps, shard_chunks):
         masks[lo:hi] = _masks(dist[lo:hi], table[slot_rows[lo:hi]])
         counts[lo:hi] = _mask_counts(masks[lo:hi], dist[lo:hi], steps, k)
         num[lo:hi], den[lo:hi] = _hall_loads(counts[lo:hi], caps[lo:hi], k)
-    q, p, pid, stretches = _flow_plan(counts, caps, _step_max(num, den), k, shard_chunks)
-    parts = [_sends_block(lo, hi, dist, masks, slots, pid, stretches, q, p, k, steps)
-             for lo, hi in _blocks(rows, n * 8)]
-    return p, _columns(parts)
+    return steps, masks, counts, num, den
 
 
 def _flow_plan(counts, caps, step_load, k, shard_chunks):
