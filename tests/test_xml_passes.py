@@ -391,7 +391,7 @@ def test_element_refusals_with_several_channels_advise_fewer(monkeypatch):
     small = dataclasses.replace(RUNTIMES["msccl-executor"], max_nodes=sched.topology.n + 40)
     for k, advice in ((1, False), (2, True)):
         with pytest.raises(TopofinderError, match="elements its parser holds") as err:
-            _lower_to_fit(sched, k, False, small, 64, None, "x")
+            _lower_to_fit(sched, k, False, small, 64, None, "x", layout_for(sched, k))
         assert ("use --channels 1 or fewer" in str(err.value)) == advice
 
 
