@@ -130,14 +130,14 @@ def test_reduce_scatter_price_beyond_the_replay_limit_is_by_orbits(expr, monkeyp
 
 
 def test_sweep_beyond_the_replay_limit_is_the_search_frontier(monkeypatch):
-    """Past REPLAY_LIMIT (lowered to reach it at N = 16, d = 2) a sweep cell holds the
-    frontier `search` gives: the points without an orbit form (L(Aff(8,3,{1,3})), a line
-    graph of a base with no group) left out and listed as search's skipped_points, the others
-    priced as search prices them."""
-    monkeypatch.setattr(verify, "REPLAY_LIMIT", 16 * 16 * 2 - 1)
-    cell = sweep.compute_cell(16, 2, False, False)
-    result = tf.search(16, 2, jobs=1, use_cache=False)
-    assert "L(Aff(8,3,{1,3}))" in [p["expr"] for p in cell["skipped"]]
+    """Past REPLAY_LIMIT (lowered to reach it at N = 13, d = 2) a sweep cell holds the
+    frontier `search` gives: the points without an orbit form (Aff(13,6,{1,5}): 13 is prime
+    and q − 1 = 5 a unit, so no translation but the identity is an automorphism) left out
+    and listed as search's skipped_points, the others priced as search prices them."""
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 13 * 13 * 2 - 1)
+    cell = sweep.compute_cell(13, 2, False, False)
+    result = tf.search(13, 2, jobs=1, use_cache=False)
+    assert "Aff(13,6,{1,5})" in [p["expr"] for p in cell["skipped"]]
     assert cell["skipped"] == list(result.unverified)
     assert [(p["expr"], p["T_L"], p["tau_exact"], p["allreduce_T_L"],
              p["allreduce_tau_exact"]) for p in cell["frontier"]] == \

@@ -10,6 +10,7 @@ import pytest
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import (build_schedule, build_topology, recipe_generators,
+                                      translations,
                                       symmetric_allgather)
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
@@ -277,3 +278,40 @@ def test_transversal_inverts_every_group_element(expr):
             assert np.array_equal(back(v, perm), np.arange(topo.n))
     v = np.arange(topo.n)
     assert np.array_equal(back(v, v), np.unique(node_orbit, return_index=True)[1][node_orbit])
+
+
+@pytest.mark.parametrize("expr, step", [("Aff(64,17,{7,21,29,31})", 4), ("Aff(16,7,{5,11})", 8),
+                                        ("Aff(160,101,{66,121})", 8), ("Aff(13,6,{1,5})", None),
+                                        ("C(12,{1,5})", 1), ("Pi(4,200)", 40),
+                                        ("Pi(4,198)", None)])
+def test_translations_are_every_translation_automorphism(expr, step):
+    """`translations` generates exactly the translations x ↦ x + c that map the arcs onto
+    themselves (brute force over every c); for Aff(m, q, A) the least is m/gcd(m, q − 1)."""
+    topo = parse(expr)
+    n = topo.n
+    arcs = sorted(zip(topo.src.tolist(), topo.dst.tolist()))
+    auto = [c for c in range(1, n)
+            if sorted(((u + c) % n, (w + c) % n) for u, w in arcs) == arcs]
+    gens = translations(topo)
+    assert (gens[0][0] if gens else None) == step == (auto[0] if auto else None)
+    assert auto == list(range(step, n, step)) if step else auto == []
+
+
+@pytest.mark.parametrize("expr", ["L(Aff(64,17,{7,21,29,31}))", "Aff(198,145,{16,20,123,187})",
+                                  "L(Aff(54,29,{9,16,37,44}))", "Pi(3,96)"])
+def test_translation_groups_replay_what_export_writes(expr):
+    """Bases with translations (Aff, Pi: x ↦ x + c, c = m/gcd(m, q − 1)) are verified by
+    symmetry, also where export writes BFB instead of the named line-graph construction:
+    equal to the exported allgather (allgather_schedule) and reduce-scatter built and
+    replayed in full."""
+    from topofinder.finder.growth import Candidate
+    from topofinder.finder import verify
+    recipe = from_expression(expr)
+    full = verify.allgather_schedule(recipe)
+    validate(full)
+    c = Candidate(recipe, full.topology.n, full.topology.degree, full.num_steps, full.tau)
+    point = verify._symmetric_point(c)
+    assert point is not None and point[3] == "symmetry"
+    topo, t_l, tau, _, method, rs_t_l, rs_tau = point
+    assert (t_l, tau, method) == (full.num_steps, full.tau, full.method)
+    assert (rs_t_l, rs_tau) == verify._verified_reduce_scatter(full.topology, t_l, tau)
