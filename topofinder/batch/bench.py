@@ -77,7 +77,8 @@ def read(path: Path = RESULTS) -> dict:
 
 
 def write(report: dict, path: Path = RESULTS) -> None:
-    """Merge ``report`` into results/bench.json (cases replaced by name), atomically."""
+    """Merge ``report`` into results/bench.json (cases replaced by name; rows of cases that
+    no longer exist, renamed or removed, dropped), atomically."""
     old = read(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,5 +86,7 @@ def write(report: dict, path: Path = RESULTS) -> None:
         raise TopofinderError(f"bench: cannot create {path.parent}: {exc.strerror}") from None
     fresh = {r["name"] for r in report["cases"]}
     merged = dict(report)
-    merged["cases"] = [r for r in old.get("cases", []) if r["name"] not in fresh] + report["cases"]
+    known = {c.name for c in CASES}
+    merged["cases"] = [r for r in old.get("cases", [])
+                       if r["name"] not in fresh and r["name"] in known] + report["cases"]
     write_text(path, json.dumps(merged, indent=2) + "\n")
