@@ -10,12 +10,11 @@ import pytest
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import (build_schedule, build_topology, recipe_generators,
-                                      translations,
                                       symmetric_allgather)
 from topofinder.model.schedule import ScheduleError, StepSchedule, validate
 from topofinder.model.symmetric import (
     OrbitSchedule, _elements, check_group, expand, line_graph_action, orbit_schedule_of, orbits,
-    product_action, replay_by_symmetry, rotation, transversal,
+    product_action, replay_by_symmetry, rotation, translations, transversal,
 )
 from topofinder.scoring.allgather.ring_and_two_tree import ring_allgather, ring_orbit
 from topofinder.scoring.allgather.bfb import bfb_schedule
