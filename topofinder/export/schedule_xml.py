@@ -78,6 +78,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
@@ -295,37 +296,39 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
     kpos = [[] for _ in range(ntb)]
     kval = [[] for _ in range(ntb)]
     ksum = [[] for _ in range(ntb)]
-    out = []
+    out_j, out_b, out_i = [], [], []
 
     def clock_sum(bi):
         q = bisect_right(kpos[bi[0]], bi[1]) - 1
         return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
 
     for a, x, j, pairs in zip(tbs, idxs, rows, cands):
-        cur = dict(kval[a][-1]) if kval[a] else {}
+        cur = kval[a][-1].copy() if kval[a] else {}
         cur[a] = x
+        get = cur.get
         if len(pairs) > 1:
             pairs.sort(key=clock_sum)
-        chosen = []
+        chosen = False
         for b, i in pairs:
-            if cur.get(b, 0) > i:
+            if get(b, 0) > i:
                 continue
-            chosen.append((b, i))
-            q = bisect_right(kpos[b], i) - 1
-            if q >= 0:
-                for c, v in kval[b][q].items():
-                    if cur.get(c, 0) < v:
+            chosen = True
+            out_j.append(j)
+            out_b.append(b)
+            out_i.append(i)
+            kb = kpos[b]
+            if kb and kb[0] <= i:
+                for c, v in kval[b][bisect_right(kb, i) - 1].items():
+                    if get(c, 0) < v:
                         cur[c] = v
-            if cur.get(b, 0) <= i:
+            if get(b, 0) <= i:
                 cur[b] = i + 1
-        cur[a] = x + 1
         if chosen:
+            cur[a] = x + 1
             kpos[a].append(x)
             kval[a].append(cur)
             ksum[a].append(sum(cur.values()) - x - 1)
-            out += [(j, b, i) for b, i in chosen]
-    return tuple(np.array(col, np.int64) for col in zip(*out)) if out else \
-        tuple(np.zeros(0, np.int64) for _ in range(3))
+    return tuple(np.array(col, np.int64) for col in (out_j, out_b, out_i))
 
 
 def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
@@ -462,8 +465,7 @@ def _least_layout(schedule: StepSchedule, k: int, stage):
     needs the fewest instructions by :func:`_instruction_bounds` (the first on ties); returns
     it with its bounds (direct, staged) and per-rank need."""
     best = None
-    prep = _reduce_prep(schedule, schedule.reduce_steps if schedule.collective ==
-                        Collective.ALLREDUCE else 0)
+    prep = _bound_prep(schedule)
     for layout in allreduce_layouts(schedule.topology, schedule.shard_chunks):
         direct, staged = _instruction_bounds(schedule, k, layout.table(), stage, prep)
         per_rank = _rank_need(direct, staged, schedule.topology.n, stage)
@@ -550,38 +552,74 @@ def _instruction_bounds(schedule: StepSchedule, k: int, table: np.ndarray, stage
     ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
     allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
     each (rank, step)'s local threadblock, which copies every range of a multi-range message
-    on both ends (paper 001 §7). ``prep``: :func:`_reduce_prep` of the schedule, if known."""
-    n, steps = schedule.topology.n, schedule.num_steps
-    reduce_until = _reduce_until(schedule)
-    span = steps + 1
-    bound = _reduce_bound(prep or _reduce_prep(schedule, reduce_until), table, n)
-    rows = schedule.sends[schedule.sends[:, 0] > reduce_until]
-    if not rows.shape[0]:
+    on both ends (paper 001 §7). ``prep``: :func:`_bound_prep` of the schedule, if known."""
+    n, span = schedule.topology.n, schedule.num_steps + 1
+    reduce_prep, phase = prep or _bound_prep(schedule)
+    bound = _reduce_bound(reduce_prep, table, n)
+    if phase is None:
         return bound, None
+    direct, blocks, copies = _allgather_bounds(*phase, n, table, stage)
+    if blocks is None:
+        return bound + direct, None
+    stage_tb = np.zeros((n, span), np.int64)
+    first = _reduce_until(schedule)
+    stage_tb[:, first:first + copies.shape[1]] = copies
+    return bound + direct, np.concatenate([bound + blocks, stage_tb.ravel()])
+
+
+def _bound_prep(schedule: StepSchedule):
+    """What :func:`_instruction_bounds` needs that no layout changes: :func:`_reduce_prep`
+    and the allgather phase's rows (steps counted from 1) with their digest, or None when
+    that phase is empty."""
+    until = _reduce_until(schedule)
+    rows = schedule.sends[schedule.sends[:, 0] > until]
+    phase = None
+    if rows.shape[0]:
+        rows = rows - np.array([until, 0, 0, 0, 0, 0], rows.dtype)
+        phase = (rows, hashlib.sha1(np.ascontiguousarray(rows)).digest())
+    return _reduce_prep(schedule, until), phase
+
+
+_PHASE_MEMO: dict = {}      # the last few layouts' allgather-phase bounds (_allgather_bounds)
+
+
+def _allgather_bounds(rows: np.ndarray, digest: bytes, n: int, table: np.ndarray, stage):
+    """The allgather phase's part of :func:`_instruction_bounds` (``rows``: its sends, steps
+    counted from 1; ``digest``: theirs): per link u·N + w the direct send instructions and,
+    unless ``stage`` is False, the staged sends, and per (rank, phase step) the staging
+    copies (else None, None). Memoised on rows and layout (four entries, one per candidate
+    layout): the API's early check of an allgather and the writer's check of the
+    collective share the work."""
+    memo = (digest, n, table.tobytes(), stage is False)
+    if memo in _PHASE_MEMO:
+        return _PHASE_MEMO[memo]
     t, v, lo, hi, u, w = (rows[:, i] for i in range(6))
+    span = int(t.max()) + 1
     row, start, end = _piece_ranges(v, lo, hi, table)
     key = (u[row] * n + w[row]) * span + t[row]
-    order = np.lexsort((start, key))
+    order = np.argsort(key * (int(table.max()) + 1) + start, kind="stable")
     key, start, end = key[order], start[order], end[order]
     brk = np.ones(key.size, bool)
     brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
-    runs_kt, runs = np.unique(key[brk], return_counts=True)
+    new = np.r_[True, key[1:] != key[:-1]]
+    runs_kt, runs = key[new], np.bincount(np.cumsum(new) - 1, weights=brk)
     run_len = np.bincount(np.cumsum(brk) - 1, weights=end - start)
-    per_run = np.ceil(run_len / _MAX_CNT_DEFAULT)
-    direct = bound + np.bincount(key[brk] // span, weights=per_run,
-                                 minlength=n * n).astype(np.int64)
-    if stage is False:
-        return direct, None
-    pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
-                         minlength=runs_kt.size)
-    blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
-    extra = np.maximum(0, runs - blocks)
-    lk, st = runs_kt // span, runs_kt % span
-    su, sw = lk // n, lk % n
-    stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
-        np.bincount(sw * span + st, weights=extra, minlength=n * span)
-    staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64)
-    return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
+    direct = np.bincount(key[brk] // span, weights=np.ceil(run_len / _MAX_CNT_DEFAULT),
+                         minlength=n * n).astype(np.int64)
+    out = (direct, None, None)
+    if stage is not False:
+        pieces = np.bincount(np.cumsum(new) - 1, weights=end - start)
+        blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+        extra = np.maximum(0, runs - blocks)
+        lk, st = runs_kt // span, runs_kt % span
+        copies = np.bincount(lk // n * span + st, weights=extra, minlength=n * span) + \
+            np.bincount(lk % n * span + st, weights=extra, minlength=n * span)
+        out = (direct, np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64),
+               copies.astype(np.int64).reshape(n, span))
+    if len(_PHASE_MEMO) >= 4:
+        del _PHASE_MEMO[next(iter(_PHASE_MEMO))]
+    _PHASE_MEMO[memo] = out
+    return out
 
 
 def _reduce_until(schedule: StepSchedule) -> int:
@@ -617,13 +655,13 @@ def _reduce_prep(schedule: StepSchedule, reduce_until: int):
     t, v, u, w = s[row, 0], s[row, 1], s[row, 4], s[row, 5]
     piece = v * p + c
     at_w, at_u = w * (n * p) + piece, u * (n * p) + piece
-    order = np.lexsort((u, t, at_w))
+    order = np.argsort((at_w * span + t) * n + u)
     first, last = np.zeros(row.size, bool), np.zeros(row.size, bool)
     new = np.r_[True, at_w[order][1:] != at_w[order][:-1]]
     first[order] = new
     last[order] = np.r_[new[1:], True]
     arrival = np.full(n * n * p, schedule.num_steps + 1, np.int64)
-    np.minimum.at(arrival, at_w, t)
+    arrival[at_w[order][new]] = t[order][new]          # (sorted by step within a place)
     sent = np.full(n * n * p, schedule.num_steps + 1, np.int64)
     np.minimum.at(sent, at_u, t)
     from_input = arrival[at_u] >= t
@@ -645,7 +683,8 @@ def _reduce_bound(prep, table: np.ndarray, n: int) -> np.ndarray:
         return np.zeros(n * n, np.int64)
     v, c, msg, from_input, cur_input, final, span = prep
     pos = table[v, c]
-    order = np.lexsort((pos, ~from_input, msg))
+    wide = int(table.max()) + 1
+    order = np.argsort((2 * msg + ~from_input) * wide + pos, kind="stable")
     msg, pos, inp = msg[order], pos[order], from_input[order]
     cur, fin = cur_input[order], final[order]
     brk = np.r_[True, (msg[1:] != msg[:-1]) | (inp[1:] != inp[:-1])]
@@ -903,13 +942,15 @@ def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> d
         np.arange(int(rep.sum()))
     u, w = np.repeat(rows[:, 4], rep), np.repeat(rows[:, 5], rep)
     src = st.loc[u, pc]
-    o = np.lexsort((np.where(src >= 0, ((src & 3) << 40) | (src >> 2), -1), u * n + w))
-    u, w, pc, src = u[o], w[o], pc[o], src[o]
+    o = np.argsort(((u * n + w) << 42) | np.where(src >= 0, ((src & 3) << 40) | (src >> 2), 0))
+    u, w, pc, src = u[o], w[o], pc[o], src[o]           # (ties: the same piece, same link)
     bad = src < 0
     if reducing:                    # a partial given up by an earlier message is not held
-        key = u * (n * p) + pc
-        by = np.argsort(key, kind="stable")
-        bad[by[1:]] |= key[by[1:]] == key[by[:-1]]
+        st.loc[u, pc] = np.arange(u.size)
+        if (st.loc[u, pc] != np.arange(u.size)).any():
+            key = u * (n * p) + pc
+            by = np.argsort(key, kind="stable")
+            bad[by[1:]] |= key[by[1:]] == key[by[:-1]]
     if bad.any():
         raise ScheduleError(f"step {t}: node {int(u[np.argmax(bad)])} sends a chunk it does "
                             "not hold; validate the schedule first")
