@@ -125,8 +125,7 @@ class _Prog:
     def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
         self.u = u
         self.out_peers, self.in_peers = list(out_peers), list(in_peers)
-        self.arr = np.zeros((0, _NF), np.int32)
-        self.scratch = 0
+        self.arr, self.scratch, self.conflicts = np.zeros((0, _NF), np.int32), 0, None
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
 
     def load(self, rows: np.ndarray, scratch: int) -> None:
@@ -135,7 +134,7 @@ class _Prog:
         −2 − t), type code, source (buffer code, offset), destination, count, step t, run
         r of the step's message (slot (t, r)), the place read and the place written
         (buffer code −1: none); and the scratch pieces in use."""
-        self.arr, self.scratch = rows, scratch
+        self.arr, self.scratch, self.conflicts = rows, scratch, None
 
     def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
@@ -189,21 +188,23 @@ class _Prog:
         k = np.arange(j.size) - np.repeat(np.cumsum(rep) - rep, rep)
         return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
 
-    def _candidates(self, tb: np.ndarray, idx: np.ndarray):
-        """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
-        instruction then by the order :meth:`resolve` tries them: the last writer of each
-        piece read; in place also of each piece written the last writer and the readers
-        since (on other threadblocks, the last instruction per threadblock). Out of place
+    def _conflicts(self):
+        """What each instruction must follow, whatever the placement: (instruction,
+        instruction it follows, order key) arrays — the last writer of each piece read; in
+        place also of each piece written the last writer and the readers since. Out of place
         every write goes to a place nothing touched before (the input is never written,
         scratch is fresh, an output place is written at its piece's first arrival), so
-        readers are tracked in place only, and a write elsewhere is refused."""
+        readers are tracked in place only, and a write elsewhere is refused. Computed once
+        per lowering (one-lane and laned resolves share it)."""
+        if self.conflicts is not None:
+            return self.conflicts
         rec = self.arr.astype(np.int64)
         cnt = rec[:, 6]
         rj, rk, rc = self._events(np.flatnonzero(rec[:, 9] >= 0), rec[:, 9], rec[:, 10], cnt)
         wj, wk, wc = self._events(np.flatnonzero(rec[:, 11] >= 0), rec[:, 11], rec[:, 12], cnt)
         isw = np.r_[np.zeros(rj.size, bool), np.ones(wj.size, bool)]
         j, k, cell = np.r_[rj, wj], np.r_[rk, wk], np.r_[rc, wc]
-        ev = np.lexsort((isw, j, cell))
+        ev = np.argsort((cell * (len(rec) + 1) + j) * 2 + isw)      # (cell, j, isw): unique
         j, k, cell, isw = j[ev], k[ev], cell[ev], isw[ev]
         pos = np.arange(j.size)
         start = np.maximum.accumulate(np.where(np.r_[True, cell[1:] != cell[:-1]], pos, 0))
@@ -224,17 +225,25 @@ class _Prog:
             cj = np.r_[cj, j[w]]
             cw = np.r_[cw, j[rd]]
             ck = np.r_[ck, (1 << 40) | (k[w] << 31) | (1 + j[rd])]
+        self.conflicts = cj, cw, ck
+        return self.conflicts
+
+    def _candidates(self, tb: np.ndarray, idx: np.ndarray):
+        """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
+        instruction then by the order :meth:`resolve` tries them: of what it must follow
+        (:meth:`_conflicts`), on other threadblocks, the last instruction per threadblock."""
+        cj, cw, ck = self._conflicts()
         cb, ci = tb[cw], idx[cw]
         keep = cb != tb[cj]
         cj, cb, ci, ck = cj[keep], cb[keep], ci[keep], ck[keep]
-        g = np.lexsort((cb, cj))
+        g = np.argsort(cj * (len(self.tb_peer) + 1) + cb, kind="stable")
         cj, cb, ci, ck = cj[g], cb[g], ci[g], ck[g]
         if not cj.size:
             return cj, cb, ci
         head = np.flatnonzero(np.r_[True, (cj[1:] != cj[:-1]) | (cb[1:] != cb[:-1])])
         cj, cb = cj[head], cb[head]
         ci, ck = np.maximum.reduceat(ci, head), np.minimum.reduceat(ck, head)
-        g = np.lexsort((ck, cj))
+        g = np.argsort((cj << 42) | ck, kind="stable")
         return cj[g], cb[g], ci[g]
 
     def resolve(self, lanes: dict | None = None) -> None:
