@@ -300,19 +300,25 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
     instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
     (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
     tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
-    done}, stored only where dependencies join them. Returns the chosen (instruction,
-    threadblock, index) as three arrays."""
+    done}, stored only where dependencies join them (a threadblock no candidate lies on
+    keeps only its latest). Returns the chosen (instruction, threadblock, index) as three
+    arrays."""
     kpos = [[] for _ in range(ntb)]
     kval = [[] for _ in range(ntb)]
     ksum = [[] for _ in range(ntb)]
-    out_j, out_b, out_i = [], [], []
+    latest = [None] * ntb
+    waited = [False] * ntb
+    for pairs in cands:
+        for b, _ in pairs:
+            waited[b] = True
+    out = []
 
     def clock_sum(bi):
         q = bisect_right(kpos[bi[0]], bi[1]) - 1
         return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
 
     for a, x, j, pairs in zip(tbs, idxs, rows, cands):
-        cur = kval[a][-1].copy() if kval[a] else {}
+        cur = latest[a].copy() if latest[a] is not None else {}
         cur[a] = x
         get = cur.get
         if len(pairs) > 1:
@@ -322,9 +328,7 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
             if get(b, 0) > i:
                 continue
             chosen = True
-            out_j.append(j)
-            out_b.append(b)
-            out_i.append(i)
+            out.append((j, b, i))
             kb = kpos[b]
             if kb and kb[0] <= i:
                 for c, v in kval[b][bisect_right(kb, i) - 1].items():
@@ -334,10 +338,13 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
                 cur[b] = i + 1
         if chosen:
             cur[a] = x + 1
-            kpos[a].append(x)
-            kval[a].append(cur)
-            ksum[a].append(sum(cur.values()) - x - 1)
-    return tuple(np.array(col, np.int64) for col in (out_j, out_b, out_i))
+            latest[a] = cur
+            if waited[a]:
+                kpos[a].append(x)
+                kval[a].append(cur)
+                ksum[a].append(sum(cur.values()) - x - 1)
+    deps = np.array(out, np.int64).reshape(-1, 3)
+    return deps[:, 0], deps[:, 1], deps[:, 2]
 
 
 def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
