@@ -613,7 +613,7 @@ def _allgather_bounds(rows: np.ndarray, digest: bytes, n: int, table: np.ndarray
     span = int(t.max()) + 1
     row, start, end = _piece_ranges(v, lo, hi, table)
     key = (u[row] * n + w[row]) * span + t[row]
-    order = np.argsort(key * (int(table.max()) + 1) + start, kind="stable")
+    order = _stable_order(key * (int(table.max()) + 1) + start)
     key, start, end = key[order], start[order], end[order]
     brk = np.ones(key.size, bool)
     brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
@@ -700,7 +700,7 @@ def _reduce_bound(prep, table: np.ndarray, n: int) -> np.ndarray:
     v, c, msg, from_input, cur_input, final, span = prep
     pos = table[v, c]
     wide = int(table.max()) + 1
-    order = np.argsort((2 * msg + ~from_input) * wide + pos, kind="stable")
+    order = _stable_order((2 * msg + ~from_input) * wide + pos)
     msg, pos, inp = msg[order], pos[order], from_input[order]
     cur, fin = cur_input[order], final[order]
     brk = np.r_[True, (msg[1:] != msg[:-1]) | (inp[1:] != inp[:-1])]
@@ -748,7 +748,7 @@ class _Lowering:
     def record(self, ranks: np.ndarray, keys: list, rows: np.ndarray) -> None:
         """Record instructions (``rows`` of :func:`_fields`) on ``ranks``, ordered by ``keys``
         (most significant first; each rank's instructions in that order)."""
-        o = np.lexsort(keys[::-1])
+        o = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0])
         self.blocks.append((ranks[o], rows[o]))
         self.count += np.bincount(ranks, minlength=self.n)
 
@@ -756,11 +756,17 @@ class _Lowering:
         """The programs, each loaded with its recorded instructions in order."""
         ranks = np.concatenate([r for r, _ in self.blocks] + [np.zeros(0, np.int64)])
         rows = np.concatenate([x for _, x in self.blocks] + [np.zeros((0, _NF), np.int32)])
-        rows = rows[np.argsort(ranks, kind="stable")]
+        rows = rows[_stable_order(ranks)]
         ends = np.cumsum(np.bincount(ranks, minlength=self.n)).tolist()
         for prog, a, b in zip(self.progs, [0] + ends, ends):
             prog.load(rows[a:b], int(self.scratch[prog.u]))
         return self.progs
+
+
+def _stable_order(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for non-negative int64 keys small enough to make
+    key·size + position unique (an unstable sort of unique keys is faster)."""
+    return np.argsort(key * key.size + np.arange(key.size))
 
 
 def _split(code):
@@ -982,9 +988,9 @@ def _receive_places(st: _Lowering, msg: dict, reducing: bool) -> None:
     output for the last partial of the receiver's own chunk; allgather phase: the final
     place (scratch for a duplicate)."""
     n, p = st.n, st.p
-    ro = np.argsort(msg["w"] * n + msg["u"], kind="stable")
+    ro = _stable_order(msg["w"] * n + msg["u"])
     w, pc = msg["w"][ro], msg["pc"][ro]
-    go = np.argsort(w * (n * p) + pc, kind="stable")          # by (receiver, piece)
+    go = _stable_order(w * (n * p) + pc)                       # by (receiver, piece)
     key = (w * (n * p) + pc)[go]
     first = np.r_[True, key[1:] != key[:-1]][:key.size]
     wg, pg = w[go], pc[go]
@@ -992,7 +998,8 @@ def _receive_places(st: _Lowering, msg: dict, reducing: bool) -> None:
     if reducing:
         own = pg // p == wg
         final = own & (st.remaining[wg, pg % p] == _within(first) + 1)
-        np.subtract.at(st.remaining, (wg[own], pg[own] % p), 1)
+        st.remaining -= np.bincount(wg[own] * p + pg[own] % p,
+                                    minlength=n * p).reshape(n, p)
         land = st.own_out(wg, pg % p)
     else:
         final = first & (held < 0)
