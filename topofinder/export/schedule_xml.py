@@ -9,7 +9,7 @@ The lowering runs as named passes, each a function: layout (:func:`layout_for`, 
 where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
-:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`). These record
+:func:`_emit_receives`) and staging (:func:`_stage_parts`). These record
 each rank's instructions once, on threadblock selectors; :meth:`_Prog.resolve` then places
 them on threadblocks for a lane plan and computes their dependencies, so a schedule that needs
 lanes is lowered once and resolved twice (one lane, then laned).
@@ -57,10 +57,15 @@ lanes is lowered once and resolved twice (one lane, then laned).
   so readers are tracked in place only. Candidates are found with arrays
   (:meth:`_Prog._candidates`); the clock rule runs as a loop (:func:`_join_clocks`), or as
   an array rule where no candidate's threadblock waits itself (:func:`_leaf_deps`).
-- Cost: the lowering is per message and per instruction (runs are found with numpy); the
-  threadblock placement, dependencies, lane cuts and the parser's count and offset ranges
-  (:func:`_check_ranges`) are array operations; the XML is written as lines rank by rank from
-  arrays, never as an element tree, and not parsed again (``msccl_check`` is the independent
+- Cost: the lowering passes take a whole schedule step at a time as arrays of place codes
+  (4·offset + buffer code; ``loc``: where each rank holds each piece), never a piece at a
+  time in Python; threadblock placement, the dependency candidates (their placement-free
+  part once per lowering, shared by the one-lane and laned resolves), lane cuts and the
+  parser's count and offset ranges (:func:`_check_ranges`) are array operations; the
+  vector-clock rule loops over the instructions that have candidates; the allgather
+  phase's instruction bounds are memoised per layout, so the API's early check and
+  :func:`check_fits` share them; the XML is written as lines rank by rank from arrays,
+  never as an element tree, and not parsed again (``msccl_check`` is the independent
   check, used by the tests).
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
