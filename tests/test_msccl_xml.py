@@ -184,14 +184,15 @@ def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
 
 
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
-    """L^3(C(16,{1,6})) allreduce (N = 1024) on 2 channels: its links fit on lanes, but a
+    """L^3(C(16,{1,6})) allreduce (N = 1024) as 2 instances: its links fit on lanes, but a
     rank's program passes the parser's 4095 elements in every candidate layout; check_fits'
     bounds (allgather runs by offset, reduce runs of input-held pieces) show it from the
     schedule arrays in seconds, before any lowering; refused with the figure and the limit
-    named, nothing written."""
+    named, nothing written. (`--channels 2` alone writes one interleaved instance.)"""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
-                 "allreduce", "--format", "xml", "--channels", "2", "-o", str(out)]) == 2
+                 "allreduce", "--format", "xml", "--channels", "2", "--channel-mode",
+                 "instances", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
     assert "at least" in err and "XML elements" in err
