@@ -208,17 +208,22 @@ def _searched_allreduce(n: int, expr: str):
     raise AssertionError(f"{expr} is not on the N = {n} frontier")
 
 
-@pytest.mark.parametrize("n,expr", [
-    (256, "L^2(C(16,{1,6}))"),
-    pytest.param(1024, "L^3(C(16,{1,6}))", marks=pytest.mark.slow)])
-def test_frontier_allreduce_is_one_program_at_the_searched_price(n, expr, tmp_path):
+@pytest.mark.parametrize("n,expr,channels", [
+    (256, "L^2(C(16,{1,6}))", 1),
+    pytest.param(1024, "L^3(C(16,{1,6}))", 1, marks=pytest.mark.slow),
+    pytest.param(1024, "L^3(C(16,{1,6}))", 2, marks=pytest.mark.slow)])
+def test_frontier_allreduce_is_one_program_at_the_searched_price(n, expr, channels, tmp_path,
+                                                                capsys):
     """The recommended allreduce as one MSCCL program (issue 28): `export --format xml`
     writes it within msccl-executor's default limits on every rank (its layout by coarse
     walk classes, then chunk), it completes at capacity 1 and 2 with the exact result, and
-    the sends it carries replay to the (T_L, τ) search priced."""
+    the sends it carries replay to the (T_L, τ) search priced. At N = 1024 two instances
+    exceed the parser's elements per rank, so `--channels 2` writes one instance
+    interleaved over two channels and says so."""
     out = tmp_path / "ar.xml"
     assert main(["export", expr, "--what", "schedule", "--collective", "allreduce",
-                 "--format", "xml", "-o", str(out)]) == 0
+                 "--format", "xml", "--channels", str(channels), "-o", str(out)]) == 0
+    assert ("2 instances do not fit" in capsys.readouterr().err) == (channels == 2)
     xml = out.read_text()
     stats = check(xml, "msccl-executor", capacities=(1, 2))
     assert stats["max_steps_per_tb"] <= 64 and stats["max_nodes_per_rank"] < 4096
