@@ -1403,11 +1403,12 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
         cols = np.stack([step, rows[:, 3] + base[rows[:, 2]], rows[:, 5] + base[rows[:, 4]],
                          rows[:, 6], np.where(has, j * ntb + tid[dep_tb], -1),
                          np.where(has, dep_step, -1), flag, rows[:, 7]], axis=1)
-        lines = [_STEP_LINES[c] % tuple(r) for c, r in zip(line.tolist(), cols.tolist())]
-        for q, targets in nops.items():
+        fmts = list(map(_STEP_LINES.__getitem__, line.tolist()))     # a format per line
+        for q, targets in nops.items():        # (nop lines, formatted, hold no "%")
             first, t = int(step[q]) - len(targets), int(rows[q, 7])
-            lines[q] = "".join(_NOP % (first + x, j * ntb + tid[b], si, t)
-                               for x, (b, si) in enumerate(targets)) + lines[q]
+            fmts[q] = "".join(_NOP % (first + x, j * ntb + tid[b], si, t)
+                              for x, (b, si) in enumerate(targets)) + fmts[q]
+        vals = cols.ravel().tolist()
         for b in used:
             kind, peer = prog.tb_peer[b]
             yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
@@ -1415,7 +1416,8 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
                                    "chan": j * lanes + prog.lane[b]}, 2,
                             empty=not prog.tb_len[b])
             if prog.tb_len[b]:
-                yield "".join(lines[start[b]:start[b] + prog.tb_len[b]])
+                a, e = int(start[b]), int(start[b] + prog.tb_len[b])
+                yield "".join(fmts[a:e]) % tuple(vals[8 * a:8 * e])   # a threadblock at once
                 yield "  </tb>\n"
 
 
