@@ -7,6 +7,7 @@ import json
 import random
 import re
 import xml.etree.ElementTree as ET
+from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +25,7 @@ from topofinder.export.schedule_xml import (
     _lower,
     _lower_to_fit,
     assign_lanes,
-    _join_clocks,
-    _leaf_deps,
+    _choose_deps,
     _Prog,
     _rank_need,
     _reduce_bound,
@@ -351,36 +351,80 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
             _check_ranges(prog, 2, 2, rt)
 
 
-@pytest.mark.parametrize("expr, stage, budget", [("L(K(4,4))", False, None),
-                                                 ("Hypercube(4)", False, 6),
-                                                 ("L^2(K(3,3))", True, None)])
-def test_leaf_dependencies_equal_the_vector_clock_rule(expr, stage, budget):
-    """Where no candidate's threadblock has candidates itself (out-of-place allgather sends
-    wait only for receives and the input copy), the array rule of _leaf_deps chooses the
-    same dependencies in the same order as the vector-clock loop _join_clocks, on one lane
-    and on lanes; staged programs (sends wait for packing copies) take the loop."""
-    s = collective_schedule(from_expression(expr), "allgather")
-    progs = _lower(s, 1, False, 71, stage=stage)
+def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
+    """The reference vector-clock loop (the writer's rule before _choose_deps): per
+    instruction with candidates in record order (``rows[g]``, index ``idxs[g]`` on
+    threadblock ``tbs[g]``, candidate (threadblock, index) pairs ``cands[g]``), the
+    candidates its sparse clock {threadblock: instructions known done} does not imply yet,
+    tried by decreasing clock sum, each joined into the clock when chosen."""
+    kpos, kval, ksum = ([[] for _ in range(ntb)] for _ in range(3))
+    latest, out = [None] * ntb, []
+
+    def clock_sum(bi):
+        q = bisect_right(kpos[bi[0]], bi[1]) - 1
+        return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
+
+    for a, x, j, pairs in zip(tbs, idxs, rows, cands):
+        cur = dict(latest[a] or {})
+        cur[a] = x
+        chosen = False
+        for b, i in sorted(pairs, key=clock_sum):
+            if cur.get(b, 0) > i:
+                continue
+            chosen = True
+            out.append((j, b, i))
+            q = bisect_right(kpos[b], i) - 1
+            for c, v in (kval[b][q].items() if q >= 0 else ()):
+                cur[c] = max(cur.get(c, 0), v)
+            cur[b] = max(cur.get(b, 0), i + 1)
+        if chosen:
+            cur[a] = x + 1
+            latest[a] = cur
+            kpos[a].append(x)
+            kval[a].append(cur)
+            ksum[a].append(sum(cur.values()) - x - 1)
+    deps = np.array(out, np.int64).reshape(-1, 3)
+    return deps[:, 0], deps[:, 1], deps[:, 2]
+
+
+@pytest.mark.parametrize("expr, coll, inplace, stage, budget", [
+    ("L(K(4,4))", "allgather", False, False, None),
+    ("Hypercube(4)", "allgather", False, False, 6),
+    ("L^2(K(3,3))", "allgather", False, True, None),
+    ("L^2(K(3,3))", "allgather", True, True, 5),
+    ("C(8,{1,2})", "reduce-scatter", False, None, None),
+    ("Torus(4,4)", "reduce-scatter", True, None, 4),
+    ("L(K(4,4))", "allreduce", False, False, 6),
+    ("L^2(C(6,{1,2}))", "allreduce", True, True, None),
+    ("Pi(4,64)", "allreduce", False, True, 8)])
+def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, stage, budget):
+    """_choose_deps (clocks of waited threadblocks, then prefix maxima) chooses the same
+    dependencies in the same order as the reference vector-clock loop, on one lane and on
+    lanes, in and out of place, staged, and through allreduce's reduce phase (where the
+    receiving threadblocks wait for each other)."""
+    s = collective_schedule(from_expression(expr), coll)
+    progs = _lower(s, 1, inplace, 71, stage=stage)
     for prog in progs:
         prog.resolve()
     lanes = assign_lanes(progs, (budget,))[0] if budget else None
-    leafy = 0
+    inner = 0
     for prog in progs:
         prog.resolve(lanes)
         tb, idx = prog.tb_of, prog.order.argsort()
-        cj, cb, ci = prog._candidates(tb, idx - prog.tb_start[tb])
+        idx = idx - prog.tb_start[tb]
+        cj, cb, ci = prog._candidates(tb, idx)
         heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
         pairs = list(zip(cb.tolist(), ci.tolist()))
         bounds = heads.tolist() + [len(pairs)]
-        loop = _join_clocks(len(prog.tb_peer), tb[cj[heads]].tolist(),
-                            (idx - prog.tb_start[tb])[cj[heads]].tolist(), cj[heads].tolist(),
+        loop = _join_clocks(len(prog.tb_peer), tb[cj[heads]].tolist(), idx[cj[heads]].tolist(),
+                            cj[heads].tolist(),
                             [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
-        if not np.isin(cb, tb[cj]).any():
-            leafy += 1
-            fast = _leaf_deps(tb[cj], cj, cb, ci)
-            assert all((x == y).all() for x, y in zip(fast, loop))
-        assert all((x == y).all() for x, y in zip(prog.deps, loop))
-    assert (leafy == len(progs)) != stage
+        inner += bool(np.isin(cb, tb[cj]).any())
+        assert len(loop[0]) and all((x == y).all() for x, y in zip(prog.deps, loop))
+        assert all((x == y).all() for x, y in zip(_choose_deps(len(prog.tb_peer), tb, idx,
+                                                               cj, cb, ci), loop))
+    assert inner == (0 if coll == "allgather" and not stage else len(progs))
+
 
 def _elements_figure(sched, monkeypatch, max_nodes, **kw):
     """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when

@@ -269,15 +269,7 @@ class _Prog:
         instruction: XML steps, nops included)."""
         tb, idx = self._place(lanes or {})
         cj, cb, ci = self._candidates(tb, idx)
-        if not np.isin(cb, tb[cj]).any():
-            self.deps = _leaf_deps(tb[cj], cj, cb, ci)
-        else:
-            heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
-            pairs = list(zip(cb.tolist(), ci.tolist()))
-            bounds = heads.tolist() + [len(pairs)]
-            self.deps = _join_clocks(
-                len(self.tb_peer), tb[cj[heads]].tolist(), idx[cj[heads]].tolist(),
-                cj[heads].tolist(), [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+        self.deps = _choose_deps(len(self.tb_peer), tb, idx, cj, cb, ci)
         dj, db, di = self.deps
         self.marked = np.zeros(len(tb), bool)
         self.marked[self.order[self.tb_start[db] + di]] = True
@@ -307,78 +299,91 @@ class _Prog:
         return per[self.emitted()].tolist()
 
 
-def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
-    """The dependencies of the instructions that have candidates (in record order: the
-    instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
-    (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
-    tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
-    done}, stored only where dependencies join them (a threadblock no candidate lies on
-    keeps only its latest). Returns the chosen (instruction, threadblock, index) as three
-    arrays."""
-    kpos = [[] for _ in range(ntb)]
-    kval = [[] for _ in range(ntb)]
-    ksum = [[] for _ in range(ntb)]
-    latest = [None] * ntb
-    waited = [False] * ntb
-    for pairs in cands:
-        for b, _ in pairs:
-            waited[b] = True
-    out = []
-
-    def clock_sum(bi):
-        q = bisect_right(kpos[bi[0]], bi[1]) - 1
-        return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
-
-    for a, x, j, pairs in zip(tbs, idxs, rows, cands):
-        cur = latest[a].copy() if latest[a] is not None else {}
-        cur[a] = x
-        get = cur.get
-        if len(pairs) > 1:
-            pairs.sort(key=clock_sum)
-        chosen = False
-        for b, i in pairs:
-            if get(b, 0) > i:
-                continue
-            chosen = True
-            out.append((j, b, i))
-            kb = kpos[b]
-            if kb and kb[0] <= i:
-                for c, v in kval[b][bisect_right(kb, i) - 1].items():
-                    if get(c, 0) < v:
-                        cur[c] = v
-            if get(b, 0) <= i:
-                cur[b] = i + 1
-        if chosen:
-            cur[a] = x + 1
-            latest[a] = cur
-            if waited[a]:
-                kpos[a].append(x)
-                kval[a].append(cur)
-                ksum[a].append(sum(cur.values()) - x - 1)
-    deps = np.array(out, np.int64).reshape(-1, 3)
-    return deps[:, 0], deps[:, 1], deps[:, 2]
-
-
-def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
-    """:func:`_join_clocks` when no candidate lies on a threadblock that has candidates
-    itself (an out-of-place allgather: sends wait for receives and the input copy, which
-    wait for nothing). Then a clock holds only such threadblocks' own counts, so candidate
-    (b, i) of an instruction on threadblock a is chosen iff i exceeds every earlier
-    candidate index of b on a, and the chosen are tried by decreasing i (clock sum i + 1),
-    stably. ``tbs``: the threadblock of each candidate's instruction ``cj``."""
+def _choose_deps(ntb: int, tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray,
+                 ci: np.ndarray):
+    """The dependencies the vector-clock rule chooses from the candidates ``cj``, ``cb``,
+    ``ci`` (:meth:`_Prog._candidates`; ``tb``, ``idx``: each instruction's threadblock and
+    index). An instruction's clock (per threadblock, how many of its instructions are known
+    done) is the entry-wise maximum of its threadblock's previous clock and its candidates'
+    clocks, whichever are chosen (a skipped one is implied), and only threadblocks some
+    candidate lies on carry entries (:func:`_waited_clocks`). So candidate (b, i) of an
+    instruction on threadblock a is chosen iff i is at least entry b of every clock a joined
+    before it — its earlier instructions' candidates and its own tried earlier, by
+    decreasing clock sum, stably: a prefix maximum per threadblock. Returns (instruction,
+    threadblock, index) arrays, by instruction then in the order tried."""
     if not cj.size:
         return cj, cb, ci
-    o = np.lexsort((cj, cb, tbs))
-    key, v = tbs[o] * (int(cb.max()) + 1) + cb[o], ci[o]
-    new = np.r_[True, key[1:] != key[:-1]]
-    lift = (np.cumsum(new) - 1) * (int(v.max()) + 2)
-    before = np.r_[-1, np.maximum.accumulate(v + lift)[:-1] - lift[1:]]
-    before[new] = -1
-    chosen = np.zeros(cj.size, bool)
-    chosen[o] = v > before
-    keep = np.flatnonzero(chosen)
-    keep = keep[np.lexsort((-ci[keep], cj[keep]))]
-    return cj[keep], cb[keep], ci[keep]
+    ta = tb[cj]
+    waited = np.zeros(ntb, bool)
+    waited[cb] = True
+    col = np.cumsum(waited) - 1                     # a waited threadblock's clock column
+    nw, wb, inner = int(waited.sum()), col[cb], waited[ta]
+    keys, rows = _waited_clocks(nw, cj[inner], col[ta[inner]], idx[cj[inner]], wb[inner],
+                                ci[inner])
+    at = _last_at(keys, wb, ci)
+    clock = np.zeros((cj.size, nw), np.int64)
+    clock[at >= 0] = rows[at[at >= 0]]
+    clock[np.arange(cj.size), wb] = ci + 1
+    o = np.lexsort((-clock.sum(1), cj, ta))
+    grp = np.cumsum(np.r_[True, ta[o][1:] != ta[o][:-1]])[:, None] * (int(clock.max()) + 1)
+    seen = np.maximum.accumulate(clock[o] + grp, axis=0) - grp
+    before = np.r_[np.zeros((1, nw), np.int64), seen[:-1]]
+    before[grp[:, 0] != np.r_[-1, grp[:-1, 0]]] = 0
+    pick = o[ci[o] >= before[np.arange(o.size), wb[o]]]
+    pick = pick[np.argsort(cj[pick], kind="stable")]
+    return cj[pick], cb[pick], ci[pick]
+
+
+def _waited_clocks(ntb: int, cj, ta, x, cb, ci):
+    """The clocks of the instructions on waited threadblocks that have candidates (per
+    candidate in record order: instruction ``cj`` at index ``x`` on threadblock ``ta``, its
+    candidate (``cb``, ``ci``)). Each candidate is one node of a chain per threadblock: its
+    clock is the entry-wise maximum of the previous node's (own entry raised to x + 1) and
+    the candidate's (the last instruction's clock on ``cb`` at index ≤ ``ci``, entry cb
+    raised to ci + 1); a clock is packed in one integer, a field of ``width`` bits with a
+    guard bit per threadblock (maximum by guard-bit subtraction). Returns keys threadblock·
+    2^32 + index (ascending) and the instructions' clocks (rows of ``ntb`` entries)."""
+    g = cj.size
+    if not g:
+        return cj, np.zeros((0, ntb), np.int64)
+    width = 16 << int(max(int(x.max(initial=0)), int(ci.max(initial=0))) + 2 >= 1 << 15)
+    last = np.r_[cj[1:] != cj[:-1], True]           # an instruction's last node: its clock
+    o = np.lexsort((np.arange(g), ta))              # nodes per threadblock, in order
+    first = np.r_[True, ta[o][1:] != ta[o][:-1]]
+    prev = np.r_[g, o[:-1]]
+    prev[first] = g                                 # node g: the empty clock
+    prev = prev[np.argsort(o)]
+    step = np.where(prev == g, x + 1, x - x[np.minimum(prev, g - 1)])
+    step[~np.r_[True, cj[1:] != cj[:-1]]] = 0       # a further candidate of one instruction
+    fin = np.flatnonzero(last)
+    fin = fin[np.lexsort((x[fin], ta[fin]))]
+    keys = ta[fin] * (1 << 32) + x[fin]
+    at = _last_at(keys, cb, ci)
+    hit = at >= 0
+    look = np.where(hit, fin[at], g)
+    lift = np.where(hit, ci - x[look % g], ci + 1)
+    shift = (width * ta).tolist(), (width * cb).tolist()
+    own = [s << w for s, w in zip(step.tolist(), shift[0])]
+    rise = [s << w for s, w in zip(lift.tolist(), shift[1])]
+    guard = sum(1 << (width * b + width - 1) for b in range(ntb))
+    top = width - 1
+    clocks = [0] * (g + 1)
+    for n, (p, dp, q, dq) in enumerate(zip(prev.tolist(), own, look.tolist(), rise)):
+        u, v = clocks[p] + dp, clocks[q] + dq
+        m = ((u | guard) - v) & guard
+        clocks[n] = v ^ ((u ^ v) & (m - (m >> top)))
+    nbytes = width // 8 * ntb
+    packed = b"".join(clocks[n].to_bytes(nbytes, "little") for n in fin.tolist())
+    return keys, np.frombuffer(packed, f"<u{width // 8}").reshape(-1, ntb).astype(np.int64)
+
+
+def _last_at(keys: np.ndarray, b: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """Per (b, i), the position in ``keys`` (threadblock·2^32 + index, ascending) of the
+    last key on threadblock b at index ≤ i, −1 if none."""
+    at = np.searchsorted(keys, b * (1 << 32) + i, side="right") - 1
+    hit = at >= 0
+    hit[hit] = keys[at[hit]] >> 32 == b[hit]
+    return np.where(hit, at, -1)
 
 
 def _peers(schedule: StepSchedule):
