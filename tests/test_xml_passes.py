@@ -139,7 +139,7 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     rows = s.sends[s.sends[:, 0] <= until]
     messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
     assert bound.sum() > messages
-    direct, _ = _instruction_bounds(s, 1, table, False)
+    direct, _ = _instruction_bounds(s, table, False)
     assert (direct <= every).all()
     assert (_rank_need(direct, None, n, False) <= every.reshape(n, n).sum(0) +
             every.reshape(n, n).sum(1)).all()

@@ -89,6 +89,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
@@ -458,10 +459,10 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         layout = shard_layout(n, p, k)
         if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
             return layout           # (an allgather checked as reduce-scatter reads scratch)
-        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage)
+        direct, staged = _instruction_bounds(schedule, layout.table(), stage)
         per_rank = _rank_need(direct, staged, n, stage)
     else:
-        layout, direct, staged, per_rank = _least_layout(schedule, k, stage)
+        layout, direct, staged, per_rank = _least_layout(schedule, stage)
     worst = int(direct.argmax())
     need = int(direct[worst]) if staged is None else int(staged.max())
     if stage is None and staged is not None:
@@ -502,20 +503,29 @@ def layout_for(schedule: StepSchedule, k: int = 1, stage: bool | None = None) ->
     chooses it."""
     if schedule.collective != Collective.ALLREDUCE:
         return shard_layout(schedule.topology.n, schedule.shard_chunks, k)
-    return _least_layout(schedule, k, stage)[0]
+    return _least_layout(schedule, stage)[0]
 
 
-def _least_layout(schedule: StepSchedule, k: int, stage):
+_LEAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # schedule → {stage: best}
+
+
+def _least_layout(schedule: StepSchedule, stage):
     """Layout pass of an allreduce: of the candidate layouts, the one whose fullest rank
     needs the fewest instructions by :func:`_instruction_bounds` (the first on ties); returns
-    it with its bounds (direct, staged) and per-rank need."""
+    it with its bounds (direct, staged) and per-rank need. Memoised per schedule and
+    ``stage``: the bounds do not depend on the channels, so instances and the interleaved
+    instance (:func:`check_fits`, :func:`to_msccl_xml`) share them."""
+    memo = _LEAST.setdefault(schedule, {})
+    if stage in memo:
+        return memo[stage]
     best = None
     prep = _bound_prep(schedule)
     for layout in allreduce_layouts(schedule.topology, schedule.shard_chunks):
-        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage, prep)
+        direct, staged = _instruction_bounds(schedule, layout.table(), stage, prep)
         per_rank = _rank_need(direct, staged, schedule.topology.n, stage)
         if best is None or per_rank.max() < best[3].max():
             best = (layout, direct, staged, per_rank)
+    memo[stage] = best
     return best
 
 
@@ -587,7 +597,7 @@ def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
     return tbs
 
 
-def _instruction_bounds(schedule: StepSchedule, k: int, table: np.ndarray, stage: bool | None,
+def _instruction_bounds(schedule: StepSchedule, table: np.ndarray, stage: bool | None,
                         prep=None):
     """Lower bounds on instructions per threadblock, from the send rows: (direct, staged),
     pieces at ``table[v, c]`` (the layout's channel-0 offsets).
