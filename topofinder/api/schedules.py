@@ -225,7 +225,8 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
     text = to_msccl_xml(steps, **xml_options)
-    announce(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB")
+    size = len(text) if text.isascii() else len(text.encode())     # (isascii: no scan)
+    announce(f"MSCCL XML: {size / 1e6:.1f} MB")
     if priced is not None:
         priced(steps, text)
     if path is None:
