@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import RUNTIMES
+from topofinder.export.msccl_check import RUNTIMES, shape
 from topofinder.export.schedule_xml import (
     _breaks,
     _check_ranges,
@@ -424,6 +424,21 @@ def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, st
         assert all((x == y).all() for x, y in zip(_choose_deps(len(prog.tb_peer), tb, idx,
                                                                cj, cb, ci), loop))
     assert inner == (0 if coll == "allgather" and not stage else len(progs))
+
+
+@pytest.mark.parametrize("expr, coll, opts", [
+    ("L(K(4,4))", "allgather", {}),
+    ("L^2(K(3,3))", "allgather", {"stage": True, "channels": 2, "runtime": "msccl"}),
+    ("Torus(4,4)", "reduce-scatter", {"inplace": True, "max_steps": 8}),
+    ("L^2(C(6,{1,2}))", "allreduce", {"max_steps": 8}),
+    ("C(8,{1,2})", "allreduce", {"channels": 3, "inplace": True}),
+    ("Hypercube(3)", "allreduce", {"channels": 2, "interleave": True})])
+def test_the_writers_shape_is_the_one_counted_on_its_text(expr, coll, opts):
+    """The shape the writer reports (threadblocks, the fullest rank and threadblock) is what
+    msccl_check.shape counts on the XML it returned."""
+    figures: dict = {}
+    text = to_msccl_xml(collective_schedule(from_expression(expr), coll), shape=figures, **opts)
+    assert figures == shape(text) and figures["max_steps_per_tb"] > 0
 
 
 def _elements_figure(sched, monkeypatch, max_nodes, **kw):

@@ -1161,7 +1161,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
                  max_bytes: int | None = None, stage: bool | None = None,
                  extra: dict | None = None, interleave: bool | None = None,
-                 note=None) -> str:
+                 note=None, shape: dict | None = None) -> str:
     """The MSCCL XML of ``schedule`` (module doc). ``channels``: K channels' worth of
     parallelism per link, as K instances on separate channels, each moving 1/K of every chunk
     (``interleave`` False), or as one instance whose links deal their messages in turn over K
@@ -1176,8 +1176,9 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     through scratch (True), never (False), or only if the direct program does not fit (None).
     ``extra``: more ``<algo>`` attributes (strings, e.g. the ``physical`` relabelling of
     `export --relabel`). A topology with node labels gives every ``<gpu>`` a ``label``
-    attribute (its host name). Refuses (TopofinderError, one line) anything the runtime
-    cannot load."""
+    attribute (its host name). ``shape``: a dict the writer fills with the XML's shape as
+    :func:`~topofinder.export.msccl_check.shape` counts it, from the arrays the text is
+    written from. Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
     rt, limit = _options(runtime, channels, max_steps)
@@ -1202,9 +1203,20 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
             note(f"--channels {channels}: {channels} instances do not fit ({_clause(refusal)}); "
                  f"written as one instance whose links deal their messages in turn over "
                  f"{channels} channels: the same sends, so the same (T_L, τ)")
+        if shape is not None:
+            shape.update(_shape(progs, k))
         return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                      extra, layout)
     raise refusal
+
+
+def _shape(progs, k: int) -> dict:
+    """{"gpus", "threadblocks", "max_tbs_per_gpu", "max_steps_per_tb"} of the XML
+    :func:`_emit` writes for ``progs`` (k instances of each rank's emitted threadblocks)."""
+    per_tb = [prog.steps_per_tb() for prog in progs]
+    return {"gpus": len(progs), "threadblocks": k * sum(map(len, per_tb)),
+            "max_tbs_per_gpu": k * max(map(len, per_tb), default=0),
+            "max_steps_per_tb": max((max(c, default=0) for c in per_tb), default=0)}
 
 
 def _clause(refusal: TopofinderError) -> str:
