@@ -27,6 +27,7 @@ from topofinder.export.schedule_xml import (
     assign_lanes,
     _choose_deps,
     _Prog,
+    _resolve,
     _rank_need,
     _reduce_bound,
     _receive_places,
@@ -129,7 +130,7 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     bound = _reduce_bound(_reduce_prep(s, until), table, n)
     lowered, every = np.zeros(n * n, np.int64), np.zeros(n * n, np.int64)
     for prog in _lower(s, 1, False, 71):
-        prog.resolve()
+        _resolve([prog])
         for tb, (kind, w) in enumerate(prog.tb_peer):
             if kind == "send":
                 ins = prog.instrs(tb)
@@ -152,7 +153,7 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
     progs = place_threadblocks(s, inplace=False, k=1)
     links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
     for prog in progs:
-        prog.resolve()
+        _resolve([prog])
         assert {w for kind, w in prog.tb_peer if kind == "send"} == \
             {w for u, w in links if u == prog.u}
         assert {u for kind, u in prog.tb_peer if kind == "recv"} == \
@@ -208,7 +209,7 @@ def _one_message(stage: bool, srcs: list, dsts: list):
            "kind": np.ones(m, np.int64), "cur": np.full(m, -1)}
     _consolidate_sends(st, msg, 1, reducing=False)
     prog = st.programs()[0]
-    prog.resolve()
+    _resolve([prog])
     return prog
 
 
@@ -320,14 +321,14 @@ def test_an_out_of_place_write_to_a_used_place_is_refused():
                 _fields(1, 2, 0, 17, 17, 1, 2, 0, 17, -1)]       # send o4 to 1
         prog.load(np.concatenate(rows), 0)
         if place is None:
-            prog.resolve()
+            _resolve([prog])
             send, recv = prog.tb_peer.index(("send", 1)), prog.tb_peer.index(("recv", 1))
             assert prog.instrs(send)[0][5] == ((recv, 0),)
             continue
         rows.append(_fields(1, -1, 3, 2, _code(place), 1, 3, 0, -1, _code(place)))
         prog.load(np.concatenate(rows), 1)
         with pytest.raises(TopofinderError, match="internal error"):
-            prog.resolve()
+            _resolve([prog])
 
 
 
@@ -343,7 +344,7 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
         cnt = 72 if wrong and bad == "cnt" else 1
         dst = {"cnt": ("o", 0), "offset": ("o", 2 + wrong), "scratch": ("s", 1 + wrong)}[bad]
         prog.load(_fields(1, -1, 3, 0, _code(dst), cnt, 0, 0, 0, _code(dst)), 2)
-        prog.resolve()
+        _resolve([prog])
         if wrong:
             with pytest.raises(TopofinderError, match="count or offset"):
                 _check_ranges(prog, 2, 2, rt)
@@ -401,15 +402,15 @@ def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, st
     """_choose_deps (clocks of waited threadblocks, then prefix maxima) chooses the same
     dependencies in the same order as the reference vector-clock loop, on one lane and on
     lanes, in and out of place, staged, and through allreduce's reduce phase (where the
-    receiving threadblocks wait for each other)."""
+    receiving threadblocks wait for each other); run on several ranks side by side
+    (_resolve's batches) or on one."""
     s = collective_schedule(from_expression(expr), coll)
     progs = _lower(s, 1, inplace, 71, stage=stage)
-    for prog in progs:
-        prog.resolve()
+    _resolve(progs, batch=3)
     lanes = assign_lanes(progs, (budget,))[0] if budget else None
+    _resolve(progs, lanes, batch=5)
     inner = 0
     for prog in progs:
-        prog.resolve(lanes)
         tb, idx = prog.tb_of, prog.order.argsort()
         idx = idx - prog.tb_start[tb]
         cj, cb, ci = prog._candidates(tb, idx)
@@ -421,8 +422,8 @@ def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, st
                             [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
         inner += bool(np.isin(cb, tb[cj]).any())
         assert len(loop[0]) and all((x == y).all() for x, y in zip(prog.deps, loop))
-        assert all((x == y).all() for x, y in zip(_choose_deps(len(prog.tb_peer), tb, idx,
-                                                               cj, cb, ci), loop))
+        alone = _choose_deps(tb, idx, cj, cb, ci, np.zeros(len(prog.tb_peer), np.int64))
+        assert all((x == y).all() for x, y in zip(alone, loop))
     assert inner == (0 if coll == "allgather" and not stage else len(progs))
 
 

@@ -10,7 +10,7 @@ where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
 :func:`_emit_receives`) and staging (:func:`_stage_parts`). These record
-each rank's instructions once, on threadblock selectors; :meth:`_Prog.resolve` then places
+each rank's instructions once, on threadblock selectors; :func:`_resolve` then places
 them on threadblocks for a lane plan and computes their dependencies, so a schedule that needs
 lanes is lowered once and resolved twice (one lane, then laned).
 
@@ -131,7 +131,7 @@ class _Prog:
     """One rank's channel-0 program. The lowering records its instructions in order
     (:meth:`add`), each on a threadblock *selector*: a connection (send to / receive from a
     peer) with the instruction's slot, the local threadblock, or step t's staging one.
-    :meth:`resolve` then places them on threadblocks for given lanes and computes their
+    :func:`_resolve` then places them on threadblocks for given lanes and computes their
     dependencies, so one lowering serves the one-lane and the laned programs."""
 
     def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
@@ -243,7 +243,7 @@ class _Prog:
 
     def _candidates(self, tb: np.ndarray, idx: np.ndarray):
         """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
-        instruction then by the order :meth:`resolve` tries them: of what it must follow
+        instruction then by the order :func:`_resolve` tries them: of what it must follow
         (:meth:`_conflicts`), on other threadblocks, the last instruction per threadblock."""
         cj, cw, ck = self._conflicts()
         cb, ci = tb[cw], idx[cw]
@@ -259,22 +259,15 @@ class _Prog:
         g = np.argsort((cj << 42) | ck, kind="stable")
         return cj[g], cb[g], ci[g]
 
-    def resolve(self, lanes: dict | None = None) -> None:
-        """Place the recorded instructions on threadblocks for ``lanes`` (:meth:`_place`) and
-        compute their dependencies: an instruction waits for the candidates
-        (:meth:`_candidates`) its vector clock does not already imply, tried by decreasing
-        clock sum (vector clocks: per threadblock how many of its instructions are known
-        done, stored only where dependencies join them). Sets ``deps`` (instruction,
-        threadblock, index) arrays, by instruction then in the order written, ``marked``
-        (per instruction: some instruction depends on it, hasdep) and ``steps`` (per
-        instruction: XML steps, nops included)."""
-        tb, idx = self._place(lanes or {})
-        cj, cb, ci = self._candidates(tb, idx)
-        self.deps = _choose_deps(len(self.tb_peer), tb, idx, cj, cb, ci)
-        dj, db, di = self.deps
+    def take(self, tb: np.ndarray, deps) -> None:
+        """Set the resolution (:func:`_resolve`): ``tb_of`` (each instruction's threadblock),
+        ``deps`` (instruction, threadblock, index) arrays, by instruction then in the order
+        written, ``marked`` (per instruction: some instruction depends on it, hasdep) and
+        ``steps`` (per instruction: XML steps, nops included)."""
+        self.tb_of, self.deps = tb, deps
+        dj, db, di = deps
         self.marked = np.zeros(len(tb), bool)
         self.marked[self.order[self.tb_start[db] + di]] = True
-        self.tb_of = tb
         self.steps = np.maximum(1, np.bincount(dj, minlength=len(tb)))
 
     def instrs(self, b: int) -> list:
@@ -300,28 +293,54 @@ class _Prog:
         return per[self.emitted()].tolist()
 
 
-def _choose_deps(ntb: int, tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray,
-                 ci: np.ndarray):
+def _resolve(progs: list, lanes: dict | None = None, batch: int = 64) -> None:
+    """Place each program's recorded instructions on threadblocks for ``lanes``
+    (:meth:`_Prog._place`) and compute their dependencies: an instruction waits for the
+    candidates (:meth:`_Prog._candidates`) its vector clock does not already imply, tried
+    by decreasing clock sum (:func:`_choose_deps`, on ``batch`` ranks side by side, their
+    instructions and threadblocks numbered on across ranks); :meth:`_Prog.take` keeps it."""
+    for lo in range(0, len(progs), batch):
+        part, placed = progs[lo:lo + batch], []
+        for prog in part:
+            tb, idx = prog._place(lanes or {})
+            placed.append((tb, idx, *prog._candidates(tb, idx)))
+        sizes = np.array([p[0].size for p in placed])
+        ntbs = np.array([len(prog.tb_peer) for prog in part])
+        j0, b0 = np.cumsum(sizes) - sizes, np.cumsum(ntbs) - ntbs
+        dj, db, di = _choose_deps(np.concatenate([p[0] + b for p, b in zip(placed, b0)]),
+                                  np.concatenate([p[1] for p in placed]),
+                                  np.concatenate([p[2] + j for p, j in zip(placed, j0)]),
+                                  np.concatenate([p[3] + b for p, b in zip(placed, b0)]),
+                                  np.concatenate([p[4] for p in placed]), np.repeat(b0, ntbs))
+        cut = np.searchsorted(dj, np.r_[j0, sizes.sum()])
+        for prog, p, j, b, a, e in zip(part, placed, j0, b0, cut[:-1], cut[1:]):
+            prog.take(p[0], (dj[a:e] - j, db[a:e] - b, di[a:e]))
+
+
+def _choose_deps(tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray,
+                 ci: np.ndarray, first: np.ndarray):
     """The dependencies the vector-clock rule chooses from the candidates ``cj``, ``cb``,
     ``ci`` (:meth:`_Prog._candidates`; ``tb``, ``idx``: each instruction's threadblock and
-    index). An instruction's clock (per threadblock, how many of its instructions are known
-    done) is the entry-wise maximum of its threadblock's previous clock and its candidates'
-    clocks, whichever are chosen (a skipped one is implied), and only threadblocks some
-    candidate lies on carry entries (:func:`_waited_clocks`). So candidate (b, i) of an
-    instruction on threadblock a is chosen iff i is at least entry b of every clock a joined
-    before it — its earlier instructions' candidates and its own tried earlier, by
-    decreasing clock sum, stably: a prefix maximum per threadblock. Returns (instruction,
-    threadblock, index) arrays, by instruction then in the order tried."""
+    index; ``first``: per threadblock, the first of its rank's). An instruction's clock (per
+    threadblock, how many of its instructions are known done) is the entry-wise maximum of
+    its threadblock's previous clock and its candidates' clocks, whichever are chosen (a
+    skipped one is implied), and only threadblocks some candidate lies on carry entries
+    (:func:`_waited_clocks`). So candidate (b, i) of an instruction on threadblock a is
+    chosen iff i is at least entry b of every clock a joined before it — its earlier
+    instructions' candidates and its own tried earlier, by decreasing clock sum, stably: a
+    prefix maximum per threadblock. Returns (instruction, threadblock, index) arrays, by
+    instruction then in the order tried."""
     if not cj.size:
         return cj, cb, ci
     ta = tb[cj]
-    waited = np.zeros(ntb, bool)
-    waited[cb] = True
-    col = np.cumsum(waited) - 1                     # a waited threadblock's clock column
-    nw, wb, inner = int(waited.sum()), col[cb], waited[ta]
-    keys, rows = _waited_clocks(nw, cj[inner], col[ta[inner]], idx[cj[inner]], wb[inner],
-                                ci[inner])
-    at = _last_at(keys, wb, ci)
+    waited = np.zeros(first.size, np.int64)
+    waited[cb] = 1
+    seen = np.cumsum(waited)
+    col = seen - 1 - (seen - waited)[first]         # a waited threadblock's clock column
+    nw, wb, inner = int(col[cb].max()) + 1, col[cb], waited[ta] > 0
+    keys, rows = _waited_clocks(nw, cj[inner], ta[inner], idx[cj[inner]], cb[inner],
+                                ci[inner], col)
+    at = _last_at(keys, cb, ci)
     clock = np.zeros((cj.size, nw), np.int64)
     clock[at >= 0] = rows[at[at >= 0]]
     clock[np.arange(cj.size), wb] = ci + 1
@@ -335,18 +354,19 @@ def _choose_deps(ntb: int, tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: 
     return cj[pick], cb[pick], ci[pick]
 
 
-def _waited_clocks(ntb: int, cj, ta, x, cb, ci):
+def _waited_clocks(nw: int, cj, ta, x, cb, ci, col):
     """The clocks of the instructions on waited threadblocks that have candidates (per
     candidate in record order: instruction ``cj`` at index ``x`` on threadblock ``ta``, its
-    candidate (``cb``, ``ci``)). Each candidate is one node of a chain per threadblock: its
-    clock is the entry-wise maximum of the previous node's (own entry raised to x + 1) and
-    the candidate's (the last instruction's clock on ``cb`` at index ≤ ``ci``, entry cb
-    raised to ci + 1); a clock is packed in one integer, a field of ``width`` bits with a
-    guard bit per threadblock (maximum by guard-bit subtraction). Returns keys threadblock·
-    2^32 + index (ascending) and the instructions' clocks (rows of ``ntb`` entries)."""
+    candidate (``cb``, ``ci``); ``col``: per threadblock, its entry among its rank's ``nw``).
+    Each candidate is one node of a chain per threadblock: its clock is the entry-wise
+    maximum of the previous node's (own entry raised to x + 1) and the candidate's (the last
+    instruction's clock on ``cb`` at index ≤ ``ci``, entry cb raised to ci + 1); a clock is
+    packed in one integer, a field of ``width`` bits with a guard bit per entry (maximum by
+    guard-bit subtraction). Returns keys threadblock·2^32 + index (ascending) and the
+    instructions' clocks (rows of ``nw`` entries)."""
     g = cj.size
     if not g:
-        return cj, np.zeros((0, ntb), np.int64)
+        return cj, np.zeros((0, nw), np.int64)
     width = 16 << int(max(int(x.max(initial=0)), int(ci.max(initial=0))) + 2 >= 1 << 15)
     last = np.r_[cj[1:] != cj[:-1], True]           # an instruction's last node: its clock
     o = np.lexsort((np.arange(g), ta))              # nodes per threadblock, in order
@@ -363,19 +383,19 @@ def _waited_clocks(ntb: int, cj, ta, x, cb, ci):
     hit = at >= 0
     look = np.where(hit, fin[at], g)
     lift = np.where(hit, ci - x[look % g], ci + 1)
-    shift = (width * ta).tolist(), (width * cb).tolist()
+    shift = (width * col[ta]).tolist(), (width * col[cb]).tolist()
     own = [s << w for s, w in zip(step.tolist(), shift[0])]
     rise = [s << w for s, w in zip(lift.tolist(), shift[1])]
-    guard = sum(1 << (width * b + width - 1) for b in range(ntb))
+    guard = sum(1 << (width * b + width - 1) for b in range(nw))
     top = width - 1
     clocks = [0] * (g + 1)
     for n, (p, dp, q, dq) in enumerate(zip(prev.tolist(), own, look.tolist(), rise)):
         u, v = clocks[p] + dp, clocks[q] + dq
         m = ((u | guard) - v) & guard
         clocks[n] = v ^ ((u ^ v) & (m - (m >> top)))
-    nbytes = width // 8 * ntb
+    nbytes = width // 8 * nw
     packed = b"".join(clocks[n].to_bytes(nbytes, "little") for n in fin.tolist())
-    return keys, np.frombuffer(packed, f"<u{width // 8}").reshape(-1, ntb).astype(np.int64)
+    return keys, np.frombuffer(packed, f"<u{width // 8}").reshape(-1, nw).astype(np.int64)
 
 
 def _last_at(keys: np.ndarray, b: np.ndarray, i: np.ndarray) -> np.ndarray:
@@ -849,7 +869,7 @@ def _run_starts(brk: np.ndarray, max_cnt: int) -> np.ndarray:
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
     """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
     receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
-    on its own pieces when the XML is written). Lanes (:meth:`_Prog.resolve` with
+    on its own pieces when the XML is written). Lanes (:func:`_resolve` with
     :func:`assign_lanes`) move a link's later steps to further threadblocks on further
     channels, so no threadblock holds more than the runtime's step limit."""
     out_peers, in_peers = _peers(schedule)
@@ -927,7 +947,7 @@ class _TooBig(Exception):
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
            stage: bool = False, max_steps: int | None = None,
            layout: PieceLayout | None = None):
-    """Channel-0 programs of every rank (module doc), recorded for :meth:`_Prog.resolve`,
+    """Channel-0 programs of every rank (module doc), recorded for :func:`_resolve`,
     pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
     layout order, their receive places, consolidation into instructions (staged through
@@ -1246,8 +1266,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                               f"holds (MAX_NODES); {_fewer_channels(k)}export --format json or "
                               "npz instead")
             continue
-        for prog in progs:
-            prog.resolve()
+        _resolve(progs)
         problem = _fit_problem(progs, n, k, rt, limit)
         if problem is None and ways == 1:
             return progs
@@ -1257,8 +1276,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                            _recut(progs, budgets + (limit * 5 // 8, limit // 2), ways)):
             if lanes is None:
                 continue
-            for prog in progs:
-                prog.resolve(lanes)
+            _resolve(progs, lanes)
             problem = _fit_problem(progs, n, k, rt, limit)
             if problem is None:
                 return progs
