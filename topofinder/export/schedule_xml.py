@@ -60,18 +60,22 @@ lanes is lowered once and resolved twice (one lane, then laned).
   dependency per instruction, so extra ones become ``nop`` steps before it; ``hasdep`` marks
   depended-on instructions. Out of place every write goes to a place nothing touched before,
   so readers are tracked in place only. Candidates are found with arrays
-  (:meth:`_Prog._candidates`); the clock rule runs as a loop (:func:`_join_clocks`), or as
-  an array rule where no candidate's threadblock waits itself (:func:`_leaf_deps`).
+  (:meth:`_Prog._candidates`); a clock does not depend on which candidates are chosen, so
+  only the clocks of waited threadblocks are computed (:func:`_waited_clocks`) and the
+  choice is a prefix maximum per threadblock (:func:`_choose_deps`).
 - Cost: the lowering passes take a whole schedule step at a time as arrays of place codes
   (4·offset + buffer code; ``loc``: where each rank holds each piece), never a piece at a
   time in Python; threadblock placement, the dependency candidates (their placement-free
   part once per lowering, shared by the one-lane and laned resolves), lane cuts and the
   parser's count and offset ranges (:func:`_check_ranges`) are array operations; the
-  vector-clock rule loops over the instructions that have candidates; the allgather
-  phase's instruction bounds are memoised per layout, so the API's early check and
-  :func:`check_fits` share them; the XML is written as lines rank by rank from arrays,
-  never as an element tree, and not parsed again (``msccl_check`` is the independent
-  check, used by the tests).
+  vector-clock rule loops (on packed integers, 64 ranks at a time) only over the
+  instructions of waited threadblocks that have candidates, the rest is arrays; the
+  allgather phase's instruction bounds are memoised per layout, so the API's early check
+  and :func:`check_fits` share them, and an allreduce's layout pass per schedule, so
+  instances and the interleaved instance share it; the XML is written as lines rank by
+  rank from arrays, never as an element tree, and not parsed again (its shape comes from
+  the same arrays, ``shape``; ``msccl_check`` is the independent check, used by the
+  tests).
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
@@ -345,11 +349,15 @@ def _choose_deps(tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray
     clock[at >= 0] = rows[at[at >= 0]]
     clock[np.arange(cj.size), wb] = ci + 1
     o = np.lexsort((-clock.sum(1), cj, ta))
-    grp = np.cumsum(np.r_[True, ta[o][1:] != ta[o][:-1]])[:, None] * (int(clock.max()) + 1)
-    seen = np.maximum.accumulate(clock[o] + grp, axis=0) - grp
-    before = np.r_[np.zeros((1, nw), np.int64), seen[:-1]]
-    before[grp[:, 0] != np.r_[-1, grp[:-1, 0]]] = 0
-    pick = o[ci[o] >= before[np.arange(o.size), wb[o]]]
+    new = np.r_[True, ta[o][1:] != ta[o][:-1]]
+    lift = np.cumsum(new) * (int(clock.max()) + 1)
+    seen = clock[o]
+    seen += lift[:, None]
+    np.maximum.accumulate(seen, axis=0, out=seen)   # per threadblock a, the clocks so far
+    e = np.arange(o.size)
+    before = seen[e - 1, wb[o]] - lift[e - 1]
+    before[new] = 0
+    pick = o[ci[o] >= before]
     pick = pick[np.argsort(cj[pick], kind="stable")]
     return cj[pick], cb[pick], ci[pick]
 
