@@ -1223,14 +1223,15 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         try:
             layout = check_fits(schedule, channels, runtime, limit, stage=stage,
                                 interleave=ways > 1)
-            progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways)
+            progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways,
+                                  quick=len(ways_tried) > 1 and ways == 1)
         except TopofinderError as exc:
             refusal = refusal or exc
             continue
         if ways > 1 and interleave is None and note is not None:
-            note(f"--channels {channels}: {channels} instances do not fit ({_clause(refusal)}); "
-                 f"written as one instance whose links deal their messages in turn over "
-                 f"{channels} channels: the same sends, so the same (T_L, τ)")
+            note(f"--channels {channels}: written as one instance whose links deal their "
+                 f"messages in turn over {channels} channels, not as {channels} instances "
+                 f"({_clause(refusal)}): the same sends, so the same (T_L, τ)")
         if shape is not None:
             shape.update(_shape(progs, k))
         return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
@@ -1254,13 +1255,17 @@ def _clause(refusal: TopofinderError) -> str:
 
 
 def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
-                  what: str, layout: PieceLayout, ways: int = 1) -> list:
+                  what: str, layout: PieceLayout, ways: int = 1, quick: bool = False) -> list:
     """Lower directly, then staged (unless ``stage`` fixes one), each resolved first on one
     lane per link; when a threadblock holds more than ``limit`` steps, or the program is
     interleaved over ``ways`` > 1 channels, resolve the same lowering on the lanes of
     :func:`assign_lanes` (aiming 1/8 below the limit since the new threadblocks'
     dependencies add nops, then 1/4; then 1/8, 1/4, 3/8 and 1/2 below it, each from the
-    last laned program's own counts). The first that fits, else TopofinderError."""
+    last laned program's own counts). The first that fits, else TopofinderError with the
+    first problem met (on one lane: its step figure is what a larger limit needs). ``quick``: give up an attempt whose one-lane program
+    loads more XML elements on some rank than the parser holds, as the auto channel mode
+    does before it interleaves (lanes add threadblocks but may save nops, so this is a
+    policy, said as such, not a proof that no lanes fit)."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
@@ -1278,6 +1283,12 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
         problem = _fit_problem(progs, n, k, rt, limit)
         if problem is None and ways == 1:
             return progs
+        crowded = max(_elements(prog, n, k) for prog in progs) if quick else 0
+        if crowded >= rt.max_nodes:
+            first = first or (f"on one lane per link a rank loads {crowded} XML elements, "
+                              f"more than the {rt.max_nodes - 1} its parser holds (MAX_NODES), "
+                              "and --channel-mode instances would try further lanes")
+            continue
         first = first or problem
         budgets = (limit * 7 // 8, limit * 3 // 4)
         for lanes in chain(assign_lanes(progs, budgets, ways),
@@ -1304,6 +1315,13 @@ def _lane_count(progs) -> int:
     return 1 + max((max(prog.lane) for prog in progs), default=0)
 
 
+def _elements(prog: _Prog, n: int, k: int) -> int:
+    """XML elements rank ``prog.u`` loads from a resolved program of ``k`` instances: the
+    algo, every gpu, its threadblocks and their steps (nops included)."""
+    counts = prog.steps_per_tb()
+    return 1 + n + k * len(counts) + k * sum(counts)
+
+
 def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     """Why the lowered programs do not fit the runtime (one clause), or None."""
     lanes = _lane_count(progs)
@@ -1323,7 +1341,7 @@ def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
         if k * ntb > min(rt.max_tbs, INT8_MAX + 1):
             return (f"rank {prog.u} needs {k * ntb} threadblocks, beyond the runtime's "
                     f"{min(rt.max_tbs, INT8_MAX + 1)} (int8 dependency ids); use fewer channels")
-        nodes = 1 + n + k * ntb + k * sum(counts)
+        nodes = _elements(prog, n, k)
         if nodes >= rt.max_nodes:
             return (f"rank {prog.u} would load {nodes} XML elements, the parser holds "
                     f"{rt.max_nodes - 1} (MAX_NODES); use fewer channels or export --format "
