@@ -184,14 +184,15 @@ def test_lanes_spread_a_link_over_channels_in_time(coll, channels):
 
 
 def test_cli_refuses_l3_before_writing(tmp_path, capsys):
-    """L^3(C(16,{1,6})) allreduce (N = 1024) on 2 channels: its links fit on lanes, but a
+    """L^3(C(16,{1,6})) allreduce (N = 1024) as 2 instances: its links fit on lanes, but a
     rank's program passes the parser's 4095 elements in every candidate layout; check_fits'
     bounds (allgather runs by offset, reduce runs of input-held pieces) show it from the
     schedule arrays in seconds, before any lowering; refused with the figure and the limit
-    named, nothing written."""
+    named, nothing written. (`--channels 2` alone writes one interleaved instance.)"""
     out = tmp_path / "big.xml"
     assert main(["export", "L^3(C(16,{1,6}))", "--what", "schedule", "--collective",
-                 "allreduce", "--format", "xml", "--channels", "2", "-o", str(out)]) == 2
+                 "allreduce", "--format", "xml", "--channels", "2", "--channel-mode",
+                 "instances", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "MAX_NODES" in err and "json or npz" in err and len(err.splitlines()) == 1
     assert "at least" in err and "XML elements" in err
@@ -207,17 +208,22 @@ def _searched_allreduce(n: int, expr: str):
     raise AssertionError(f"{expr} is not on the N = {n} frontier")
 
 
-@pytest.mark.parametrize("n,expr", [
-    (256, "L^2(C(16,{1,6}))"),
-    pytest.param(1024, "L^3(C(16,{1,6}))", marks=pytest.mark.slow)])
-def test_frontier_allreduce_is_one_program_at_the_searched_price(n, expr, tmp_path):
+@pytest.mark.parametrize("n,expr,channels", [
+    (256, "L^2(C(16,{1,6}))", 1),
+    pytest.param(1024, "L^3(C(16,{1,6}))", 1, marks=pytest.mark.slow),
+    pytest.param(1024, "L^3(C(16,{1,6}))", 2, marks=pytest.mark.slow)])
+def test_frontier_allreduce_is_one_program_at_the_searched_price(n, expr, channels, tmp_path,
+                                                                capsys):
     """The recommended allreduce as one MSCCL program (issue 28): `export --format xml`
     writes it within msccl-executor's default limits on every rank (its layout by coarse
     walk classes, then chunk), it completes at capacity 1 and 2 with the exact result, and
-    the sends it carries replay to the (T_L, τ) search priced."""
+    the sends it carries replay to the (T_L, τ) search priced. At N = 1024 two instances
+    exceed the parser's elements per rank, so `--channels 2` writes one instance
+    interleaved over two channels and says so."""
     out = tmp_path / "ar.xml"
     assert main(["export", expr, "--what", "schedule", "--collective", "allreduce",
-                 "--format", "xml", "-o", str(out)]) == 0
+                 "--format", "xml", "--channels", str(channels), "-o", str(out)]) == 0
+    assert ("2 instances do not fit" in capsys.readouterr().err) == (channels == 2)
     xml = out.read_text()
     stats = check(xml, "msccl-executor", capacities=(1, 2))
     assert stats["max_steps_per_tb"] <= 64 and stats["max_nodes_per_rank"] < 4096

@@ -272,7 +272,7 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if named is not None and not _beyond_replay(source):
         check_fits(allgather_schedule(named), xml_options.get("channels", 1),
                    xml_options.get("runtime", "msccl-executor"), xml_options.get("max_steps"),
-                   collective=collective)
+                   collective=collective, interleave=xml_options.get("interleave"))
     built = schedule(source, collective, kind, low_trees=low_trees,
                      trees_per_root=trees_per_root, steps=steps)
     renaming = None if relabel is None else mapping(relabel)

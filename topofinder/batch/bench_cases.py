@@ -354,12 +354,14 @@ def _score_at_scale(expr: str, max_gb: float):
     return run
 
 
-def _export_xml_at_scale(expr: str, coll: str, max_gb: float, written: bool = False):
-    """`export EXPR --what schedule --collective COLL --format xml` (to memory) in a fresh
-    process: written or refused (one-line TopofinderError; a failed case when ``written``),
-    within ``max_gb`` GiB."""
+def _export_xml_at_scale(expr: str, coll: str, max_gb: float, written: bool = False,
+                         channels: int = 1):
+    """`export EXPR --what schedule --collective COLL --format xml --channels K` (to memory)
+    in a fresh process: written or refused (one-line TopofinderError; a failed case when
+    ``written``), within ``max_gb`` GiB."""
     code = ("bad = []\ntry:\n"
-            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r})\n"
+            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r}, "
+            f"channels={channels})\n"
             "except tf.TopofinderError:\n"
             f"    bad = {['refused'] if written else []!r}\n")
 
@@ -395,6 +397,11 @@ case("check the N=1024 MSCCL XML of L^2(Aff(64,17,{7,21,29,31})) reduce-scatter 
 case("export L^3(C(16,{1,6})) allreduce --format xml (N=1024: one program within the "
      "default limits; issue 28's goal 30 s, <= 2 GiB)", 30.0, group="scale", repeat=1)(
     _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0, written=True))
+case("export L^3(C(16,{1,6})) allreduce --channels 2 --format xml (N=1024: one instance "
+     "interleaved over 2 channels, two instances exceed the parser; issue 28's goal 30 s, "
+     "<= 2 GiB)", 30.0, group="scale", repeat=1)(
+    _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0, written=True,
+                         channels=2))
 for _coll, _mb in ((Collective.ALLGATHER, 307), (Collective.REDUCE_SCATTER, 161)):
     case(f"export L^3(C(16,{{1,6}})) {_coll} --format xml (N=1024, {_mb} MB: written within "
          "the default limits; issue 28's goal 30 s, <= 1.5 GiB)", 30.0, group="scale",

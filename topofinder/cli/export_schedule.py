@@ -33,8 +33,18 @@ def add_options(p) -> None:
                    help="trees: best schedule with exactly K trees per root (fixed-k)")
     p.add_argument("--low-trees", action="store_true",
                    help="trees: prefer low trees (heuristic)")
-    p.add_argument("--channels", type=int, default=1,
-                   help="schedule xml: MSCCL channels, each moving 1/K of every chunk")
+    p.add_argument("--channels", type=int, default=1, metavar="K",
+                   help="schedule xml: K channels' worth of parallelism per link (default 1): "
+                        "K instances, each moving 1/K of every chunk, or, where K instances "
+                        "exceed the runtime's limits, one instance whose links deal their "
+                        "messages in turn over K channels (said on stderr); --channel-mode "
+                        "fixes one")
+    p.add_argument("--channel-mode", choices=["auto", "instances", "interleave"],
+                   default="auto",
+                   help="schedule xml: how --channels K is given: instances, interleave "
+                        "(one instance, each link's messages dealt in turn over K channels: "
+                        "about 1/K of the XML elements K instances load), or auto (default: "
+                        "instances where they fit)")
     p.add_argument("--protocol", choices=["Simple", "LL", "LL128"], default="Simple",
                    help="schedule xml: MSCCL protocol (default Simple)")
     p.add_argument("--runtime", choices=["msccl-executor", "msccl"], default="msccl-executor",
@@ -97,7 +107,10 @@ def run(args, renaming=None) -> int:
     start = time.perf_counter()
     xml = dict(channels=args.channels, protocol=args.protocol, runtime=args.runtime,
                inplace=args.inplace, max_steps=args.max_steps, min_bytes=args.min_bytes,
-               max_bytes=args.max_bytes)
+               max_bytes=args.max_bytes,
+               interleave={"auto": None, "instances": False,
+                           "interleave": True}[args.channel_mode],
+               note=lambda line: print(line, file=sys.stderr))
     priced = None
     if args.format == "xml":                     # bad figures refused before the export
         workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)

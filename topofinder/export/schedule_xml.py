@@ -36,6 +36,11 @@ lanes is lowered once and resolved twice (one lane, then laned).
   group of the link's (step, message run) slots (:func:`assign_lanes`); instance j, lane i
   runs on channel j·L + i. Each lane is its own connection whose receiving threadblock only
   receives, in step order, so the argument above holds lane by lane.
+- Channels: K channels' worth of parallelism is K instances where they fit the runtime;
+  where they do not (every instance repeats a rank's threadblocks and steps), one
+  *interleaved* instance: each link deals its slots in turn over K lanes (slot i on lane
+  i mod K, then each residue cut as above), so consecutive messages of a link run on K
+  connections side by side, with the same instructions and the same sends.
 - Consolidation: the pieces a step sends on a link are ordered by where they sit and every
   contiguous range becomes one instruction (``cnt`` > 1, at most 71); received data lands in
   a fresh contiguous scratch range (reduce-scatter partials) or at its final place. When that
@@ -198,7 +203,8 @@ class _Prog:
                 [(2 * x + 1, (x, self.u)) for x in self.in_peers]:
             if link in lanes:
                 hit = sel == code
-                lane[hit] = np.searchsorted(lanes[link], slot[hit], side="right")
+                slots, lane_of = lanes[link]
+                lane[hit] = lane_of[np.searchsorted(slots, slot[hit])]
         span = int(lane.max(initial=0)) + 1         # a threadblock as selector·span + lane
         key = sel * span + lane
         fixed = [2 * w * span for w in self.out_peers] + \
@@ -426,7 +432,7 @@ def _step_advice(rt, need: int) -> str:
 
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
                max_steps: int | None = None, collective: str | None = None,
-               stage: bool | None = None) -> PieceLayout:
+               stage: bool | None = None, interleave: bool | None = False) -> PieceLayout:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
     fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
@@ -437,42 +443,54 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     the writer then uses. ``collective``: with an allgather ``schedule``, check it as the
     allgather phase of this collective (a cheaper early check before the full schedule is
     built; bounds stay valid, being least over the same layouts). ``stage``: the writer's
-    option (None: direct or staged, whichever fits)."""
+    option (None: direct or staged, whichever fits). ``interleave``: the ``channels`` as
+    instances (False), as one interleaved instance (True, :func:`to_msccl_xml`), or either
+    (None: the instances' refusal if neither passes)."""
+    if interleave is None and channels > 1:
+        try:
+            return check_fits(schedule, channels, runtime, max_steps, collective, stage, False)
+        except TopofinderError as refusal:
+            try:
+                return check_fits(schedule, channels, runtime, max_steps, collective, stage,
+                                  True)
+            except TopofinderError:
+                raise refusal from None
     rt, limit = _options(runtime, channels, max_steps)
+    k, ways = (1, channels) if interleave else (channels, 1)
     coll = collective or schedule.collective
     if collective and schedule.collective != Collective.ALLGATHER:
         raise TopofinderError("check_fits(collective=...) takes an allgather schedule")
     what = f"MSCCL XML ({rt.name}) for {schedule.topology.expr} {coll}"
-    tbs = _check_shape(schedule, channels, rt, what)
+    tbs = _check_shape(schedule, k, rt, what)
     n, p = schedule.topology.n, schedule.shard_chunks
     if coll != Collective.ALLREDUCE:
-        layout = shard_layout(n, p, channels)
+        layout = shard_layout(n, p, k)
         if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
             return layout           # (an allgather checked as reduce-scatter reads scratch)
-        direct, staged = _instruction_bounds(schedule, channels, layout.table(), stage)
+        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage)
         per_rank = _rank_need(direct, staged, n, stage)
     else:
-        layout, direct, staged, per_rank = _least_layout(schedule, channels, stage)
+        layout, direct, staged, per_rank = _least_layout(schedule, k, stage)
     worst = int(direct.argmax())
     need = int(direct[worst]) if staged is None else int(staged.max())
     if stage is None and staged is not None:
         need = min(int(direct[worst]), need)
-    lanes = -(-need // limit)           # a link's steps spread over lanes of ≤ limit each
-    if channels * lanes > rt.max_channels:
+    lanes = max(-(-need // limit), ways)    # a link's steps spread over lanes of ≤ limit each
+    if k * lanes > rt.max_channels:
         a, b = divmod(worst, n)
         where = (f"the link {a}→{b} needs at least {direct[worst]} instructions"
                  if need == direct[worst] else
                  f"a threadblock needs at least {need} instructions even with staged copies")
-        raise TopofinderError(f"{what}: {where}, more than {rt.max_channels // channels} "
+        raise TopofinderError(f"{what}: {where}, more than {rt.max_channels // k} "
                               f"threadblocks of {limit} (MSCCL_MAX_NUM_STEPS) on "
                               f"{rt.max_channels} channels hold; {_step_advice(rt, need)}")
-    nodes = 1 + n + tbs + channels * int(per_rank.max())
+    nodes = 1 + n + tbs + k * int(per_rank.max())
     if nodes >= rt.max_nodes:
         split = _split_advice(schedule, channels, runtime, max_steps, stage) \
             if coll == Collective.ALLREDUCE and not collective else ""
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
                               f"parser holds {rt.max_nodes - 1} (MAX_NODES); "
-                              f"{_fewer_channels(channels)}{split}export --format json or npz "
+                              f"{_fewer_channels(k)}{split}export --format json or npz "
                               "instead")
     return layout
 
@@ -535,7 +553,7 @@ def _split_advice(schedule: StepSchedule, channels: int, runtime: str, max_steps
     phases each pass :func:`check_fits`: as two programs, at the price of a second launch."""
     try:
         for phase in allreduce_phases(schedule):
-            check_fits(phase, channels, runtime, max_steps, stage=stage)
+            check_fits(phase, channels, runtime, max_steps, stage=stage, interleave=None)
     except TopofinderError:
         return ""
     return ("its reduce-scatter and allgather phases each pass this bound: export them with "
@@ -730,13 +748,15 @@ def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
                   k * schedule.shard_chunks) for u in range(schedule.topology.n)]
 
 
-def assign_lanes(progs: list, budgets) -> list:
-    """Placement in time: from programs resolved on one lane, cut each link's sequence of
-    slots (step, run of the step's message) into consecutive groups whose instructions (nops
-    included) on the sending and on the receiving threadblock stay within a budget; group i
-    runs on channel lane i. Per budget in ``budgets``: {link (u, w): sorted array of the
-    first slots (t·_SLOT + r) of lanes 1, 2, …} for the links that need cuts, or None when
-    one slot alone exceeds it."""
+def assign_lanes(progs: list, budgets, ways: int = 1) -> list:
+    """Placement in time: from programs resolved on one lane, deal each link's sequence of
+    slots (step, run of the step's message) in turn over ``ways`` channels (slot i to
+    residue i mod ways: an *interleaved* program, where consecutive messages of a link run on
+    different connections side by side), then cut each residue's slots into consecutive
+    groups whose instructions (nops included) on the sending and on the receiving threadblock
+    stay within a budget; residue r, group g runs on channel lane r + ways·g. Per budget in
+    ``budgets``: {link (u, w): (its slots t·_SLOT + r, sorted; the lane of each)} for the
+    links with more than one lane, or None when one slot alone exceeds it."""
     n = len(progs)
     keys, sides, steps = [], [], []
     for prog in progs:
@@ -755,31 +775,39 @@ def assign_lanes(progs: list, budgets) -> list:
                      for s in (False, True)]).astype(np.int64)
     link = uniq >> 40
     heads = np.flatnonzero(np.r_[True, link[1:] != link[:-1]]).tolist() + [uniq.size]
-    return [_cut_lanes(uniq, n, heads, need, budget) for budget in budgets]
+    return [_cut_lanes(uniq, n, heads, need, budget, ways) for budget in budgets]
 
 
 def _cut_lanes(key: np.ndarray, n: int, heads: list, need: np.ndarray,
-               budget: int) -> dict | None:
+               budget: int, ways: int) -> dict | None:
     """:func:`assign_lanes` for one budget: slots sorted by (link, slot) in ``key``, each
     link's slots from ``heads[i]`` on, ``need`` [send, receive] instructions per slot. Each
-    lane takes the longest run of slots within the budget on both sides (a greedy cut)."""
+    residue's lanes take the longest runs of its slots within the budget on both sides (a
+    greedy cut)."""
     if need.size and need.max() > budget:
         return None
-    csum = np.concatenate([np.zeros((2, 1), np.int64), np.cumsum(need, axis=1)], axis=1)
     lanes = {}
     for a, b in zip(heads[:-1], heads[1:]):
-        if csum[0, b] - csum[0, a] <= budget and csum[1, b] - csum[1, a] <= budget:
+        if ways == 1 and need[0, a:b].sum() <= budget and need[1, a:b].sum() <= budget:
             continue
-        cuts, at = [], a
-        while at < b:
-            end = min(int(np.searchsorted(csum[0], csum[0, at] + budget, side="right")),
-                      int(np.searchsorted(csum[1], csum[1, at] + budget, side="right")))
-            end = min(end - 1, b)
-            if end < b:
-                cuts.append(end)
-            at = end
-        lanes[divmod(int(key[a] >> 40), n)] = key[cuts] & ((1 << 40) - 1)
+        lane = np.zeros(b - a, np.int64)
+        for r in range(min(ways, b - a)):
+            lane[r::ways] = r + ways * _greedy_groups(need[:, a + r:b:ways], budget)
+        if lane.any():
+            lanes[divmod(int(key[a] >> 40), n)] = (key[a:b] & ((1 << 40) - 1), lane)
     return lanes
+
+
+def _greedy_groups(need: np.ndarray, budget: int) -> np.ndarray:
+    """Per slot (columns of ``need``, [send, receive] instructions), its group when the
+    sequence is cut greedily into the longest runs within ``budget`` on both sides."""
+    csum = np.concatenate([np.zeros((2, 1), np.int64), np.cumsum(need, axis=1)], axis=1)
+    m, group, at, g = need.shape[1], np.zeros(need.shape[1], np.int64), 0, 0
+    while at < m:
+        end = min(int(np.searchsorted(csum[0], csum[0, at] + budget, side="right")),
+                  int(np.searchsorted(csum[1], csum[1, at] + budget, side="right"))) - 1
+        group[at:end], at, g = g, end, g + 1
+    return group
 
 
 class _TooBig(Exception):
@@ -1045,11 +1073,16 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
                  name: str | None = None, runtime: str = "msccl-executor",
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
                  max_bytes: int | None = None, stage: bool | None = None,
-                 extra: dict | None = None) -> str:
-    """The MSCCL XML of ``schedule`` (module doc). ``channels``: instances on separate
-    channels, each moving 1/channels of every chunk; ``protocol``: Simple, LL or LL128;
-    ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant (else
-    out-of-place); ``max_steps``: instructions per threadblock (default: the runtime's
+                 extra: dict | None = None, interleave: bool | None = None,
+                 note=None) -> str:
+    """The MSCCL XML of ``schedule`` (module doc). ``channels``: K channels' worth of
+    parallelism per link, as K instances on separate channels, each moving 1/K of every chunk
+    (``interleave`` False), or as one instance whose links deal their messages in turn over K
+    channels (True: the same instructions, so a rank loads about a K-th of the elements K
+    instances need), or instances where they fit the runtime and interleaved otherwise
+    (None, the default; ``note`` is called with one line saying so). ``protocol``: Simple,
+    LL or LL128; ``runtime``: msccl-executor or msccl; ``inplace``: the in-place variant
+    (else out-of-place); ``max_steps``: instructions per threadblock (default: the runtime's
     MSCCL_MAX_NUM_STEPS); ``min_bytes``/``max_bytes``: the message sizes (bytes of the whole
     output for allgather, of the input for reduce-scatter) the runtime may select it for,
     None = unbounded; ``stage``: send allgather-phase messages that are not one contiguous range
@@ -1064,21 +1097,43 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     if min_bytes < 0 or (max_bytes is not None and max_bytes <= min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes < max-bytes")
-    layout = check_fits(schedule, channels, runtime, limit, stage=stage)
     topo, coll = schedule.topology, schedule.collective
     what = f"MSCCL XML ({rt.name}) for {topo.expr} {coll}"
-    return _emit(schedule, _lower_to_fit(schedule, channels, inplace, rt, limit, stage, what,
-                                         layout),
-                 channels, protocol, name, rt, inplace, min_bytes, max_bytes, extra, layout)
+    ways_tried = [1, channels] if interleave is None and channels > 1 else \
+        [channels if interleave else 1]
+    refusal = None
+    for ways in ways_tried:
+        k = channels // ways
+        try:
+            layout = check_fits(schedule, channels, runtime, limit, stage=stage,
+                                interleave=ways > 1)
+            progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways)
+        except TopofinderError as exc:
+            refusal = refusal or exc
+            continue
+        if ways > 1 and interleave is None and note is not None:
+            note(f"--channels {channels}: {channels} instances do not fit ({_clause(refusal)}); "
+                 f"written as one instance whose links deal their messages in turn over "
+                 f"{channels} channels: the same sends, so the same (T_L, τ)")
+        return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
+                     extra, layout)
+    raise refusal
+
+
+def _clause(refusal: TopofinderError) -> str:
+    """The reason of one of this module's refusals ("what: reason; advice"), without the
+    schedule it names or its advice."""
+    return str(refusal).split(": ", 1)[-1].split("; ", 1)[0]
 
 
 def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
-                  what: str, layout: PieceLayout) -> list:
+                  what: str, layout: PieceLayout, ways: int = 1) -> list:
     """Lower directly, then staged (unless ``stage`` fixes one), each resolved first on one
-    lane per link; when a threadblock holds more than ``limit`` steps, resolve the same
-    lowering with the links' later slots on further lanes (:func:`assign_lanes`, aiming 1/8
-    below the limit since the new threadblocks' dependencies add nops, then 1/4). The first
-    that fits, else TopofinderError."""
+    lane per link; when a threadblock holds more than ``limit`` steps, or the program is
+    interleaved over ``ways`` > 1 channels, resolve the same lowering on the lanes of
+    :func:`assign_lanes` (aiming 1/8 below the limit since the new threadblocks'
+    dependencies add nops, then 1/4; then 1/8, 1/4, 3/8 and 1/2 below it, each from the
+    last laned program's own counts). The first that fits, else TopofinderError."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
@@ -1095,17 +1150,28 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
         for prog in progs:
             prog.resolve()
         problem = _fit_problem(progs, n, k, rt, limit)
-        if problem is None:
+        if problem is None and ways == 1:
             return progs
         first = first or problem
-        for lanes in assign_lanes(progs, (limit * 7 // 8, limit * 3 // 4)):
+        budgets = (limit * 7 // 8, limit * 3 // 4)
+        for lanes in chain(assign_lanes(progs, budgets, ways),
+                           _recut(progs, budgets + (limit * 5 // 8, limit // 2), ways)):
             if lanes is None:
-                break
+                continue
             for prog in progs:
                 prog.resolve(lanes)
-            if _fit_problem(progs, n, k, rt, limit) is None:
+            problem = _fit_problem(progs, n, k, rt, limit)
+            if problem is None:
                 return progs
+            first = first or problem
     raise TopofinderError(f"{what}: {first}")
+
+
+def _recut(progs: list, budgets, ways: int):
+    """Lanes for each of ``budgets`` in turn, from the programs' resolution at the time
+    (lazy: the last laned program's nops are a closer estimate of the next one's)."""
+    for budget in budgets:
+        yield assign_lanes(progs, (budget,), ways)[0]
 
 
 def _lane_count(progs) -> int:
