@@ -197,7 +197,9 @@ def head(rows: list[dict]) -> list[str]:
         "on 2 cores shared with other sessions: CPU seconds are the figure to read.", "",
         "- **export**: `python3 -m topofinder export EXPR --what schedule --collective C "
         "--format xml --channels K -o F` under `/usr/bin/time`: user + system CPU s (wall s), "
-        "peak resident memory; a refusal shows the exporter's one-line error.",
+        "peak resident memory; a refusal shows the exporter's one-line error. `--channel-mode` "
+        "is left at auto: K instances, or one instance interleaved over K channels where K "
+        "instances exceed the parser (the export says so on stderr: see notes).",
         "- **XML MB**, **sha256**: the written file (deleted after the check).",
         "- **steps/tb, tbs/rank, elements/rank**: the fullest threadblock, the most "
         "threadblocks on a rank, the most XML elements a rank loads, as `msccl_check` counts "
