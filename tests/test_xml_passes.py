@@ -15,8 +15,10 @@ import pytest
 from topofinder.errors import TopofinderError
 from topofinder.export.msccl_check import RUNTIMES
 from topofinder.export.schedule_xml import (
+    _breaks,
     _check_ranges,
     _consolidate_sends,
+    _fields,
     _instruction_bounds,
     _Lowering,
     _lower,
@@ -27,9 +29,9 @@ from topofinder.export.schedule_xml import (
     _Prog,
     _rank_need,
     _reduce_bound,
+    _receive_places,
     _reduce_prep,
-    _runs,
-    _stage_pack,
+    _run_starts,
     _step_messages,
     allreduce_phases,
     check_fits,
@@ -159,10 +161,25 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
         assert len(prog.tb_peer) == len(prog.out_peers) + len(prog.in_peers) + 1
 
 
+def _code(place):
+    """A place (buf, off) as the lowering's code 4·off + buffer code; None as −1."""
+    return -1 if place is None else 4 * place[1] + "ios".index(place[0])
+
+
+def _run_lengths(items, max_cnt, fields):
+    """Run lengths of the lowering's array split (_breaks, _run_starts) of ``items``; a
+    kind ("r", "rrc") as a negative code, places as codes."""
+    codes = [np.array([-2 - ("r", "rrc").index(it[f]) if isinstance(it[f], str)
+                       else _code(it[f]) for it in items], np.int64) for f in fields]
+    head = np.flatnonzero(_run_starts(_breaks(codes, np.zeros(len(items), np.int64)),
+                                      max_cnt))
+    return np.diff(np.r_[head, len(items)]).tolist()
+
+
 def test_runs_merge_contiguous_places_up_to_the_count_limit():
     items = [(("o", 0),), (("o", 1),), (("o", 2),), (("s", 3),), (("o", 4),), (("o", 5),)]
-    assert [len(r) for r in _runs(items, 71, (0,))] == [3, 1, 2]
-    assert [len(r) for r in _runs(items, 2, (0,))] == [2, 1, 1, 2]
+    assert _run_lengths(items, 71, (0,)) == [3, 1, 2]
+    assert _run_lengths(items, 2, (0,)) == [2, 1, 1, 2]
 
 
 def test_step_messages_are_in_buffer_order_and_reduce_senders_give_up_partials():
@@ -172,23 +189,32 @@ def test_step_messages_are_in_buffer_order_and_reduce_senders_give_up_partials()
     rows = np.array([[1, 2, 0, 1, 0, 1], [1, 1, 0, 1, 0, 1]], np.int64)
     sched = StepSchedule(topo, 1, rows, collective="reduce-scatter")
     st = _Lowering(sched, 1, False, 71, False)
-    for v in range(3):
-        st.loc[0][(v, 0)] = ("i", st.pos(v, 0))
-    msgs = _step_messages(st, rows, 1, reducing=True)
-    assert msgs == [(0, 1, [(1, 0), (2, 0)], [("i", 1), ("i", 2)])]
-    assert set(st.loc[0]) == {(0, 0)}
+    st.loc[0] = 4 * st.table[:, 0]
+    msg = _step_messages(st, rows, 1, reducing=True)
+    assert [msg[x].tolist() for x in ("u", "w", "pc")] == [[0, 0], [1, 1], [1, 2]]
+    assert msg["src"].tolist() == [_code(("i", 1)), _code(("i", 2))]
+    assert np.flatnonzero(st.loc[0] >= 0).tolist() == [0]
+
+
+def _one_message(stage: bool, srcs: list, dsts: list):
+    """Rank 0 sends pieces at ``srcs`` to rank 1, landing at ``dsts`` (allgather phase),
+    through the consolidation pass; returns rank 0's resolved program."""
+    topo = uni_ring(1, 3)
+    sched = StepSchedule(topo, 1, np.array([[1, 0, 0, 1, 0, 1]]), collective="allgather")
+    st = _Lowering(sched, 1, False, 71, stage)
+    m = len(srcs)
+    msg = {"u": np.zeros(m, np.int64), "w": np.ones(m, np.int64), "pc": np.arange(m),
+           "src": np.array([_code(x) for x in srcs]), "dst": np.array([_code(x) for x in dsts]),
+           "kind": np.ones(m, np.int64), "cur": np.full(m, -1)}
+    _consolidate_sends(st, msg, 1, reducing=False)
+    prog = st.programs()[0]
+    prog.resolve()
+    return prog
 
 
 def test_consolidation_sends_one_instruction_per_contiguous_run():
-    topo = uni_ring(1, 3)
-    sched = StepSchedule(topo, 1, np.array([[1, 0, 0, 1, 0, 1]]), collective="allgather")
-    st = _Lowering(sched, 1, False, 71, False)
-    srcs = [("o", 0), ("o", 1), ("o", 5)]
-    recvs = [("r", None, ("o", 0)), ("r", None, ("o", 1)), ("r", None, ("o", 2))]
-    runs, cut = _consolidate_sends(st, 1, 0, 1, srcs, recvs, reducing=False)
-    assert [len(r) for r in runs] == [2, 1] and not cut
-    st.progs[0].resolve()
-    sends = st.progs[0].instrs(st.progs[0].tb_peer.index(("send", 1)))
+    prog = _one_message(False, [("o", 0), ("o", 1), ("o", 5)], [("o", 0), ("o", 1), ("o", 2)])
+    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
     assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
                                                                        ("s", ("o", 5), 1)]
 
@@ -196,24 +222,38 @@ def test_consolidation_sends_one_instruction_per_contiguous_run():
 def test_staging_packs_several_ranges_into_one_scratch_range():
     """Two source ranges of one message: two copies into fresh scratch in the step's local
     threadblock, then the send reads the scratch range; a single range is sent as it is."""
-    topo = uni_ring(1, 3)
-    sched = StepSchedule(topo, 1, np.array([[1, 0, 0, 1, 0, 1]]), collective="allgather")
-    st = _Lowering(sched, 1, False, 71, True)
-    prog = st.progs[0]
-    run = [(("o", 0), "r", None, ("o", 0)), (("o", 1), "r", None, ("o", 1)),
-           (("o", 7), "r", None, ("o", 2))]
-    src = _stage_pack(prog, 4, run, 71)
-    assert src == ("s", 0) and prog.scratch == 3
-    prog.resolve()
+    prog = _one_message(True, [("o", 0), ("o", 1), ("o", 7)], [("o", 0), ("o", 1), ("o", 2)])
+    assert prog.scratch == 3
     stage = [b for b, (kind, _) in enumerate(prog.tb_peer) if kind == "local"][1]
     copies = prog.instrs(stage)
     assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
                                                           ("cpy", ("o", 7), ("s", 2), 1)]
-    assert _stage_pack(prog, 4, run[:2], 71) == ("o", 0)
+    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
+    assert [(c[0], c[1], c[3]) for c in sends] == [("s", ("s", 0), 3)]
+    prog = _one_message(True, [("o", 0), ("o", 1)], [("o", 0), ("o", 1)])
+    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
+    assert prog.scratch == 0 and [(c[1], c[3]) for c in sends] == [(("o", 0), 2)]
+
+
+def test_receive_places_chain_partials_of_one_piece_arriving_together():
+    """Reduce phase, rank 2 gets its own chunk from ranks 0 and 1 in one step (two sends of
+    it in all): the first lands in fresh scratch reducing with rank 2's input, the second
+    reduces with that scratch partial into the output; rank 2 then holds it there."""
+    rows = np.array([[1, 2, 0, 1, 0, 2], [1, 2, 0, 1, 1, 2]], np.int64)
+    sched = StepSchedule(uni_ring(1, 3), 1, rows, collective="reduce-scatter")
+    st = _Lowering(sched, 1, False, 71, False)
+    st.loc[:] = 4 * st.table.ravel()[None, :]
+    st.remaining[2, 0] = 2
+    msg = _step_messages(st, rows, 1, reducing=True)
+    _receive_places(st, msg, reducing=True)
+    assert msg["kind"].tolist() == [2, 2]
+    assert msg["cur"].tolist() == [_code(("i", 2)), _code(("s", 0))]
+    assert msg["dst"].tolist() == [_code(("s", 0)), _code(("o", 0))]
+    assert st.loc[2, 2] == _code(("o", 0)) and st.remaining[2, 0] == 0
 
 
 def _greedy_runs(items, max_cnt, fields):
-    """The run split spelled out one item at a time (the vectorised _runs' second method)."""
+    """The run split spelled out one item at a time (the array split's second method)."""
     def follows(a, b):
         for f in fields:
             x, y = a[f], b[f]
@@ -234,7 +274,7 @@ def _greedy_runs(items, max_cnt, fields):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_runs_equal_the_item_by_item_greedy_split(seed):
-    """Random messages (places that mostly advance, kinds, partials or none): the vectorised
+    """Random messages (places that mostly advance, kinds, partials or none): the array
     run split equals the greedy scan for every field set and count limit."""
     rng = random.Random(seed)
     items, at = [], {f: ("o", 0) for f in (0, 2, 3)}
@@ -251,7 +291,8 @@ def test_runs_equal_the_item_by_item_greedy_split(seed):
         items.append(tuple(it))
     for fields in [(0,), (3,), (0, 2), (0, 1, 2, 3)]:
         for max_cnt in (1, 2, 5, 71):
-            assert _runs(items, max_cnt, fields) == _greedy_runs(items, max_cnt, fields)
+            assert _run_lengths(items, max_cnt, fields) == \
+                [len(r) for r in _greedy_runs(items, max_cnt, fields)]
 
 
 @pytest.mark.parametrize("expr, coll, opts", [
@@ -275,14 +316,16 @@ def test_an_out_of_place_write_to_a_used_place_is_refused():
     place; a write to a place already written, or to the input, is an internal error."""
     for place in (None, ("o", 4), ("i", 0)):
         prog = _Prog(0, [1], [1], False, "allgather", 1)
-        prog.add(prog.conn_tb("recv", 1, (1, 0)), "r", ("o", 3), ("o", 3), 2, 1, [], [("o", 3)])
-        prog.add(prog.conn_tb("send", 1, (2, 0)), "s", ("o", 4), ("o", 4), 1, 2, [("o", 4)], [])
+        rows = [_fields(1, 3, 1, 13, 13, 2, 1, 0, -1, 13),       # receive from 1 into o3..o4
+                _fields(1, 2, 0, 17, 17, 1, 2, 0, 17, -1)]       # send o4 to 1
+        prog.load(np.concatenate(rows), 0)
         if place is None:
             prog.resolve()
             send, recv = prog.tb_peer.index(("send", 1)), prog.tb_peer.index(("recv", 1))
             assert prog.instrs(send)[0][5] == ((recv, 0),)
             continue
-        prog.add(prog.local, "cpy", ("s", 0), place, 1, 3, [], [place])
+        rows.append(_fields(1, -1, 3, 2, _code(place), 1, 3, 0, -1, _code(place)))
+        prog.load(np.concatenate(rows), 1)
         with pytest.raises(TopofinderError, match="internal error"):
             prog.resolve()
 
@@ -297,10 +340,9 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
     rt = RUNTIMES["msccl-executor"]
     for wrong in (False, True):
         prog = _Prog(0, [1], [1], False, "allgather", 2)
-        prog.new_scratch(2)
         cnt = 72 if wrong and bad == "cnt" else 1
         dst = {"cnt": ("o", 0), "offset": ("o", 2 + wrong), "scratch": ("s", 1 + wrong)}[bad]
-        prog.add(prog.local, "cpy", ("i", 0), dst, cnt, 0, [("i", 0)], [dst])
+        prog.load(_fields(1, -1, 3, 0, _code(dst), cnt, 0, 0, 0, _code(dst)), 2)
         prog.resolve()
         if wrong:
             with pytest.raises(TopofinderError, match="count or offset"):

@@ -9,7 +9,7 @@ The lowering runs as named passes, each a function: layout (:func:`layout_for`, 
 where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
-:func:`_emit_receives`) and staging (:func:`_stage_pack`, :func:`_stage_unpack`). These record
+:func:`_emit_receives`) and staging (:func:`_stage_parts`). These record
 each rank's instructions once, on threadblock selectors; :meth:`_Prog.resolve` then places
 them on threadblocks for a lane plan and computes their dependencies, so a schedule that needs
 lanes is lowered once and resolved twice (one lane, then laned).
@@ -62,10 +62,15 @@ lanes is lowered once and resolved twice (one lane, then laned).
   so readers are tracked in place only. Candidates are found with arrays
   (:meth:`_Prog._candidates`); the clock rule runs as a loop (:func:`_join_clocks`), or as
   an array rule where no candidate's threadblock waits itself (:func:`_leaf_deps`).
-- Cost: the lowering is per message and per instruction (runs are found with numpy); the
-  threadblock placement, dependencies, lane cuts and the parser's count and offset ranges
-  (:func:`_check_ranges`) are array operations; the XML is written as lines rank by rank from
-  arrays, never as an element tree, and not parsed again (``msccl_check`` is the independent
+- Cost: the lowering passes take a whole schedule step at a time as arrays of place codes
+  (4·offset + buffer code; ``loc``: where each rank holds each piece), never a piece at a
+  time in Python; threadblock placement, the dependency candidates (their placement-free
+  part once per lowering, shared by the one-lane and laned resolves), lane cuts and the
+  parser's count and offset ranges (:func:`_check_ranges`) are array operations; the
+  vector-clock rule loops over the instructions that have candidates; the allgather
+  phase's instruction bounds are memoised per layout, so the API's early check and
+  :func:`check_fits` share them; the XML is written as lines rank by rank from arrays,
+  never as an element tree, and not parsed again (``msccl_check`` is the independent
   check, used by the tests).
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
@@ -83,11 +88,11 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 
 from __future__ import annotations
 
-from array import array
+import hashlib
 from bisect import bisect_right
-from itertools import chain
 from collections import defaultdict
 from fractions import Fraction
+from itertools import chain
 from math import lcm
 
 import numpy as np
@@ -114,8 +119,6 @@ from topofinder.model.collectives import Collective
 PROTOCOLS = ("Simple", "LL", "LL128")
 RUNTIME_NAMES = ("msccl-executor", "msccl")
 _MAX_CNT_DEFAULT = 71
-_BUF_CODE = {"i": 0, "o": 1, "s": 2, None: -1}
-_NO_PLACE = (None, 0)
 _KINDS = ("s", "r", "rrc", "cpy")
 _KIND_CODE = {kind: i for i, kind in enumerate(_KINDS)}
 _BUFS = "ios"
@@ -133,51 +136,16 @@ class _Prog:
     def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
         self.u = u
         self.out_peers, self.in_peers = list(out_peers), list(in_peers)
-        self.local = -1
-        self.rec = array("i")               # _NF ints per instruction, see add
-        self.scratch = 0
-        self.count = 0                      # instructions recorded (nops not included)
+        self.arr, self.scratch, self.conflicts = np.zeros((0, _NF), np.int32), 0, None
         self.inplace, self.coll, self.kp = inplace, coll, piece_count
 
-    def new_scratch(self, count: int = 1):
-        """The first of ``count`` fresh contiguous scratch pieces."""
-        self.scratch += count
-        return ("s", self.scratch - count)
-
-    def conn_tb(self, kind: str, peer: int, slot: tuple) -> int:
-        """The selector of connection ``kind`` (send to / recv from ``peer``); the slot the
-        instruction records picks its lane (:meth:`resolve`)."""
-        return 2 * peer + (kind == "recv")
-
-    def stage_tb(self, t: int) -> int:
-        """The selector of the local threadblock that packs and unpacks step t's staged
-        messages."""
-        return -2 - t
-
-    def add(self, tb, kind, src, dst, cnt, t, reads, writes, slot=None):
-        """Record an instruction on selector ``tb``; ``reads``/``writes``: (buf, off) of its
-        first piece (at most one place each); ``slot``: (step, run of the step's message)."""
-        if len(reads) > 1 or len(writes) > 1:
-            raise TopofinderError("MSCCL lowering: internal error, an instruction with more "
-                                  "than one read or write place")
-        read, write = reads[0] if reads else _NO_PLACE, writes[0] if writes else _NO_PLACE
-        self.rec.extend((tb, _KIND_CODE[kind], _BUF_CODE[src[0]], src[1], _BUF_CODE[dst[0]],
-                         dst[1], cnt, t, slot[1] if slot else 0, _BUF_CODE[read[0]], read[1],
-                         _BUF_CODE[write[0]], write[1]))
-        self.count += 1
-
-    def add_runs(self, tb, kinds, srcs, dsts, cnts, t, reads, writes):
-        """:meth:`add` for the runs of one message on selector ``tb``, run r in slot (t, r):
-        per run its type, source, destination, count, read place and written place (None:
-        none)."""
-        kc, bc = _KIND_CODE, _BUF_CODE
-        self.rec.extend(chain.from_iterable(
-            (tb, kc[kind], bc[src[0]], src[1], bc[dst[0]], dst[1], cnt, t, r,
-             bc[read[0]], read[1], bc[write[0]], write[1])
-            for r, (kind, src, dst, cnt, read, write) in enumerate(zip(
-                kinds, srcs, dsts, cnts, [x or _NO_PLACE for x in reads],
-                [x or _NO_PLACE for x in writes]))))
-        self.count += len(cnts)
+    def load(self, rows: np.ndarray, scratch: int) -> None:
+        """Take the recorded instructions, in order: per row the selector (send to peer w:
+        2w, receive from peer x: 2x + 1, the local threadblock: −1, step t's staging one:
+        −2 − t), type code, source (buffer code, offset), destination, count, step t, run
+        r of the step's message (slot (t, r)), the place read and the place written
+        (buffer code −1: none); and the scratch pieces in use."""
+        self.arr, self.scratch, self.conflicts = rows, scratch, None
 
     def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
@@ -232,21 +200,23 @@ class _Prog:
         k = np.arange(j.size) - np.repeat(np.cumsum(rep) - rep, rep)
         return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
 
-    def _candidates(self, tb: np.ndarray, idx: np.ndarray):
-        """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
-        instruction then by the order :meth:`resolve` tries them: the last writer of each
-        piece read; in place also of each piece written the last writer and the readers
-        since (on other threadblocks, the last instruction per threadblock). Out of place
+    def _conflicts(self):
+        """What each instruction must follow, whatever the placement: (instruction,
+        instruction it follows, order key) arrays — the last writer of each piece read; in
+        place also of each piece written the last writer and the readers since. Out of place
         every write goes to a place nothing touched before (the input is never written,
         scratch is fresh, an output place is written at its piece's first arrival), so
-        readers are tracked in place only, and a write elsewhere is refused."""
+        readers are tracked in place only, and a write elsewhere is refused. Computed once
+        per lowering (one-lane and laned resolves share it)."""
+        if self.conflicts is not None:
+            return self.conflicts
         rec = self.arr.astype(np.int64)
         cnt = rec[:, 6]
         rj, rk, rc = self._events(np.flatnonzero(rec[:, 9] >= 0), rec[:, 9], rec[:, 10], cnt)
         wj, wk, wc = self._events(np.flatnonzero(rec[:, 11] >= 0), rec[:, 11], rec[:, 12], cnt)
         isw = np.r_[np.zeros(rj.size, bool), np.ones(wj.size, bool)]
         j, k, cell = np.r_[rj, wj], np.r_[rk, wk], np.r_[rc, wc]
-        ev = np.lexsort((isw, j, cell))
+        ev = np.argsort((cell * (len(rec) + 1) + j) * 2 + isw)      # (cell, j, isw): unique
         j, k, cell, isw = j[ev], k[ev], cell[ev], isw[ev]
         pos = np.arange(j.size)
         start = np.maximum.accumulate(np.where(np.r_[True, cell[1:] != cell[:-1]], pos, 0))
@@ -267,17 +237,25 @@ class _Prog:
             cj = np.r_[cj, j[w]]
             cw = np.r_[cw, j[rd]]
             ck = np.r_[ck, (1 << 40) | (k[w] << 31) | (1 + j[rd])]
+        self.conflicts = cj, cw, ck
+        return self.conflicts
+
+    def _candidates(self, tb: np.ndarray, idx: np.ndarray):
+        """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
+        instruction then by the order :meth:`resolve` tries them: of what it must follow
+        (:meth:`_conflicts`), on other threadblocks, the last instruction per threadblock."""
+        cj, cw, ck = self._conflicts()
         cb, ci = tb[cw], idx[cw]
         keep = cb != tb[cj]
         cj, cb, ci, ck = cj[keep], cb[keep], ci[keep], ck[keep]
-        g = np.lexsort((cb, cj))
+        g = np.argsort(cj * (len(self.tb_peer) + 1) + cb, kind="stable")
         cj, cb, ci, ck = cj[g], cb[g], ci[g], ck[g]
         if not cj.size:
             return cj, cb, ci
         head = np.flatnonzero(np.r_[True, (cj[1:] != cj[:-1]) | (cb[1:] != cb[:-1])])
         cj, cb = cj[head], cb[head]
         ci, ck = np.maximum.reduceat(ci, head), np.minimum.reduceat(ck, head)
-        g = np.lexsort((ck, cj))
+        g = np.argsort((cj << 42) | ck, kind="stable")
         return cj[g], cb[g], ci[g]
 
     def resolve(self, lanes: dict | None = None) -> None:
@@ -289,7 +267,6 @@ class _Prog:
         threadblock, index) arrays, by instruction then in the order written, ``marked``
         (per instruction: some instruction depends on it, hasdep) and ``steps`` (per
         instruction: XML steps, nops included)."""
-        self.arr = np.frombuffer(self.rec, np.int32).reshape(-1, _NF)
         tb, idx = self._place(lanes or {})
         cj, cb, ci = self._candidates(tb, idx)
         if not np.isin(cb, tb[cj]).any():
@@ -335,11 +312,17 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
     instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
     (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
     tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
-    done}, stored only where dependencies join them. Returns the chosen (instruction,
-    threadblock, index) as three arrays."""
+    done}, stored only where dependencies join them (a threadblock no candidate lies on
+    keeps only its latest). Returns the chosen (instruction, threadblock, index) as three
+    arrays."""
     kpos = [[] for _ in range(ntb)]
     kval = [[] for _ in range(ntb)]
     ksum = [[] for _ in range(ntb)]
+    latest = [None] * ntb
+    waited = [False] * ntb
+    for pairs in cands:
+        for b, _ in pairs:
+            waited[b] = True
     out = []
 
     def clock_sum(bi):
@@ -347,30 +330,33 @@ def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
         return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
 
     for a, x, j, pairs in zip(tbs, idxs, rows, cands):
-        cur = dict(kval[a][-1]) if kval[a] else {}
+        cur = latest[a].copy() if latest[a] is not None else {}
         cur[a] = x
+        get = cur.get
         if len(pairs) > 1:
             pairs.sort(key=clock_sum)
-        chosen = []
+        chosen = False
         for b, i in pairs:
-            if cur.get(b, 0) > i:
+            if get(b, 0) > i:
                 continue
-            chosen.append((b, i))
-            q = bisect_right(kpos[b], i) - 1
-            if q >= 0:
-                for c, v in kval[b][q].items():
-                    if cur.get(c, 0) < v:
+            chosen = True
+            out.append((j, b, i))
+            kb = kpos[b]
+            if kb and kb[0] <= i:
+                for c, v in kval[b][bisect_right(kb, i) - 1].items():
+                    if get(c, 0) < v:
                         cur[c] = v
-            if cur.get(b, 0) <= i:
+            if get(b, 0) <= i:
                 cur[b] = i + 1
-        cur[a] = x + 1
         if chosen:
-            kpos[a].append(x)
-            kval[a].append(cur)
-            ksum[a].append(sum(cur.values()) - x - 1)
-            out += [(j, b, i) for b, i in chosen]
-    return tuple(np.array(col, np.int64) for col in zip(*out)) if out else \
-        tuple(np.zeros(0, np.int64) for _ in range(3))
+            cur[a] = x + 1
+            latest[a] = cur
+            if waited[a]:
+                kpos[a].append(x)
+                kval[a].append(cur)
+                ksum[a].append(sum(cur.values()) - x - 1)
+    deps = np.array(out, np.int64).reshape(-1, 3)
+    return deps[:, 0], deps[:, 1], deps[:, 2]
 
 
 def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
@@ -519,8 +505,7 @@ def _least_layout(schedule: StepSchedule, k: int, stage):
     needs the fewest instructions by :func:`_instruction_bounds` (the first on ties); returns
     it with its bounds (direct, staged) and per-rank need."""
     best = None
-    prep = _reduce_prep(schedule, schedule.reduce_steps if schedule.collective ==
-                        Collective.ALLREDUCE else 0)
+    prep = _bound_prep(schedule)
     for layout in allreduce_layouts(schedule.topology, schedule.shard_chunks):
         direct, staged = _instruction_bounds(schedule, k, layout.table(), stage, prep)
         per_rank = _rank_need(direct, staged, schedule.topology.n, stage)
@@ -607,38 +592,74 @@ def _instruction_bounds(schedule: StepSchedule, k: int, table: np.ndarray, stage
     ``staged`` (None when nothing is staged or ``stage`` is False): the same with staged
     allgather messages (one send per block of 71 pieces), followed by the N·(steps+1) counts of
     each (rank, step)'s local threadblock, which copies every range of a multi-range message
-    on both ends (paper 001 §7). ``prep``: :func:`_reduce_prep` of the schedule, if known."""
-    n, steps = schedule.topology.n, schedule.num_steps
-    reduce_until = _reduce_until(schedule)
-    span = steps + 1
-    bound = _reduce_bound(prep or _reduce_prep(schedule, reduce_until), table, n)
-    rows = schedule.sends[schedule.sends[:, 0] > reduce_until]
-    if not rows.shape[0]:
+    on both ends (paper 001 §7). ``prep``: :func:`_bound_prep` of the schedule, if known."""
+    n, span = schedule.topology.n, schedule.num_steps + 1
+    reduce_prep, phase = prep or _bound_prep(schedule)
+    bound = _reduce_bound(reduce_prep, table, n)
+    if phase is None:
         return bound, None
+    direct, blocks, copies = _allgather_bounds(*phase, n, table, stage)
+    if blocks is None:
+        return bound + direct, None
+    stage_tb = np.zeros((n, span), np.int64)
+    first = _reduce_until(schedule)
+    stage_tb[:, first:first + copies.shape[1]] = copies
+    return bound + direct, np.concatenate([bound + blocks, stage_tb.ravel()])
+
+
+def _bound_prep(schedule: StepSchedule):
+    """What :func:`_instruction_bounds` needs that no layout changes: :func:`_reduce_prep`
+    and the allgather phase's rows (steps counted from 1) with their digest, or None when
+    that phase is empty."""
+    until = _reduce_until(schedule)
+    rows = schedule.sends[schedule.sends[:, 0] > until]
+    phase = None
+    if rows.shape[0]:
+        rows = rows - np.array([until, 0, 0, 0, 0, 0], rows.dtype)
+        phase = (rows, hashlib.sha1(np.ascontiguousarray(rows)).digest())
+    return _reduce_prep(schedule, until), phase
+
+
+_PHASE_MEMO: dict = {}      # the last few layouts' allgather-phase bounds (_allgather_bounds)
+
+
+def _allgather_bounds(rows: np.ndarray, digest: bytes, n: int, table: np.ndarray, stage):
+    """The allgather phase's part of :func:`_instruction_bounds` (``rows``: its sends, steps
+    counted from 1; ``digest``: theirs): per link u·N + w the direct send instructions and,
+    unless ``stage`` is False, the staged sends, and per (rank, phase step) the staging
+    copies (else None, None). Memoised on rows and layout (four entries, one per candidate
+    layout): the API's early check of an allgather and the writer's check of the
+    collective share the work."""
+    memo = (digest, n, table.tobytes(), stage is False)
+    if memo in _PHASE_MEMO:
+        return _PHASE_MEMO[memo]
     t, v, lo, hi, u, w = (rows[:, i] for i in range(6))
+    span = int(t.max()) + 1
     row, start, end = _piece_ranges(v, lo, hi, table)
     key = (u[row] * n + w[row]) * span + t[row]
-    order = np.lexsort((start, key))
+    order = _stable_order(key * (int(table.max()) + 1) + start)
     key, start, end = key[order], start[order], end[order]
     brk = np.ones(key.size, bool)
     brk[1:] = (key[1:] != key[:-1]) | (start[1:] != end[:-1])
-    runs_kt, runs = np.unique(key[brk], return_counts=True)
+    new = np.r_[True, key[1:] != key[:-1]]
+    runs_kt, runs = key[new], np.bincount(np.cumsum(new) - 1, weights=brk)
     run_len = np.bincount(np.cumsum(brk) - 1, weights=end - start)
-    per_run = np.ceil(run_len / _MAX_CNT_DEFAULT)
-    direct = bound + np.bincount(key[brk] // span, weights=per_run,
-                                 minlength=n * n).astype(np.int64)
-    if stage is False:
-        return direct, None
-    pieces = np.bincount(np.searchsorted(runs_kt, key), weights=end - start,
-                         minlength=runs_kt.size)
-    blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
-    extra = np.maximum(0, runs - blocks)
-    lk, st = runs_kt // span, runs_kt % span
-    su, sw = lk // n, lk % n
-    stage_tb = np.bincount(su * span + st, weights=extra, minlength=n * span) + \
-        np.bincount(sw * span + st, weights=extra, minlength=n * span)
-    staged_link = bound + np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64)
-    return direct, np.concatenate([staged_link, stage_tb.astype(np.int64)])
+    direct = np.bincount(key[brk] // span, weights=np.ceil(run_len / _MAX_CNT_DEFAULT),
+                         minlength=n * n).astype(np.int64)
+    out = (direct, None, None)
+    if stage is not False:
+        pieces = np.bincount(np.cumsum(new) - 1, weights=end - start)
+        blocks = np.ceil(pieces / _MAX_CNT_DEFAULT)
+        extra = np.maximum(0, runs - blocks)
+        lk, st = runs_kt // span, runs_kt % span
+        copies = np.bincount(lk // n * span + st, weights=extra, minlength=n * span) + \
+            np.bincount(lk % n * span + st, weights=extra, minlength=n * span)
+        out = (direct, np.bincount(lk, weights=blocks, minlength=n * n).astype(np.int64),
+               copies.astype(np.int64).reshape(n, span))
+    if len(_PHASE_MEMO) >= 4:
+        del _PHASE_MEMO[next(iter(_PHASE_MEMO))]
+    _PHASE_MEMO[memo] = out
+    return out
 
 
 def _reduce_until(schedule: StepSchedule) -> int:
@@ -674,13 +695,13 @@ def _reduce_prep(schedule: StepSchedule, reduce_until: int):
     t, v, u, w = s[row, 0], s[row, 1], s[row, 4], s[row, 5]
     piece = v * p + c
     at_w, at_u = w * (n * p) + piece, u * (n * p) + piece
-    order = np.lexsort((u, t, at_w))
+    order = np.argsort((at_w * span + t) * n + u)
     first, last = np.zeros(row.size, bool), np.zeros(row.size, bool)
     new = np.r_[True, at_w[order][1:] != at_w[order][:-1]]
     first[order] = new
     last[order] = np.r_[new[1:], True]
     arrival = np.full(n * n * p, schedule.num_steps + 1, np.int64)
-    np.minimum.at(arrival, at_w, t)
+    arrival[at_w[order][new]] = t[order][new]          # (sorted by step within a place)
     sent = np.full(n * n * p, schedule.num_steps + 1, np.int64)
     np.minimum.at(sent, at_u, t)
     from_input = arrival[at_u] >= t
@@ -702,7 +723,8 @@ def _reduce_bound(prep, table: np.ndarray, n: int) -> np.ndarray:
         return np.zeros(n * n, np.int64)
     v, c, msg, from_input, cur_input, final, span = prep
     pos = table[v, c]
-    order = np.lexsort((pos, ~from_input, msg))
+    wide = int(table.max()) + 1
+    order = _stable_order((2 * msg + ~from_input) * wide + pos)
     msg, pos, inp = msg[order], pos[order], from_input[order]
     cur, fin = cur_input[order], final[order]
     brk = np.r_[True, (msg[1:] != msg[:-1]) | (inp[1:] != inp[:-1])]
@@ -714,27 +736,99 @@ def _reduce_bound(prep, table: np.ndarray, n: int) -> np.ndarray:
 
 
 class _Lowering:
-    """The state the lowering passes share: every rank's program (:class:`_Prog`), where each
-    rank holds each (shard, chunk) now (``loc``), and how many reduce-phase sends of a rank's
-    own chunk are still to arrive (``remaining``)."""
+    """The state the lowering passes share, as arrays of place codes (4·offset + buffer code:
+    i 0, o 1, s 2; −1: none): every rank's program (:class:`_Prog`), where each rank holds
+    each piece v·P + c now (``loc``, N × N·P), how many reduce-phase sends of a rank's own
+    chunk are still to arrive (``remaining``, N × P), each rank's scratch pieces in use
+    (``scratch``) and instructions recorded (``count``, and ``blocks`` of (ranks, fields) in
+    record order per rank)."""
 
     def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
                  layout: PieceLayout | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.max_cnt, self.stage = max_cnt, stage
-        table = (layout or layout_for(schedule, k, stage)).table().tolist()
-        self.pos = lambda v, c: table[v][c]
+        self.table = (layout or layout_for(schedule, k, stage)).table()
         self.progs = place_threadblocks(schedule, inplace, k)
         self.reduce_until = _reduce_until(schedule)
-        self.loc = [{} for _ in range(self.n)]
-        self.remaining = defaultdict(int)
-        # one shared object per piece and per input/output place (memory: N²·P entries)
-        self.piece = [(v, c) for v in range(self.n) for c in range(self.p)]
-        self.at = {buf: [(buf, x) for x in range(self.n * k * self.p)] for buf in "io"}
+        self.loc = np.full((self.n, self.n * self.p), -1, np.int64)
+        self.remaining = np.zeros((self.n, self.p), np.int64)
+        self.scratch = np.zeros(self.n, np.int64)
+        self.count = np.zeros(self.n, np.int64)
+        self.blocks = []
 
-    def own_out(self, w: int, c: int):
-        """Where rank w's own reduced chunk c ends: its output."""
-        return self.at["o"][c if self.coll == Collective.REDUCE_SCATTER else self.pos(w, c)]
+    def own_out(self, w, c):
+        """The code of where rank w's own reduced chunk c ends: its output."""
+        return 4 * (c if self.coll == Collective.REDUCE_SCATTER else self.table[w, c]) + 1
+
+    def alloc(self, ranks: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Fresh contiguous scratch for items taken in order (``ranks`` grouped): the first
+        offset of each."""
+        ex = np.cumsum(sizes) - sizes
+        new = np.r_[True, ranks[1:] != ranks[:-1]][:ranks.size]
+        off = self.scratch[ranks] + ex - np.maximum.accumulate(np.where(new, ex, 0))
+        self.scratch += np.bincount(ranks, weights=sizes, minlength=self.n).astype(np.int64)
+        return off
+
+    def record(self, ranks: np.ndarray, keys: list, rows: np.ndarray) -> None:
+        """Record instructions (``rows`` of :func:`_fields`) on ``ranks``, ordered by ``keys``
+        (most significant first; each rank's instructions in that order)."""
+        o = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0])
+        self.blocks.append((ranks[o], rows[o]))
+        self.count += np.bincount(ranks, minlength=self.n)
+
+    def programs(self) -> list:
+        """The programs, each loaded with its recorded instructions in order."""
+        ranks = np.concatenate([r for r, _ in self.blocks] + [np.zeros(0, np.int64)])
+        rows = np.concatenate([x for _, x in self.blocks] + [np.zeros((0, _NF), np.int32)])
+        rows = rows[_stable_order(ranks)]
+        ends = np.cumsum(np.bincount(ranks, minlength=self.n)).tolist()
+        for prog, a, b in zip(self.progs, [0] + ends, ends):
+            prog.load(rows[a:b], int(self.scratch[prog.u]))
+        return self.progs
+
+
+def _stable_order(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for non-negative int64 keys small enough to make
+    key·size + position unique (an unstable sort of unique keys is faster)."""
+    return np.argsort(key * key.size + np.arange(key.size))
+
+
+def _split(code):
+    """Place codes as (buffer code, offset) columns; a code < 0 is no place (−1, 0)."""
+    code = np.asarray(code, np.int64)
+    has = code >= 0
+    return np.where(has, code & 3, -1), np.where(has, code >> 2, 0)
+
+
+def _fields(m: int, tb, kind, src, dst, cnt, t, r, read, write) -> np.ndarray:
+    """The recorded fields (:meth:`_Prog.load`) of m instructions, places as codes;
+    scalars broadcast."""
+    cols = [tb, kind, *_split(src), *_split(dst), cnt, t, r, *_split(read), *_split(write)]
+    return np.column_stack([np.broadcast_to(np.asarray(x, np.int64), (m,)) for x in cols]
+                           ).astype(np.int32).reshape(m, _NF)
+
+
+def _within(new: np.ndarray) -> np.ndarray:
+    """Per item, its index in its group (a group starts where ``new``)."""
+    pos = np.arange(new.size)
+    return pos - np.maximum.accumulate(np.where(new, pos, 0))
+
+
+def _breaks(codes: list, group: np.ndarray) -> np.ndarray:
+    """Per item: whether it starts a new segment, i.e. it is the first, its ``group``
+    differs from the item before, or some array of ``codes`` neither has places (≥ 0) that
+    advance by one piece in one buffer nor agrees with the item before."""
+    ok = group[1:] == group[:-1]
+    for x in codes:
+        a, b = x[:-1], x[1:]
+        ok &= np.where((a >= 0) & (b >= 0), b - a == 4, b == a)
+    return np.r_[True, ~ok][:group.size]
+
+
+def _run_starts(brk: np.ndarray, max_cnt: int) -> np.ndarray:
+    """Where runs start: maximal segments (a new one where ``brk``) cut every ``max_cnt``
+    items."""
+    return brk | (_within(brk) % max_cnt == 0)
 
 
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
@@ -827,7 +921,8 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
     threadblock per step), with the reduce phase's results moved to the output between the
     phases. ``max_steps``: stop (:class:`_TooBig`) once one rank's channel-0 program holds
     more instructions (so more XML steps), checked after every schedule step. ``layout``:
-    where pieces sit (default :func:`layout_for`)."""
+    where pieces sit (default :func:`layout_for`). Each pass works on the whole step's
+    pieces as arrays."""
     st = _Lowering(schedule, channels, inplace, max_cnt, stage, layout)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
@@ -841,232 +936,209 @@ def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
         if not reducing and not started_ag:
             _finish_reduce(st)
             started_ag = True
-        msgs = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
-        recvs = _receive_places(st, msgs, reducing)
-        runs, staged = {}, set()
-        for u, w, pieces, srcs in msgs:
-            runs[(u, w)], cut = _consolidate_sends(st, t, u, w, srcs, recvs[(u, w)], reducing)
-            if cut:
-                staged.add((u, w))
-        _emit_receives(st, t, runs, staged, {(m[0], m[1]): m[2] for m in msgs})
-        if max_steps is not None:
-            big = max(st.progs, key=lambda prog: prog.count)
-            if big.count > max_steps:
-                raise _TooBig(f"rank {big.u} would load more than {max_steps} steps by "
-                              f"schedule step {t} of {schedule.num_steps}")
+        msg = _step_messages(st, s[bounds[j]:bounds[j + 1]], t, reducing)
+        _receive_places(st, msg, reducing)
+        _consolidate_sends(st, msg, t, reducing)
+        _emit_receives(st, msg, t)
+        if max_steps is not None and st.count.max() > max_steps:
+            raise _TooBig(f"rank {int(st.count.argmax())} would load more than {max_steps} "
+                          f"steps by schedule step {t} of {schedule.num_steps}")
     if not started_ag:
         _finish_reduce(st)
-    return st.progs
+    return st.programs()
 
 
 def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
     """Where every rank's input sits before step 1 (allgather: its shard, copied to the output
     unless in place); for reduce phases, the count of sends of each rank's own chunks."""
-    n, p, pos = st.n, st.p, st.pos
+    n, p = st.n, st.p
     if st.coll == Collective.ALLGATHER:
-        for u in range(n):
-            if inplace:
-                for c in range(p):
-                    st.loc[u][st.piece[u * p + c]] = st.at["o"][pos(u, c)]
-            else:
-                for c in range(p):
-                    st.loc[u][st.piece[u * p + c]] = st.at["i"][c]
-                st.progs[u].add(st.progs[u].local, "cpy", ("i", 0), ("o", pos(u, 0)), p, 0,
-                                [("i", 0)], [("o", pos(u, 0))])
+        u = np.arange(n)
+        own = u[:, None] * p + np.arange(p)[None, :]
+        if inplace:
+            st.loc[u[:, None], own] = 4 * st.table + 1
+            return
+        st.loc[u[:, None], own] = 4 * np.arange(p)[None, :]
+        out = 4 * st.table[:, 0] + 1
+        st.record(u, [u], _fields(n, -1, _KIND_CODE["cpy"], 0, out, p, 0, 0, 0, out))
         return
-    held = {st.piece[v * p + c]: st.at["i"][pos(v, c)] for v in range(n) for c in range(p)}
-    for u in range(n):
-        st.loc[u] = dict(held)
-    for t, v, lo, hi, u, w in s.tolist():
-        if t <= st.reduce_until and v == w:
-            for c in range(lo, hi):
-                st.remaining[(w, c)] += 1
+    st.loc[:] = 4 * st.table.ravel()[None, :]
+    mine = s[(s[:, 0] <= st.reduce_until) & (s[:, 1] == s[:, 5])]
+    rep = mine[:, 3] - mine[:, 2]
+    c = np.repeat(mine[:, 2] - np.cumsum(rep) + rep, rep) + np.arange(int(rep.sum()))
+    np.add.at(st.remaining, (np.repeat(mine[:, 5], rep), c), 1)
 
 
 def _finish_reduce(st: _Lowering) -> None:
     """End of the reduce phase: every rank copies its reduced chunks that are not yet in
     place to its output (consecutive ones in one copy)."""
-    for u in range(st.n):
-        prog = st.progs[u]
-        pend = []
-        for c in range(st.p):
-            cur, want = st.loc[u].get((u, c)), st.own_out(u, c)
-            if cur is None:
-                raise ScheduleError(f"reduce-scatter: node {u} ends without its chunk {c}")
-            if cur != want:
-                pend.append((cur, want))
-        for run in _runs([(a, None, b) for a, b in pend], st.max_cnt, (0, 2)):
-            (src, _, dst), cnt = run[0], len(run)
-            prog.add(prog.local, "cpy", src, dst, cnt, st.reduce_until, [src], [dst])
-        st.loc[u] = {(u, c): st.own_out(u, c) for c in range(st.p)}
+    n, p = st.n, st.p
+    u, c = np.arange(n)[:, None], np.arange(p)[None, :]
+    cur, want = st.loc[u, u * p + c], st.own_out(u, c) + 0 * u
+    if (cur < 0).any():
+        x, y = divmod(int(np.argmax((cur < 0).ravel())), p)
+        raise ScheduleError(f"reduce-scatter: node {x} ends without its chunk {y}")
+    uu, cc = np.nonzero(cur != want)
+    a, b = cur[uu, cc], want[uu, cc]
+    head = np.flatnonzero(_run_starts(_breaks([a, b], uu), st.max_cnt))
+    cnt = np.diff(np.r_[head, uu.size])
+    st.record(uu[head], [head], _fields(head.size, -1, _KIND_CODE["cpy"], a[head], b[head], cnt,
+                                        st.reduce_until, 0, a[head], b[head]))
+    st.loc[:] = -1
+    st.loc[u, u * p + c] = want
 
 
-def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> list:
-    """Layout pass of one step: per link (u, w), the (shard, chunk) pieces it carries and
-    their places at u, in buffer order; a reduce-phase sender gives its partials up."""
+def _step_messages(st: _Lowering, rows: np.ndarray, t: int, reducing: bool) -> dict:
+    """Layout pass of one step: the pieces it sends as arrays (``u``, ``w``, piece ``pc`` =
+    v·P + c, its place code ``src`` at u), by link (u, w) and within a link in buffer order;
+    a reduce-phase sender gives its partials up."""
+    n, p = st.n, st.p
     rep = rows[:, 3] - rows[:, 2]
-    at = np.repeat(rows[:, 1] * st.p + rows[:, 2] - np.cumsum(rep) + rep, rep) + \
-        np.arange(int(rep.sum()))                    # piece index v·P + c, row by row
-    link = np.repeat(rows[:, 4] * st.n + rows[:, 5], rep)
-    by_link = np.argsort(link, kind="stable")
-    at, link = at[by_link].tolist(), link[by_link]
-    heads = np.flatnonzero(np.r_[True, link[1:] != link[:-1]]).tolist() + [len(at)]
-    msgs = []
-    for a, b in zip(heads[:-1], heads[1:]):
-        u, w = divmod(int(link[a]), st.n)
-        held = st.loc[u]
-        pieces = list(map(st.piece.__getitem__, at[a:b]))
-        try:
-            srcs = list(map(held.__getitem__, pieces))
-        except KeyError:
-            raise ScheduleError(f"step {t}: node {u} sends a chunk it does not hold; "
-                                "validate the schedule first") from None
-        order = sorted(range(len(pieces)), key=srcs.__getitem__)
-        pieces = list(map(pieces.__getitem__, order))
-        srcs = list(map(srcs.__getitem__, order))
-        if reducing:
-            for pc in pieces:
-                del held[pc]
-        msgs.append((u, w, pieces, srcs))
-    return msgs
+    pc = np.repeat(rows[:, 1] * p + rows[:, 2] - np.cumsum(rep) + rep, rep) + \
+        np.arange(int(rep.sum()))
+    u, w = np.repeat(rows[:, 4], rep), np.repeat(rows[:, 5], rep)
+    src = st.loc[u, pc]
+    o = np.argsort(((u * n + w) << 42) | np.where(src >= 0, ((src & 3) << 40) | (src >> 2), 0))
+    u, w, pc, src = u[o], w[o], pc[o], src[o]           # (ties: the same piece, same link)
+    bad = src < 0
+    if reducing:                    # a partial given up by an earlier message is not held
+        st.loc[u, pc] = np.arange(u.size)
+        if (st.loc[u, pc] != np.arange(u.size)).any():
+            key = u * (n * p) + pc
+            by = np.argsort(key, kind="stable")
+            bad[by[1:]] |= key[by[1:]] == key[by[:-1]]
+    if bad.any():
+        raise ScheduleError(f"step {t}: node {int(u[np.argmax(bad)])} sends a chunk it does "
+                            "not hold; validate the schedule first")
+    if reducing:
+        st.loc[u, pc] = -1
+    return {"u": u, "w": w, "pc": pc, "src": src}
 
 
-def _receive_places(st: _Lowering, msgs: list, reducing: bool) -> dict:
-    """Where each received piece lands, per link: (kind, place it reduces with or None,
-    destination). Reduce phase: fresh scratch, or the output for the last partial of the
-    receiver's own chunk; allgather phase: the final place (scratch for a duplicate)."""
-    recvs, out, pos = {}, st.at["o"], st.pos
-    for u, w, pieces, _ in sorted(msgs, key=lambda m: (m[1], m[0])):
-        lst, held, prog = [], st.loc[w], st.progs[w]
-        for pc in pieces:
-            v, c = pc
-            if reducing:
-                cur = held.get(pc)
-                final = False
-                if v == w:
-                    st.remaining[(w, c)] -= 1
-                    final = st.remaining[(w, c)] == 0
-                dst = st.own_out(w, c) if final else prog.new_scratch()
-                held[pc] = dst
-                lst.append(("rrc" if cur is not None else "r", cur, dst))
-            else:
-                if pc in held:
-                    dst = prog.new_scratch()
-                else:
-                    dst = out[pos(v, c)]
-                    held[pc] = dst
-                lst.append(("r", None, dst))
-        recvs[(u, w)] = lst
-    return recvs
+def _receive_places(st: _Lowering, msg: dict, reducing: bool) -> None:
+    """Where each received piece lands, receiver by receiver (links by (w, u)): sets ``msg``'s
+    ``kind`` (r or rrc), ``cur`` (the place it reduces with, −1: none) and ``dst``, and
+    ``rpos`` (each piece's position in receiver order). Reduce phase: fresh scratch, or the
+    output for the last partial of the receiver's own chunk; allgather phase: the final
+    place (scratch for a duplicate)."""
+    n, p = st.n, st.p
+    ro = _stable_order(msg["w"] * n + msg["u"])
+    w, pc = msg["w"][ro], msg["pc"][ro]
+    go = _stable_order(w * (n * p) + pc)                       # by (receiver, piece)
+    key = (w * (n * p) + pc)[go]
+    first = np.r_[True, key[1:] != key[:-1]][:key.size]
+    wg, pg = w[go], pc[go]
+    held = st.loc[wg, pg]
+    if reducing:
+        own = pg // p == wg
+        final = own & (st.remaining[wg, pg % p] == _within(first) + 1)
+        st.remaining -= np.bincount(wg[own] * p + pg[own] % p,
+                                    minlength=n * p).reshape(n, p)
+        land = st.own_out(wg, pg % p)
+    else:
+        final = first & (held < 0)
+        land = 4 * st.table.ravel()[pg] + 1
+    at = np.empty(key.size, np.int64)
+    at[go] = np.arange(key.size)                               # receiver order → group order
+    fresh = ~final[at]
+    dst = np.empty(key.size, np.int64)
+    dst[fresh] = 4 * st.alloc(w[fresh], np.ones(int(fresh.sum()), np.int64)) + 2
+    dst[~fresh] = land[at[~fresh]]
+    dg = dst[go]
+    cur = np.where(first, held, np.r_[-1, dg[:-1]][:key.size]) if reducing else \
+        np.full(key.size, -1, np.int64)
+    sel = np.r_[first[1:], True][:key.size] if reducing else final   # held after the step
+    st.loc[wg[sel], pg[sel]] = dg[sel]
+    back = ro[go]
+    for name, col in (("kind", np.where(cur >= 0, _KIND_CODE["rrc"], _KIND_CODE["r"])),
+                      ("cur", cur), ("dst", dg)):
+        msg[name] = np.empty(key.size, np.int64)
+        msg[name][back] = col
+    msg["rpos"] = np.empty(key.size, np.int64)
+    msg["rpos"][ro] = np.arange(key.size)
 
 
-def _consolidate_sends(st: _Lowering, t: int, u: int, w: int, srcs: list, recvs: list,
-                       reducing: bool) -> list:
-    """Consolidation pass for link u→w at step t: runs of pieces contiguous on both ends
-    become one send instruction each; staged, the message goes in blocks of ``max_cnt``
-    packed into scratch (:func:`_stage_pack`). Returns the runs (the receiver's messages)
-    and whether they were cut in blocks (else each is contiguous on both ends)."""
-    items = [(src, kind, cur, dst) for src, (kind, cur, dst) in zip(srcs, recvs)]
-    runs = _runs(items, st.max_cnt, (0, 1, 2, 3) if reducing else (0, 3))  # (else "r", None)
-    staged = st.stage and not reducing and len(runs) > 1
-    if staged:
-        runs = [items[i:i + st.max_cnt] for i in range(0, len(items), st.max_cnt)]
-    prog = st.progs[u]
-    if not staged:
-        srcs = [run[0][0] for run in runs]
-        prog.add_runs(prog.conn_tb("send", w, (t, 0)), ["s"] * len(runs), srcs, srcs,
-                      list(map(len, runs)), t, srcs, [None] * len(runs))
-        return runs, staged
-    for r, run in enumerate(runs):
-        src = _stage_pack(prog, t, run, st.max_cnt)
-        prog.add(prog.conn_tb("send", w, (t, r)), "s", src, src, len(run), t, [src], [],
-                 slot=(t, r))
-    return runs, staged
+def _consolidate_sends(st: _Lowering, msg: dict, t: int, reducing: bool) -> None:
+    """Consolidation pass of step t: per link, runs of pieces contiguous on both ends (and,
+    reducing, alike in kind and partial) become one send instruction each; staged, a
+    message of several runs goes in blocks of ``max_cnt``, those of several source ranges
+    packed into scratch (:func:`_stage_parts`). Sets ``msg``'s ``head`` (where each run or
+    block starts), ``r`` (its index in the link's message) and ``staged`` (per piece: its
+    link is cut in blocks, else each run is contiguous on both ends)."""
+    link = msg["u"] * st.n + msg["w"]
+    m = link.size
+    codes = [msg["src"], msg["dst"]] + ([-1 - msg["kind"], msg["cur"]] if reducing else [])
+    lead = np.r_[True, link[1:] != link[:-1]][:m]
+    head = _run_starts(_breaks(codes, link), st.max_cnt)
+    msg["staged"] = np.zeros(m, bool)
+    if st.stage and not reducing:
+        lk = np.cumsum(lead) - 1
+        msg["staged"] = (np.bincount(lk, weights=head) > 1)[lk]
+        head = np.where(msg["staged"], _within(lead) % st.max_cnt == 0, head)
+    r = np.cumsum(head) - 1
+    msg["r"] = r - r[np.maximum.accumulate(np.where(lead, np.arange(m), 0))]
+    msg["head"] = head
+    hs, ln, blk, q, qb, qat, qln = _stage_parts(st, msg, msg["src"], msg["u"], np.arange(m))
+    src = np.where(blk >= 0, 4 * blk + 2, msg["src"][hs])
+    one = np.ones(hs.size, np.int64)
+    st.record(np.r_[msg["u"][hs], msg["u"][q]], [np.r_[hs, hs[qb]], np.r_[one, 0 * q], np.r_[hs, q]],
+              np.concatenate([
+                  _fields(hs.size, 2 * msg["w"][hs], _KIND_CODE["s"], src, src, ln, t,
+                          msg["r"][hs], src, -1),
+                  _fields(q.size, -2 - t, _KIND_CODE["cpy"], msg["src"][q],
+                          4 * (blk[qb] + qat) + 2, qln, t, 0, msg["src"][q],
+                          4 * (blk[qb] + qat) + 2)]))
 
 
-def _stage_pack(prog: _Prog, t: int, run: list, max_cnt: int):
-    """Staging pass, sender side: a run whose sources are several ranges is copied into one
-    fresh scratch range by step t's local threadblock; returns where the send reads."""
-    parts = _runs(run, max_cnt, (0,))
-    if len(parts) == 1:
-        return run[0][0]
-    blk = prog.new_scratch(len(run))
-    at = 0
-    for part in parts:
-        dst = ("s", blk[1] + at)
-        prog.add(prog.stage_tb(t), "cpy", part[0][0], dst, len(part), t, [part[0][0]], [dst])
-        at += len(part)
-    return blk
+def _stage_parts(st: _Lowering, msg: dict, code: np.ndarray, ranks: np.ndarray,
+                 order: np.ndarray):
+    """Staging pass, per run or block of step t's messages (heads ``hs``, lengths ``ln``):
+    a staged block whose places ``code`` are several ranges gets a fresh scratch range at
+    ``ranks`` (allocated in ``order`` of the heads; ``blk``, −1 for the others), and its
+    ranges are copied between it and their places (paper 001 §7) by step t's local
+    threadblock: their first pieces ``q``, block (index in ``hs``) ``qb``, offset in it
+    ``qat`` and length ``qln``."""
+    m, head, staged = code.size, msg["head"], msg["staged"]
+    hs = np.flatnonzero(head)
+    ln = np.diff(np.r_[hs, m])
+    cut = staged & (head | np.r_[True, code[1:] - code[:-1] != 4][:m])
+    bid = np.cumsum(head) - 1
+    several = (np.bincount(bid[cut], minlength=hs.size) > 1) & staged[hs]
+    blk = np.full(hs.size, -1, np.int64)
+    mb = np.flatnonzero(several)
+    mb = mb[np.argsort(order[hs[mb]], kind="stable")]
+    blk[mb] = st.alloc(ranks[hs[mb]], ln[mb])
+    q = np.flatnonzero(cut & several[bid])
+    qb = bid[q]
+    nxt = np.r_[hs[1:], m][qb]
+    qln = np.minimum(np.r_[q[1:], m], nxt) - q
+    return hs, ln, blk, q, qb, q - hs[qb], qln
 
 
-def _emit_receives(st: _Lowering, t: int, runs: dict, staged: set, msg_pieces: dict) -> None:
-    """The receive instructions of step t, receiver by receiver: each message lands in its
-    places (``r``, or ``rrc`` reducing with the partial held), or, when those are several
-    ranges (only in a link of ``staged``, cut in blocks), in scratch and is unpacked by
-    :func:`_stage_unpack`."""
-    for (u, w) in sorted(runs, key=lambda x: (x[1], x[0])):
-        prog, where = st.progs[w], None
-        if (u, w) not in staged:
-            heads = [run[0] for run in runs[(u, w)]]
-            kinds = [it[1] for it in heads]
-            reads = [it[2] if it[1] == "rrc" else None for it in heads]
-            dsts = [it[3] for it in heads]
-            prog.add_runs(prog.conn_tb("recv", u, (t, 0)), kinds,
-                          [rd or dst for rd, dst in zip(reads, dsts)], dsts,
-                          list(map(len, runs[(u, w)])), t, reads, dsts)
-            continue
-        for r, run in enumerate(runs[(u, w)]):
-            _, kind, cur, dst = run[0]
-            parts = _runs(run, st.max_cnt, (3,)) if (u, w) in staged else (run,)
-            if kind == "r" and len(parts) > 1:
-                where = where or {id(it): pc for it, pc in zip(
-                    (x for run in runs[(u, w)] for x in run), msg_pieces[(u, w)])}
-                _stage_unpack(st, prog, (t, r), u, w, run, parts, where)
-                continue
-            reads = [cur] if kind == "rrc" else []
-            prog.add(prog.conn_tb("recv", u, (t, r)), kind, cur if kind == "rrc" else dst, dst,
-                     len(run), t, reads, [dst], slot=(t, r))
-
-
-def _stage_unpack(st: _Lowering, prog: _Prog, slot: tuple, u: int, w: int, run, parts,
-                  where) -> None:
-    """Staging pass, receiver side: take the message into fresh scratch in one receive, copy
-    each range to its place (duplicates stay in scratch); forwards then read the scratch copy,
-    so they wait for no copy."""
-    blk = prog.new_scratch(len(run))
-    t = slot[0]
-    prog.add(prog.conn_tb("recv", u, slot), "r", blk, blk, len(run), t, [], [blk], slot=slot)
-    at = 0
-    for part in parts:
-        src = ("s", blk[1] + at)
-        if part[0][3][0] != "s":
-            prog.add(prog.stage_tb(t), "cpy", src, part[0][3], len(part), t, [src],
-                     [part[0][3]])
-            for q, it in enumerate(part):
-                st.loc[w][where[id(it)]] = ("s", blk[1] + at + q)
-        at += len(part)
-
-
-_OTHER_CODE = {None: -1, "r": -2, "rrc": -3}
-
-
-def _runs(items, max_cnt, fields):
-    """Split ``items`` into maximal runs of at most ``max_cnt`` in which, for each index in
-    ``fields``, the item members that are places (buf, off) all advance by one and the other
-    members agree (vectorised over the items)."""
-    m = len(items)
-    if m < 2:
-        return [list(items)] if m else []
-    ok = np.ones(m - 1, bool)
-    for f in fields:                    # a place as 4·off + buffer code ≥ 0, else negative
-        code = np.array([x[1] * 4 + _BUF_CODE[x[0]] if x.__class__ is tuple else _OTHER_CODE[x]
-                         for x in [it[f] for it in items]], np.int64)
-        a, b = code[:-1], code[1:]
-        ok &= np.where((a >= 0) & (b >= 0), b - a == 4, b == a)
-    start = np.flatnonzero(np.r_[True, ~ok])
-    seg = np.cumsum(np.r_[True, ~ok]) - 1
-    cut = np.flatnonzero((np.arange(m) - start[seg]) % max_cnt == 0).tolist() + [m]
-    return [items[cut[i]:cut[i + 1]] for i in range(len(cut) - 1)]
+def _emit_receives(st: _Lowering, msg: dict, t: int) -> None:
+    """The receive instructions of step t, receiver by receiver: each run lands in its
+    places (``r``, or ``rrc`` reducing with the partial held), or, a staged block of several
+    ranges, in fresh scratch in one receive and is unpacked into its places by step t's
+    local threadblock (duplicates stay in scratch; forwards then read the scratch copy, so
+    they wait for no copy)."""
+    dst, rpos = msg["dst"], msg["rpos"]
+    hs, ln, blk, q, qb, qat, qln = _stage_parts(st, msg, dst, msg["w"], rpos)
+    rrc = msg["kind"][hs] == _KIND_CODE["rrc"]
+    land = np.where(blk >= 0, 4 * blk + 2, dst[hs])
+    src = np.where(rrc, msg["cur"][hs], land)
+    q, qb, qat, qln = (x[(dst[q] & 3) != 2] for x in (q, qb, qat, qln))
+    one = np.ones(hs.size, np.int64)
+    st.record(np.r_[msg["w"][hs], msg["w"][q]], [np.r_[rpos[hs], rpos[hs[qb]]],
+                                                 np.r_[0 * one, np.ones(q.size, np.int64)],
+                                                 np.r_[one, rpos[q]]],
+              np.concatenate([
+                  _fields(hs.size, 2 * msg["u"][hs] + 1, msg["kind"][hs], src, land, ln, t,
+                          msg["r"][hs], np.where(rrc, msg["cur"][hs], -1), land),
+                  _fields(q.size, -2 - t, _KIND_CODE["cpy"], 4 * (blk[qb] + qat) + 2, dst[q],
+                          qln, t, 0, 4 * (blk[qb] + qat) + 2, dst[q])]))
+    moved = np.repeat(q, qln) + np.arange(int(qln.sum())) - np.repeat(np.cumsum(qln) - qln, qln)
+    st.loc[msg["w"][moved], msg["pc"][moved]] = 4 * (np.repeat(blk[qb] + qat, qln) +
+                                                     np.arange(moved.size) - np.repeat(np.cumsum(qln) - qln, qln)) + 2
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
@@ -1107,14 +1179,15 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         try:
             layout = check_fits(schedule, channels, runtime, limit, stage=stage,
                                 interleave=ways > 1)
-            progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways)
+            progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways,
+                                  quick=len(ways_tried) > 1 and ways == 1)
         except TopofinderError as exc:
             refusal = refusal or exc
             continue
         if ways > 1 and interleave is None and note is not None:
-            note(f"--channels {channels}: {channels} instances do not fit ({_clause(refusal)}); "
-                 f"written as one instance whose links deal their messages in turn over "
-                 f"{channels} channels: the same sends, so the same (T_L, τ)")
+            note(f"--channels {channels}: written as one instance whose links deal their "
+                 f"messages in turn over {channels} channels, not as {channels} instances "
+                 f"({_clause(refusal)}): the same sends, so the same (T_L, τ)")
         return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                      extra, layout)
     raise refusal
@@ -1127,13 +1200,17 @@ def _clause(refusal: TopofinderError) -> str:
 
 
 def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int, stage,
-                  what: str, layout: PieceLayout, ways: int = 1) -> list:
+                  what: str, layout: PieceLayout, ways: int = 1, quick: bool = False) -> list:
     """Lower directly, then staged (unless ``stage`` fixes one), each resolved first on one
     lane per link; when a threadblock holds more than ``limit`` steps, or the program is
     interleaved over ``ways`` > 1 channels, resolve the same lowering on the lanes of
     :func:`assign_lanes` (aiming 1/8 below the limit since the new threadblocks'
     dependencies add nops, then 1/4; then 1/8, 1/4, 3/8 and 1/2 below it, each from the
-    last laned program's own counts). The first that fits, else TopofinderError."""
+    last laned program's own counts). The first that fits, else TopofinderError with the
+    first problem met (on one lane: its step figure is what a larger limit needs). ``quick``: give up an attempt whose one-lane program
+    loads more XML elements on some rank than the parser holds, as the auto channel mode
+    does before it interleaves (lanes add threadblocks but may save nops, so this is a
+    policy, said as such, not a proof that no lanes fit)."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
@@ -1152,6 +1229,12 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
         problem = _fit_problem(progs, n, k, rt, limit)
         if problem is None and ways == 1:
             return progs
+        crowded = max(_elements(prog, n, k) for prog in progs) if quick else 0
+        if crowded >= rt.max_nodes:
+            first = first or (f"on one lane per link a rank loads {crowded} XML elements, "
+                              f"more than the {rt.max_nodes - 1} its parser holds (MAX_NODES), "
+                              "and --channel-mode instances would try further lanes")
+            continue
         first = first or problem
         budgets = (limit * 7 // 8, limit * 3 // 4)
         for lanes in chain(assign_lanes(progs, budgets, ways),
@@ -1179,6 +1262,13 @@ def _lane_count(progs) -> int:
     return 1 + max((max(prog.lane) for prog in progs), default=0)
 
 
+def _elements(prog: _Prog, n: int, k: int) -> int:
+    """XML elements rank ``prog.u`` loads from a resolved program of ``k`` instances: the
+    algo, every gpu, its threadblocks and their steps (nops included)."""
+    counts = prog.steps_per_tb()
+    return 1 + n + k * len(counts) + k * sum(counts)
+
+
 def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     """Why the lowered programs do not fit the runtime (one clause), or None."""
     lanes = _lane_count(progs)
@@ -1198,7 +1288,7 @@ def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
         if k * ntb > min(rt.max_tbs, INT8_MAX + 1):
             return (f"rank {prog.u} needs {k * ntb} threadblocks, beyond the runtime's "
                     f"{min(rt.max_tbs, INT8_MAX + 1)} (int8 dependency ids); use fewer channels")
-        nodes = 1 + n + k * ntb + k * sum(counts)
+        nodes = _elements(prog, n, k)
         if nodes >= rt.max_nodes:
             return (f"rank {prog.u} would load {nodes} XML elements, the parser holds "
                     f"{rt.max_nodes - 1} (MAX_NODES); use fewer channels or export --format "
@@ -1331,11 +1421,12 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
         cols = np.stack([step, rows[:, 3] + base[rows[:, 2]], rows[:, 5] + base[rows[:, 4]],
                          rows[:, 6], np.where(has, j * ntb + tid[dep_tb], -1),
                          np.where(has, dep_step, -1), flag, rows[:, 7]], axis=1)
-        lines = [_STEP_LINES[c] % tuple(r) for c, r in zip(line.tolist(), cols.tolist())]
-        for q, targets in nops.items():
+        fmts = list(map(_STEP_LINES.__getitem__, line.tolist()))     # a format per line
+        for q, targets in nops.items():        # (nop lines, formatted, hold no "%")
             first, t = int(step[q]) - len(targets), int(rows[q, 7])
-            lines[q] = "".join(_NOP % (first + x, j * ntb + tid[b], si, t)
-                               for x, (b, si) in enumerate(targets)) + lines[q]
+            fmts[q] = "".join(_NOP % (first + x, j * ntb + tid[b], si, t)
+                              for x, (b, si) in enumerate(targets)) + fmts[q]
+        vals = cols.ravel().tolist()
         for b in used:
             kind, peer = prog.tb_peer[b]
             yield _open_tag("tb", {"id": j * ntb + tid[b], "send": peer if kind == "send" else -1,
@@ -1343,7 +1434,8 @@ def _rank_lines(prog: _Prog, k: int, lanes: int, shift):
                                    "chan": j * lanes + prog.lane[b]}, 2,
                             empty=not prog.tb_len[b])
             if prog.tb_len[b]:
-                yield "".join(lines[start[b]:start[b] + prog.tb_len[b]])
+                a, e = int(start[b]), int(start[b] + prog.tb_len[b])
+                yield "".join(fmts[a:e]) % tuple(vals[8 * a:8 * e])   # a threadblock at once
                 yield "  </tb>\n"
 
 
