@@ -7,13 +7,14 @@ import json
 import random
 import re
 import xml.etree.ElementTree as ET
+from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import RUNTIMES
+from topofinder.export.msccl_check import RUNTIMES, shape
 from topofinder.export.schedule_xml import (
     _breaks,
     _check_ranges,
@@ -24,9 +25,9 @@ from topofinder.export.schedule_xml import (
     _lower,
     _lower_to_fit,
     assign_lanes,
-    _join_clocks,
-    _leaf_deps,
+    _choose_deps,
     _Prog,
+    _resolve,
     _rank_need,
     _reduce_bound,
     _receive_places,
@@ -129,7 +130,7 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     bound = _reduce_bound(_reduce_prep(s, until), table, n)
     lowered, every = np.zeros(n * n, np.int64), np.zeros(n * n, np.int64)
     for prog in _lower(s, 1, False, 71):
-        prog.resolve()
+        _resolve([prog])
         for tb, (kind, w) in enumerate(prog.tb_peer):
             if kind == "send":
                 ins = prog.instrs(tb)
@@ -139,7 +140,7 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     rows = s.sends[s.sends[:, 0] <= until]
     messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
     assert bound.sum() > messages
-    direct, _ = _instruction_bounds(s, 1, table, False)
+    direct, _ = _instruction_bounds(s, table, False)
     assert (direct <= every).all()
     assert (_rank_need(direct, None, n, False) <= every.reshape(n, n).sum(0) +
             every.reshape(n, n).sum(1)).all()
@@ -152,7 +153,7 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
     progs = place_threadblocks(s, inplace=False, k=1)
     links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
     for prog in progs:
-        prog.resolve()
+        _resolve([prog])
         assert {w for kind, w in prog.tb_peer if kind == "send"} == \
             {w for u, w in links if u == prog.u}
         assert {u for kind, u in prog.tb_peer if kind == "recv"} == \
@@ -208,7 +209,7 @@ def _one_message(stage: bool, srcs: list, dsts: list):
            "kind": np.ones(m, np.int64), "cur": np.full(m, -1)}
     _consolidate_sends(st, msg, 1, reducing=False)
     prog = st.programs()[0]
-    prog.resolve()
+    _resolve([prog])
     return prog
 
 
@@ -320,14 +321,14 @@ def test_an_out_of_place_write_to_a_used_place_is_refused():
                 _fields(1, 2, 0, 17, 17, 1, 2, 0, 17, -1)]       # send o4 to 1
         prog.load(np.concatenate(rows), 0)
         if place is None:
-            prog.resolve()
+            _resolve([prog])
             send, recv = prog.tb_peer.index(("send", 1)), prog.tb_peer.index(("recv", 1))
             assert prog.instrs(send)[0][5] == ((recv, 0),)
             continue
         rows.append(_fields(1, -1, 3, 2, _code(place), 1, 3, 0, -1, _code(place)))
         prog.load(np.concatenate(rows), 1)
         with pytest.raises(TopofinderError, match="internal error"):
-            prog.resolve()
+            _resolve([prog])
 
 
 
@@ -343,7 +344,7 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
         cnt = 72 if wrong and bad == "cnt" else 1
         dst = {"cnt": ("o", 0), "offset": ("o", 2 + wrong), "scratch": ("s", 1 + wrong)}[bad]
         prog.load(_fields(1, -1, 3, 0, _code(dst), cnt, 0, 0, 0, _code(dst)), 2)
-        prog.resolve()
+        _resolve([prog])
         if wrong:
             with pytest.raises(TopofinderError, match="count or offset"):
                 _check_ranges(prog, 2, 2, rt)
@@ -351,36 +352,95 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
             _check_ranges(prog, 2, 2, rt)
 
 
-@pytest.mark.parametrize("expr, stage, budget", [("L(K(4,4))", False, None),
-                                                 ("Hypercube(4)", False, 6),
-                                                 ("L^2(K(3,3))", True, None)])
-def test_leaf_dependencies_equal_the_vector_clock_rule(expr, stage, budget):
-    """Where no candidate's threadblock has candidates itself (out-of-place allgather sends
-    wait only for receives and the input copy), the array rule of _leaf_deps chooses the
-    same dependencies in the same order as the vector-clock loop _join_clocks, on one lane
-    and on lanes; staged programs (sends wait for packing copies) take the loop."""
-    s = collective_schedule(from_expression(expr), "allgather")
-    progs = _lower(s, 1, False, 71, stage=stage)
-    for prog in progs:
-        prog.resolve()
+def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
+    """The reference vector-clock loop (the writer's rule before _choose_deps): per
+    instruction with candidates in record order (``rows[g]``, index ``idxs[g]`` on
+    threadblock ``tbs[g]``, candidate (threadblock, index) pairs ``cands[g]``), the
+    candidates its sparse clock {threadblock: instructions known done} does not imply yet,
+    tried by decreasing clock sum, each joined into the clock when chosen."""
+    kpos, kval, ksum = ([[] for _ in range(ntb)] for _ in range(3))
+    latest, out = [None] * ntb, []
+
+    def clock_sum(bi):
+        q = bisect_right(kpos[bi[0]], bi[1]) - 1
+        return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
+
+    for a, x, j, pairs in zip(tbs, idxs, rows, cands):
+        cur = dict(latest[a] or {})
+        cur[a] = x
+        chosen = False
+        for b, i in sorted(pairs, key=clock_sum):
+            if cur.get(b, 0) > i:
+                continue
+            chosen = True
+            out.append((j, b, i))
+            q = bisect_right(kpos[b], i) - 1
+            for c, v in (kval[b][q].items() if q >= 0 else ()):
+                cur[c] = max(cur.get(c, 0), v)
+            cur[b] = max(cur.get(b, 0), i + 1)
+        if chosen:
+            cur[a] = x + 1
+            latest[a] = cur
+            kpos[a].append(x)
+            kval[a].append(cur)
+            ksum[a].append(sum(cur.values()) - x - 1)
+    deps = np.array(out, np.int64).reshape(-1, 3)
+    return deps[:, 0], deps[:, 1], deps[:, 2]
+
+
+@pytest.mark.parametrize("expr, coll, inplace, stage, budget", [
+    ("L(K(4,4))", "allgather", False, False, None),
+    ("Hypercube(4)", "allgather", False, False, 6),
+    ("L^2(K(3,3))", "allgather", False, True, None),
+    ("L^2(K(3,3))", "allgather", True, True, 5),
+    ("C(8,{1,2})", "reduce-scatter", False, None, None),
+    ("Torus(4,4)", "reduce-scatter", True, None, 4),
+    ("L(K(4,4))", "allreduce", False, False, 6),
+    ("L^2(C(6,{1,2}))", "allreduce", True, True, None),
+    ("Pi(4,64)", "allreduce", False, True, 8)])
+def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, stage, budget):
+    """_choose_deps (clocks of waited threadblocks, then prefix maxima) chooses the same
+    dependencies in the same order as the reference vector-clock loop, on one lane and on
+    lanes, in and out of place, staged, and through allreduce's reduce phase (where the
+    receiving threadblocks wait for each other); run on several ranks side by side
+    (_resolve's batches) or on one."""
+    s = collective_schedule(from_expression(expr), coll)
+    progs = _lower(s, 1, inplace, 71, stage=stage)
+    _resolve(progs, batch=3)
     lanes = assign_lanes(progs, (budget,))[0] if budget else None
-    leafy = 0
+    _resolve(progs, lanes, batch=5)
+    inner = 0
     for prog in progs:
-        prog.resolve(lanes)
         tb, idx = prog.tb_of, prog.order.argsort()
-        cj, cb, ci = prog._candidates(tb, idx - prog.tb_start[tb])
+        idx = idx - prog.tb_start[tb]
+        cj, cb, ci = prog._candidates(tb, idx)
         heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
         pairs = list(zip(cb.tolist(), ci.tolist()))
         bounds = heads.tolist() + [len(pairs)]
-        loop = _join_clocks(len(prog.tb_peer), tb[cj[heads]].tolist(),
-                            (idx - prog.tb_start[tb])[cj[heads]].tolist(), cj[heads].tolist(),
+        loop = _join_clocks(len(prog.tb_peer), tb[cj[heads]].tolist(), idx[cj[heads]].tolist(),
+                            cj[heads].tolist(),
                             [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
-        if not np.isin(cb, tb[cj]).any():
-            leafy += 1
-            fast = _leaf_deps(tb[cj], cj, cb, ci)
-            assert all((x == y).all() for x, y in zip(fast, loop))
-        assert all((x == y).all() for x, y in zip(prog.deps, loop))
-    assert (leafy == len(progs)) != stage
+        inner += bool(np.isin(cb, tb[cj]).any())
+        assert len(loop[0]) and all((x == y).all() for x, y in zip(prog.deps, loop))
+        alone = _choose_deps(tb, idx, cj, cb, ci, np.zeros(len(prog.tb_peer), np.int64))
+        assert all((x == y).all() for x, y in zip(alone, loop))
+    assert inner == (0 if coll == "allgather" and not stage else len(progs))
+
+
+@pytest.mark.parametrize("expr, coll, opts", [
+    ("L(K(4,4))", "allgather", {}),
+    ("L^2(K(3,3))", "allgather", {"stage": True, "channels": 2, "runtime": "msccl"}),
+    ("Torus(4,4)", "reduce-scatter", {"inplace": True, "max_steps": 8}),
+    ("L^2(C(6,{1,2}))", "allreduce", {"max_steps": 8}),
+    ("C(8,{1,2})", "allreduce", {"channels": 3, "inplace": True}),
+    ("Hypercube(3)", "allreduce", {"channels": 2, "interleave": True})])
+def test_the_writers_shape_is_the_one_counted_on_its_text(expr, coll, opts):
+    """The shape the writer reports (threadblocks, the fullest rank and threadblock) is what
+    msccl_check.shape counts on the XML it returned."""
+    figures: dict = {}
+    text = to_msccl_xml(collective_schedule(from_expression(expr), coll), shape=figures, **opts)
+    assert figures == shape(text) and figures["max_steps_per_tb"] > 0
+
 
 def _elements_figure(sched, monkeypatch, max_nodes, **kw):
     """check_fits' per-rank element figure under a runtime holding ``max_nodes`` (None when

@@ -186,8 +186,9 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     recorded so readers rebuild its topology (json, xml). ``announce``: called with one line
     stating the size (rows, bytes) before anything is written (the CLI prints it): for XML
     and orbit schedules always, for json and npz from ANNOUNCE_ROWS send rows. ``priced``
-    (XML): called with the step schedule and the XML text before it is written (the CLI
-    states :func:`msccl_price`)."""
+    (XML): called with the step schedule, the XML text and its shape (the writer's figures,
+    ``shape`` of :func:`msccl_price`) before it is written (the CLI states
+    :func:`msccl_price`)."""
     if fmt not in SCHEDULE_FORMATS:
         raise TopofinderError(f"schedule format {fmt!r}; accepted are "
                               f"{', '.join(SCHEDULE_FORMATS)}")
@@ -224,10 +225,12 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
-    text = to_msccl_xml(steps, **xml_options)
-    announce(f"MSCCL XML: {len(text.encode()) / 1e6:.1f} MB")
+    shape: dict = {}
+    text = to_msccl_xml(steps, shape=shape, **xml_options)
+    size = len(text) if text.isascii() else len(text.encode())     # (isascii: no scan)
+    announce(f"MSCCL XML: {size / 1e6:.1f} MB")
     if priced is not None:
-        priced(steps, text)
+        priced(steps, text, shape)
     if path is None:
         return text
     emit(text, path)
@@ -292,7 +295,8 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
 
 
 def msccl_price(sched: Schedule, text: str, workload: Workload | None = None, *,
-                step_overhead: str | float = 0.0, tb_overhead: str | float = 0.0) -> dict:
+                step_overhead: str | float = 0.0, tb_overhead: str | float = 0.0,
+                shape: dict | None = None) -> dict:
     """An exported MSCCL XML's shape and price, the runtime's overhead stated apart:
     ``time_s`` = T_L·α + τ·M/B of the step schedule the XML replays (paper 001 §3.2; the
     workload's α, B and sizes, default 10us / 100Gbps / 1MB) and ``overhead_s`` =
@@ -300,14 +304,15 @@ def msccl_price(sched: Schedule, text: str, workload: Workload | None = None, *,
     sequence, threadblocks run side by side) + tb_overhead · (most threadblocks on one rank).
     No per-instruction or per-threadblock figure of msccl-executor-nccl is published, so both
     default to 0 (docs/formats.md names NCCL's own per-step latencies as a guide); give them
-    as seconds or strings ("2us")."""
+    as seconds or strings ("2us"). ``shape``: the XML's shape as the writer gave it
+    (``to_msccl_xml(shape=...)``), else counted on the text."""
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
     workload = workload or Workload()
     per_step, per_tb = (parse_time(x) if isinstance(x, str) else float(x)
                         for x in (step_overhead, tb_overhead))
     if min(per_step, per_tb) < 0:
         raise TopofinderError("the runtime overheads must not be negative")
-    info = xml_shape(text)
+    info = shape or xml_shape(text)
     overhead = per_step * info["max_steps_per_tb"] + per_tb * info["max_tbs_per_gpu"]
     return {"max_steps_per_tb": info["max_steps_per_tb"],
             "max_tbs_per_rank": info["max_tbs_per_gpu"], "threadblocks": info["threadblocks"],

@@ -117,8 +117,9 @@ def run(args, renaming=None) -> int:
         per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
                             for x in (args.step_overhead, args.tb_overhead))
 
-        def priced(steps, text):
-            _state_price(api.msccl_price(steps, text, workload, step_overhead=per_step,
+        def priced(steps, text, shape):
+            _state_price(api.msccl_price(steps, text, workload, shape=shape,
+                                         step_overhead=per_step,
                                          tb_overhead=per_tb))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,

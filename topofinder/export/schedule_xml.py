@@ -10,7 +10,7 @@ where they sit), threadblock/channel
 placement (:func:`place_threadblocks`; channels are instances written by :func:`_emit`),
 receive places (:func:`_receive_places`), consolidation (:func:`_consolidate_sends`,
 :func:`_emit_receives`) and staging (:func:`_stage_parts`). These record
-each rank's instructions once, on threadblock selectors; :meth:`_Prog.resolve` then places
+each rank's instructions once, on threadblock selectors; :func:`_resolve` then places
 them on threadblocks for a lane plan and computes their dependencies, so a schedule that needs
 lanes is lowered once and resolved twice (one lane, then laned).
 
@@ -60,18 +60,22 @@ lanes is lowered once and resolved twice (one lane, then laned).
   dependency per instruction, so extra ones become ``nop`` steps before it; ``hasdep`` marks
   depended-on instructions. Out of place every write goes to a place nothing touched before,
   so readers are tracked in place only. Candidates are found with arrays
-  (:meth:`_Prog._candidates`); the clock rule runs as a loop (:func:`_join_clocks`), or as
-  an array rule where no candidate's threadblock waits itself (:func:`_leaf_deps`).
+  (:meth:`_Prog._candidates`); a clock does not depend on which candidates are chosen, so
+  only the clocks of waited threadblocks are computed (:func:`_waited_clocks`) and the
+  choice is a prefix maximum per threadblock (:func:`_choose_deps`).
 - Cost: the lowering passes take a whole schedule step at a time as arrays of place codes
   (4·offset + buffer code; ``loc``: where each rank holds each piece), never a piece at a
   time in Python; threadblock placement, the dependency candidates (their placement-free
   part once per lowering, shared by the one-lane and laned resolves), lane cuts and the
   parser's count and offset ranges (:func:`_check_ranges`) are array operations; the
-  vector-clock rule loops over the instructions that have candidates; the allgather
-  phase's instruction bounds are memoised per layout, so the API's early check and
-  :func:`check_fits` share them; the XML is written as lines rank by rank from arrays,
-  never as an element tree, and not parsed again (``msccl_check`` is the independent
-  check, used by the tests).
+  vector-clock rule loops (on packed integers, 64 ranks at a time) only over the
+  instructions of waited threadblocks that have candidates, the rest is arrays; the
+  allgather phase's instruction bounds are memoised per layout, so the API's early check
+  and :func:`check_fits` share them, and an allreduce's layout pass per schedule, so
+  instances and the interleaved instance share it; the XML is written as lines rank by
+  rank from arrays, never as an element tree, and not parsed again (its shape comes from
+  the same arrays, ``shape``; ``msccl_check`` is the independent check, used by the
+  tests).
 - Runtime: ``msccl-executor`` (Azure/msccl-executor-nccl) or ``msccl`` (microsoft/msccl) fixes
   the ``coll`` spelling (``reducescatter`` / ``reduce_scatter``), the ``maxBytes`` meaning
   (executor: 0 = unbounded, inclusive; msccl: size < maxBytes) and the default instruction
@@ -89,6 +93,7 @@ executing the program (module :mod:`topofinder.export.msccl_check`).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from bisect import bisect_right
 from collections import defaultdict
 from fractions import Fraction
@@ -130,7 +135,7 @@ class _Prog:
     """One rank's channel-0 program. The lowering records its instructions in order
     (:meth:`add`), each on a threadblock *selector*: a connection (send to / receive from a
     peer) with the instruction's slot, the local threadblock, or step t's staging one.
-    :meth:`resolve` then places them on threadblocks for given lanes and computes their
+    :func:`_resolve` then places them on threadblocks for given lanes and computes their
     dependencies, so one lowering serves the one-lane and the laned programs."""
 
     def __init__(self, u: int, out_peers, in_peers, inplace: bool, coll: str, piece_count: int):
@@ -242,7 +247,7 @@ class _Prog:
 
     def _candidates(self, tb: np.ndarray, idx: np.ndarray):
         """Per instruction, the (threadblock, index) it must wait for, as arrays sorted by
-        instruction then by the order :meth:`resolve` tries them: of what it must follow
+        instruction then by the order :func:`_resolve` tries them: of what it must follow
         (:meth:`_conflicts`), on other threadblocks, the last instruction per threadblock."""
         cj, cw, ck = self._conflicts()
         cb, ci = tb[cw], idx[cw]
@@ -258,30 +263,15 @@ class _Prog:
         g = np.argsort((cj << 42) | ck, kind="stable")
         return cj[g], cb[g], ci[g]
 
-    def resolve(self, lanes: dict | None = None) -> None:
-        """Place the recorded instructions on threadblocks for ``lanes`` (:meth:`_place`) and
-        compute their dependencies: an instruction waits for the candidates
-        (:meth:`_candidates`) its vector clock does not already imply, tried by decreasing
-        clock sum (vector clocks: per threadblock how many of its instructions are known
-        done, stored only where dependencies join them). Sets ``deps`` (instruction,
-        threadblock, index) arrays, by instruction then in the order written, ``marked``
-        (per instruction: some instruction depends on it, hasdep) and ``steps`` (per
-        instruction: XML steps, nops included)."""
-        tb, idx = self._place(lanes or {})
-        cj, cb, ci = self._candidates(tb, idx)
-        if not np.isin(cb, tb[cj]).any():
-            self.deps = _leaf_deps(tb[cj], cj, cb, ci)
-        else:
-            heads = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]])
-            pairs = list(zip(cb.tolist(), ci.tolist()))
-            bounds = heads.tolist() + [len(pairs)]
-            self.deps = _join_clocks(
-                len(self.tb_peer), tb[cj[heads]].tolist(), idx[cj[heads]].tolist(),
-                cj[heads].tolist(), [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
-        dj, db, di = self.deps
+    def take(self, tb: np.ndarray, deps) -> None:
+        """Set the resolution (:func:`_resolve`): ``tb_of`` (each instruction's threadblock),
+        ``deps`` (instruction, threadblock, index) arrays, by instruction then in the order
+        written, ``marked`` (per instruction: some instruction depends on it, hasdep) and
+        ``steps`` (per instruction: XML steps, nops included)."""
+        self.tb_of, self.deps = tb, deps
+        dj, db, di = deps
         self.marked = np.zeros(len(tb), bool)
         self.marked[self.order[self.tb_start[db] + di]] = True
-        self.tb_of = tb
         self.steps = np.maximum(1, np.bincount(dj, minlength=len(tb)))
 
     def instrs(self, b: int) -> list:
@@ -307,78 +297,122 @@ class _Prog:
         return per[self.emitted()].tolist()
 
 
-def _join_clocks(ntb: int, tbs: list, idxs: list, rows: list, cands: list):
-    """The dependencies of the instructions that have candidates (in record order: the
-    instruction ``rows[g]``, index ``idxs[g]`` on threadblock ``tbs[g]``, its candidate
-    (threadblock, index) pairs ``cands[g]``): those its vector clock does not imply yet,
-    tried by decreasing clock sum. Vector clocks are sparse {threadblock: instructions known
-    done}, stored only where dependencies join them (a threadblock no candidate lies on
-    keeps only its latest). Returns the chosen (instruction, threadblock, index) as three
-    arrays."""
-    kpos = [[] for _ in range(ntb)]
-    kval = [[] for _ in range(ntb)]
-    ksum = [[] for _ in range(ntb)]
-    latest = [None] * ntb
-    waited = [False] * ntb
-    for pairs in cands:
-        for b, _ in pairs:
-            waited[b] = True
-    out = []
-
-    def clock_sum(bi):
-        q = bisect_right(kpos[bi[0]], bi[1]) - 1
-        return -((ksum[bi[0]][q] if q >= 0 else 0) + bi[1] + 1)
-
-    for a, x, j, pairs in zip(tbs, idxs, rows, cands):
-        cur = latest[a].copy() if latest[a] is not None else {}
-        cur[a] = x
-        get = cur.get
-        if len(pairs) > 1:
-            pairs.sort(key=clock_sum)
-        chosen = False
-        for b, i in pairs:
-            if get(b, 0) > i:
-                continue
-            chosen = True
-            out.append((j, b, i))
-            kb = kpos[b]
-            if kb and kb[0] <= i:
-                for c, v in kval[b][bisect_right(kb, i) - 1].items():
-                    if get(c, 0) < v:
-                        cur[c] = v
-            if get(b, 0) <= i:
-                cur[b] = i + 1
-        if chosen:
-            cur[a] = x + 1
-            latest[a] = cur
-            if waited[a]:
-                kpos[a].append(x)
-                kval[a].append(cur)
-                ksum[a].append(sum(cur.values()) - x - 1)
-    deps = np.array(out, np.int64).reshape(-1, 3)
-    return deps[:, 0], deps[:, 1], deps[:, 2]
+def _resolve(progs: list, lanes: dict | None = None, batch: int = 64) -> None:
+    """Place each program's recorded instructions on threadblocks for ``lanes``
+    (:meth:`_Prog._place`) and compute their dependencies: an instruction waits for the
+    candidates (:meth:`_Prog._candidates`) its vector clock does not already imply, tried
+    by decreasing clock sum (:func:`_choose_deps`, on ``batch`` ranks side by side, their
+    instructions and threadblocks numbered on across ranks); :meth:`_Prog.take` keeps it."""
+    for lo in range(0, len(progs), batch):
+        part, placed = progs[lo:lo + batch], []
+        for prog in part:
+            tb, idx = prog._place(lanes or {})
+            placed.append((tb, idx, *prog._candidates(tb, idx)))
+        sizes = np.array([p[0].size for p in placed])
+        ntbs = np.array([len(prog.tb_peer) for prog in part])
+        j0, b0 = np.cumsum(sizes) - sizes, np.cumsum(ntbs) - ntbs
+        dj, db, di = _choose_deps(np.concatenate([p[0] + b for p, b in zip(placed, b0)]),
+                                  np.concatenate([p[1] for p in placed]),
+                                  np.concatenate([p[2] + j for p, j in zip(placed, j0)]),
+                                  np.concatenate([p[3] + b for p, b in zip(placed, b0)]),
+                                  np.concatenate([p[4] for p in placed]), np.repeat(b0, ntbs))
+        cut = np.searchsorted(dj, np.r_[j0, sizes.sum()])
+        for prog, p, j, b, a, e in zip(part, placed, j0, b0, cut[:-1], cut[1:]):
+            prog.take(p[0], (dj[a:e] - j, db[a:e] - b, di[a:e]))
 
 
-def _leaf_deps(tbs: np.ndarray, cj: np.ndarray, cb: np.ndarray, ci: np.ndarray):
-    """:func:`_join_clocks` when no candidate lies on a threadblock that has candidates
-    itself (an out-of-place allgather: sends wait for receives and the input copy, which
-    wait for nothing). Then a clock holds only such threadblocks' own counts, so candidate
-    (b, i) of an instruction on threadblock a is chosen iff i exceeds every earlier
-    candidate index of b on a, and the chosen are tried by decreasing i (clock sum i + 1),
-    stably. ``tbs``: the threadblock of each candidate's instruction ``cj``."""
+def _choose_deps(tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray,
+                 ci: np.ndarray, first: np.ndarray):
+    """The dependencies the vector-clock rule chooses from the candidates ``cj``, ``cb``,
+    ``ci`` (:meth:`_Prog._candidates`; ``tb``, ``idx``: each instruction's threadblock and
+    index; ``first``: per threadblock, the first of its rank's). An instruction's clock (per
+    threadblock, how many of its instructions are known done) is the entry-wise maximum of
+    its threadblock's previous clock and its candidates' clocks, whichever are chosen (a
+    skipped one is implied), and only threadblocks some candidate lies on carry entries
+    (:func:`_waited_clocks`). So candidate (b, i) of an instruction on threadblock a is
+    chosen iff i is at least entry b of every clock a joined before it — its earlier
+    instructions' candidates and its own tried earlier, by decreasing clock sum, stably: a
+    prefix maximum per threadblock. Returns (instruction, threadblock, index) arrays, by
+    instruction then in the order tried."""
     if not cj.size:
         return cj, cb, ci
-    o = np.lexsort((cj, cb, tbs))
-    key, v = tbs[o] * (int(cb.max()) + 1) + cb[o], ci[o]
-    new = np.r_[True, key[1:] != key[:-1]]
-    lift = (np.cumsum(new) - 1) * (int(v.max()) + 2)
-    before = np.r_[-1, np.maximum.accumulate(v + lift)[:-1] - lift[1:]]
-    before[new] = -1
-    chosen = np.zeros(cj.size, bool)
-    chosen[o] = v > before
-    keep = np.flatnonzero(chosen)
-    keep = keep[np.lexsort((-ci[keep], cj[keep]))]
-    return cj[keep], cb[keep], ci[keep]
+    ta = tb[cj]
+    waited = np.zeros(first.size, np.int64)
+    waited[cb] = 1
+    seen = np.cumsum(waited)
+    col = seen - 1 - (seen - waited)[first]         # a waited threadblock's clock column
+    nw, wb, inner = int(col[cb].max()) + 1, col[cb], waited[ta] > 0
+    keys, rows = _waited_clocks(nw, cj[inner], ta[inner], idx[cj[inner]], cb[inner],
+                                ci[inner], col)
+    at = _last_at(keys, cb, ci)
+    clock = np.zeros((cj.size, nw), np.int64)
+    clock[at >= 0] = rows[at[at >= 0]]
+    clock[np.arange(cj.size), wb] = ci + 1
+    o = np.lexsort((-clock.sum(1), cj, ta))
+    new = np.r_[True, ta[o][1:] != ta[o][:-1]]
+    lift = np.cumsum(new) * (int(clock.max()) + 1)
+    seen = clock[o]
+    seen += lift[:, None]
+    np.maximum.accumulate(seen, axis=0, out=seen)   # per threadblock a, the clocks so far
+    e = np.arange(o.size)
+    before = seen[e - 1, wb[o]] - lift[e - 1]
+    before[new] = 0
+    pick = o[ci[o] >= before]
+    pick = pick[np.argsort(cj[pick], kind="stable")]
+    return cj[pick], cb[pick], ci[pick]
+
+
+def _waited_clocks(nw: int, cj, ta, x, cb, ci, col):
+    """The clocks of the instructions on waited threadblocks that have candidates (per
+    candidate in record order: instruction ``cj`` at index ``x`` on threadblock ``ta``, its
+    candidate (``cb``, ``ci``); ``col``: per threadblock, its entry among its rank's ``nw``).
+    Each candidate is one node of a chain per threadblock: its clock is the entry-wise
+    maximum of the previous node's (own entry raised to x + 1) and the candidate's (the last
+    instruction's clock on ``cb`` at index ≤ ``ci``, entry cb raised to ci + 1); a clock is
+    packed in one integer, a field of ``width`` bits with a guard bit per entry (maximum by
+    guard-bit subtraction). Returns keys threadblock·2^32 + index (ascending) and the
+    instructions' clocks (rows of ``nw`` entries)."""
+    g = cj.size
+    if not g:
+        return cj, np.zeros((0, nw), np.int64)
+    width = 16 << int(max(int(x.max(initial=0)), int(ci.max(initial=0))) + 2 >= 1 << 15)
+    last = np.r_[cj[1:] != cj[:-1], True]           # an instruction's last node: its clock
+    o = np.lexsort((np.arange(g), ta))              # nodes per threadblock, in order
+    first = np.r_[True, ta[o][1:] != ta[o][:-1]]
+    prev = np.r_[g, o[:-1]]
+    prev[first] = g                                 # node g: the empty clock
+    prev = prev[np.argsort(o)]
+    step = np.where(prev == g, x + 1, x - x[np.minimum(prev, g - 1)])
+    step[~np.r_[True, cj[1:] != cj[:-1]]] = 0       # a further candidate of one instruction
+    fin = np.flatnonzero(last)
+    fin = fin[np.lexsort((x[fin], ta[fin]))]
+    keys = ta[fin] * (1 << 32) + x[fin]
+    at = _last_at(keys, cb, ci)
+    hit = at >= 0
+    look = np.where(hit, fin[at], g)
+    lift = np.where(hit, ci - x[look % g], ci + 1)
+    shift = (width * col[ta]).tolist(), (width * col[cb]).tolist()
+    own = [s << w for s, w in zip(step.tolist(), shift[0])]
+    rise = [s << w for s, w in zip(lift.tolist(), shift[1])]
+    guard = sum(1 << (width * b + width - 1) for b in range(nw))
+    top = width - 1
+    clocks = [0] * (g + 1)
+    for n, (p, dp, q, dq) in enumerate(zip(prev.tolist(), own, look.tolist(), rise)):
+        u, v = clocks[p] + dp, clocks[q] + dq
+        m = ((u | guard) - v) & guard
+        clocks[n] = v ^ ((u ^ v) & (m - (m >> top)))
+    nbytes = width // 8 * nw
+    packed = b"".join(clocks[n].to_bytes(nbytes, "little") for n in fin.tolist())
+    return keys, np.frombuffer(packed, f"<u{width // 8}").reshape(-1, nw).astype(np.int64)
+
+
+def _last_at(keys: np.ndarray, b: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """Per (b, i), the position in ``keys`` (threadblock·2^32 + index, ascending) of the
+    last key on threadblock b at index ≤ i, −1 if none."""
+    at = np.searchsorted(keys, b * (1 << 32) + i, side="right") - 1
+    hit = at >= 0
+    hit[hit] = keys[at[hit]] >> 32 == b[hit]
+    return np.where(hit, at, -1)
 
 
 def _peers(schedule: StepSchedule):
@@ -453,10 +487,10 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
         layout = shard_layout(n, p, k)
         if not schedule.sends.shape[0] or collective == Collective.REDUCE_SCATTER:
             return layout           # (an allgather checked as reduce-scatter reads scratch)
-        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage)
+        direct, staged = _instruction_bounds(schedule, layout.table(), stage)
         per_rank = _rank_need(direct, staged, n, stage)
     else:
-        layout, direct, staged, per_rank = _least_layout(schedule, k, stage)
+        layout, direct, staged, per_rank = _least_layout(schedule, stage)
     worst = int(direct.argmax())
     need = int(direct[worst]) if staged is None else int(staged.max())
     if stage is None and staged is not None:
@@ -497,20 +531,29 @@ def layout_for(schedule: StepSchedule, k: int = 1, stage: bool | None = None) ->
     chooses it."""
     if schedule.collective != Collective.ALLREDUCE:
         return shard_layout(schedule.topology.n, schedule.shard_chunks, k)
-    return _least_layout(schedule, k, stage)[0]
+    return _least_layout(schedule, stage)[0]
 
 
-def _least_layout(schedule: StepSchedule, k: int, stage):
+_LEAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # schedule → {stage: best}
+
+
+def _least_layout(schedule: StepSchedule, stage):
     """Layout pass of an allreduce: of the candidate layouts, the one whose fullest rank
     needs the fewest instructions by :func:`_instruction_bounds` (the first on ties); returns
-    it with its bounds (direct, staged) and per-rank need."""
+    it with its bounds (direct, staged) and per-rank need. Memoised per schedule and
+    ``stage``: the bounds do not depend on the channels, so instances and the interleaved
+    instance (:func:`check_fits`, :func:`to_msccl_xml`) share them."""
+    memo = _LEAST.setdefault(schedule, {})
+    if stage in memo:
+        return memo[stage]
     best = None
     prep = _bound_prep(schedule)
     for layout in allreduce_layouts(schedule.topology, schedule.shard_chunks):
-        direct, staged = _instruction_bounds(schedule, k, layout.table(), stage, prep)
+        direct, staged = _instruction_bounds(schedule, layout.table(), stage, prep)
         per_rank = _rank_need(direct, staged, schedule.topology.n, stage)
         if best is None or per_rank.max() < best[3].max():
             best = (layout, direct, staged, per_rank)
+    memo[stage] = best
     return best
 
 
@@ -582,7 +625,7 @@ def _check_shape(schedule: StepSchedule, k: int, rt, what: str) -> int:
     return tbs
 
 
-def _instruction_bounds(schedule: StepSchedule, k: int, table: np.ndarray, stage: bool | None,
+def _instruction_bounds(schedule: StepSchedule, table: np.ndarray, stage: bool | None,
                         prep=None):
     """Lower bounds on instructions per threadblock, from the send rows: (direct, staged),
     pieces at ``table[v, c]`` (the layout's channel-0 offsets).
@@ -834,7 +877,7 @@ def _run_starts(brk: np.ndarray, max_cnt: int) -> np.ndarray:
 def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
     """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
     receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
-    on its own pieces when the XML is written). Lanes (:meth:`_Prog.resolve` with
+    on its own pieces when the XML is written). Lanes (:func:`_resolve` with
     :func:`assign_lanes`) move a link's later steps to further threadblocks on further
     channels, so no threadblock holds more than the runtime's step limit."""
     out_peers, in_peers = _peers(schedule)
@@ -912,7 +955,7 @@ class _TooBig(Exception):
 def _lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
            stage: bool = False, max_steps: int | None = None,
            layout: PieceLayout | None = None):
-    """Channel-0 programs of every rank (module doc), recorded for :meth:`_Prog.resolve`,
+    """Channel-0 programs of every rank (module doc), recorded for :func:`_resolve`,
     pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
     layout order, their receive places, consolidation into instructions (staged through
@@ -1146,7 +1189,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
                  inplace: bool = False, max_steps: int | None = None, min_bytes: int = 0,
                  max_bytes: int | None = None, stage: bool | None = None,
                  extra: dict | None = None, interleave: bool | None = None,
-                 note=None) -> str:
+                 note=None, shape: dict | None = None) -> str:
     """The MSCCL XML of ``schedule`` (module doc). ``channels``: K channels' worth of
     parallelism per link, as K instances on separate channels, each moving 1/K of every chunk
     (``interleave`` False), or as one instance whose links deal their messages in turn over K
@@ -1161,8 +1204,9 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
     through scratch (True), never (False), or only if the direct program does not fit (None).
     ``extra``: more ``<algo>`` attributes (strings, e.g. the ``physical`` relabelling of
     `export --relabel`). A topology with node labels gives every ``<gpu>`` a ``label``
-    attribute (its host name). Refuses (TopofinderError, one line) anything the runtime
-    cannot load."""
+    attribute (its host name). ``shape``: a dict the writer fills with the XML's shape as
+    :func:`~topofinder.export.msccl_check.shape` counts it, from the arrays the text is
+    written from. Refuses (TopofinderError, one line) anything the runtime cannot load."""
     if protocol not in PROTOCOLS:
         raise TopofinderError(f"protocol {protocol!r}: accepted are {', '.join(PROTOCOLS)}")
     rt, limit = _options(runtime, channels, max_steps)
@@ -1188,9 +1232,20 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
             note(f"--channels {channels}: written as one instance whose links deal their "
                  f"messages in turn over {channels} channels, not as {channels} instances "
                  f"({_clause(refusal)}): the same sends, so the same (T_L, τ)")
+        if shape is not None:
+            shape.update(_shape(progs, k))
         return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                      extra, layout)
     raise refusal
+
+
+def _shape(progs, k: int) -> dict:
+    """{"gpus", "threadblocks", "max_tbs_per_gpu", "max_steps_per_tb"} of the XML
+    :func:`_emit` writes for ``progs`` (k instances of each rank's emitted threadblocks)."""
+    per_tb = [prog.steps_per_tb() for prog in progs]
+    return {"gpus": len(progs), "threadblocks": k * sum(map(len, per_tb)),
+            "max_tbs_per_gpu": k * max(map(len, per_tb), default=0),
+            "max_steps_per_tb": max((max(c, default=0) for c in per_tb), default=0)}
 
 
 def _clause(refusal: TopofinderError) -> str:
@@ -1224,8 +1279,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                               f"holds (MAX_NODES); {_fewer_channels(k)}export --format json or "
                               "npz instead")
             continue
-        for prog in progs:
-            prog.resolve()
+        _resolve(progs)
         problem = _fit_problem(progs, n, k, rt, limit)
         if problem is None and ways == 1:
             return progs
@@ -1241,8 +1295,7 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                            _recut(progs, budgets + (limit * 5 // 8, limit // 2), ways)):
             if lanes is None:
                 continue
-            for prog in progs:
-                prog.resolve(lanes)
+            _resolve(progs, lanes)
             problem = _fit_problem(progs, n, k, rt, limit)
             if problem is None:
                 return progs
