@@ -475,6 +475,12 @@ def test_allreduce_refusal_names_its_two_phases_when_each_fits(expr, monkeypatch
     assert need_ar > max(need)
     between, text = _elements_figure(ar, monkeypatch, max(need) + 1)
     assert between == need_ar and "back to back" in text
+    rt = RUNTIMES["msccl-executor"]
+    monkeypatch.setitem(RUNTIMES, "msccl-executor",
+                        dataclasses.replace(rt, max_nodes=max(need) + 1))
+    with pytest.raises(TopofinderError, match="back to back"):   # neither mode of K = 2
+        to_msccl_xml(ar, channels=2)
+    monkeypatch.setitem(RUNTIMES, "msccl-executor", rt)
     _, text = _elements_figure(ar, monkeypatch, min(need))
     assert "back to back" not in text
 

@@ -452,7 +452,8 @@ def _step_advice(rt, need: int) -> str:
 
 def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-executor",
                max_steps: int | None = None, collective: str | None = None,
-               stage: bool | None = None, interleave: bool | None = False) -> PieceLayout:
+               stage: bool | None = None, interleave: bool | None = False,
+               advise: bool = True) -> PieceLayout:
     """Refuse, from the schedule arrays alone (no XML built), a schedule whose MSCCL XML cannot
     fit ``runtime``'s parser: ranks, threadblocks, int16 offsets, and lower bounds on the
     instructions per threadblock (allgather-phase sends at their final places cannot merge
@@ -465,16 +466,20 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     built; bounds stay valid, being least over the same layouts). ``stage``: the writer's
     option (None: direct or staged, whichever fits). ``interleave``: the ``channels`` as
     instances (False), as one interleaved instance (True, :func:`to_msccl_xml`), or either
-    (None: the instances' refusal if neither passes)."""
+    (None: the instances' refusal if neither passes). ``advise``: name the allreduce's
+    two-program split in an elements refusal when it applies (checking both phases: left
+    out where the refusal only chooses the channel mode)."""
     if interleave is None and channels > 1:
         try:
-            return check_fits(schedule, channels, runtime, max_steps, collective, stage, False)
-        except TopofinderError as refusal:
+            return check_fits(schedule, channels, runtime, max_steps, collective, stage, False,
+                              advise=False)
+        except TopofinderError:
             try:
                 return check_fits(schedule, channels, runtime, max_steps, collective, stage,
                                   True)
             except TopofinderError:
-                raise refusal from None
+                return check_fits(schedule, channels, runtime, max_steps, collective, stage,
+                                  False, advise)
     rt, limit = _options(runtime, channels, max_steps)
     k, ways = (1, channels) if interleave else (channels, 1)
     coll = collective or schedule.collective
@@ -507,7 +512,7 @@ def check_fits(schedule: StepSchedule, channels: int = 1, runtime: str = "msccl-
     nodes = 1 + n + tbs + k * int(per_rank.max())
     if nodes >= rt.max_nodes:
         split = _split_advice(schedule, channels, runtime, max_steps, stage) \
-            if coll == Collective.ALLREDUCE and not collective else ""
+            if advise and coll == Collective.ALLREDUCE and not collective else ""
         raise TopofinderError(f"{what}: a rank would load at least {nodes} XML elements, the "
                               f"parser holds {rt.max_nodes - 1} (MAX_NODES); "
                               f"{_fewer_channels(k)}{split}export --format json or npz "
@@ -1222,7 +1227,7 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
         k = channels // ways
         try:
             layout = check_fits(schedule, channels, runtime, limit, stage=stage,
-                                interleave=ways > 1)
+                                interleave=ways > 1, advise=len(ways_tried) == 1)
             progs = _lower_to_fit(schedule, k, inplace, rt, limit, stage, what, layout, ways,
                                   quick=len(ways_tried) > 1 and ways == 1)
         except TopofinderError as exc:
@@ -1236,6 +1241,8 @@ def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Sim
             shape.update(_shape(progs, k))
         return _emit(schedule, progs, k, protocol, name, rt, inplace, min_bytes, max_bytes,
                      extra, layout)
+    if len(ways_tried) > 1:             # the instances' refusal, with its split advice
+        check_fits(schedule, channels, runtime, limit, stage=stage)
     raise refusal
 
 
