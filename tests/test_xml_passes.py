@@ -24,6 +24,7 @@ from topofinder.export.schedule_xml import (
     _Lowering,
     _lower,
     _lower_to_fit,
+    _lane_count,
     assign_lanes,
     _choose_deps,
     _Prog,
@@ -521,3 +522,29 @@ def test_allgather_xml_is_byte_identical_to_the_earlier_lowering():
             assert ref["refused"].get(key) == str(exc), key
             continue
         assert ref["sha256"].get(key) == got.hexdigest(), key
+
+
+@pytest.mark.parametrize("coll", ["allgather", "allreduce"])
+def test_a_lane_plan_names_the_channels_its_placed_programs_use(coll):
+    """The first lane plan is checked before it is resolved (its channels from the plan)
+    and stops at its first failing batch of ranks: the plan's highest lane + 1 is the lane
+    count of the programs placed on it, for every way of dealing and budget, and a resolve
+    with a check returns the check's first answer, leaving later ranks as they were."""
+    s = collective_schedule(from_expression("L(K(4,4))"), coll)
+    progs = _lower(s, 1, False, 71, stage=False, layout=layout_for(s, 1, False))
+    _resolve(progs)
+    before = [prog.steps.copy() for prog in progs]
+    for ways in (1, 2, 3):
+        for plan in assign_lanes(progs, (5, 7, 12), ways):
+            _resolve(progs, plan)
+            span = 1 + max((int(lane.max()) for _, lane in plan.values()), default=0)
+            assert span == _lane_count(progs) and span >= min(ways, 2)
+    _resolve(progs)
+    plan = assign_lanes(progs, (5,), 2)[0]
+    seen = []
+    got = _resolve(progs, plan, batch=4, check=lambda part: seen.append(len(part)) or
+                   (f"stop at {part[0].u}" if len(seen) == 2 else None))
+    assert got == "stop at 4" and seen == [4, 4]
+    assert all((prog.steps == old).all() for prog, old in zip(progs[8:], before[8:]))
+    assert min(max(prog.lane) for prog in progs[:8]) >= 1 and \
+        max(max(prog.lane) for prog in progs[8:]) == 0

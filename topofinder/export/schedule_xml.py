@@ -297,12 +297,15 @@ class _Prog:
         return per[self.emitted()].tolist()
 
 
-def _resolve(progs: list, lanes: dict | None = None, batch: int = 64) -> None:
+def _resolve(progs: list, lanes: dict | None = None, batch: int = 64,
+             check=None) -> str | None:
     """Place each program's recorded instructions on threadblocks for ``lanes``
     (:meth:`_Prog._place`) and compute their dependencies: an instruction waits for the
     candidates (:meth:`_Prog._candidates`) its vector clock does not already imply, tried
     by decreasing clock sum (:func:`_choose_deps`, on ``batch`` ranks side by side, their
-    instructions and threadblocks numbered on across ranks); :meth:`_Prog.take` keeps it."""
+    instructions and threadblocks numbered on across ranks); :meth:`_Prog.take` keeps it.
+    ``check``: called on each resolved batch; its first answer other than None stops the
+    resolve (the later ranks keep their previous resolution) and is returned."""
     for lo in range(0, len(progs), batch):
         part, placed = progs[lo:lo + batch], []
         for prog in part:
@@ -319,6 +322,10 @@ def _resolve(progs: list, lanes: dict | None = None, batch: int = 64) -> None:
         cut = np.searchsorted(dj, np.r_[j0, sizes.sum()])
         for prog, p, j, b, a, e in zip(part, placed, j0, b0, cut[:-1], cut[1:]):
             prog.take(p[0], (dj[a:e] - j, db[a:e] - b, di[a:e]))
+        problem = None if check is None else check(part)
+        if problem is not None:
+            return problem
+    return None
 
 
 def _choose_deps(tb: np.ndarray, idx: np.ndarray, cj: np.ndarray, cb: np.ndarray,
@@ -1297,17 +1304,37 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
                               "and --channel-mode instances would try further lanes")
             continue
         first = first or problem
-        budgets = (limit * 7 // 8, limit * 3 // 4)
-        for lanes in chain(assign_lanes(progs, budgets, ways),
-                           _recut(progs, budgets + (limit * 5 // 8, limit // 2), ways)):
-            if lanes is None:
-                continue
+        laned = _fit_on_lanes(progs, n, k, rt, limit, ways)
+        if laned is None:
+            return progs
+        first = first or laned
+    raise TopofinderError(f"{what}: {first}")
+
+
+def _fit_on_lanes(progs: list, n: int, k: int, rt, limit: int, ways: int) -> str | None:
+    """Resolve one-lane ``progs`` on the lane plans :func:`_lower_to_fit` names, in turn, until
+    one fits (None), else the first problem met. The second plan is cut from the one-lane
+    counts like the first, so when it exists nothing reads the first plan's resolution: that
+    one stops at its first failing batch of ranks (after its channel count is checked from
+    the plan); every later plan is cut from the one before and is resolved whole."""
+    budgets = (limit * 7 // 8, limit * 3 // 4)
+    plans = assign_lanes(progs, budgets, ways)
+    first = None
+    for i, lanes in enumerate(chain(plans, _recut(progs, budgets + (limit * 5 // 8,
+                                                                    limit // 2), ways))):
+        if lanes is None:
+            continue
+        if i == 0 and plans[1] is not None:
+            span = 1 + max((int(lane.max()) for _, lane in lanes.values()), default=0)
+            problem = _lanes_problem(span, k, rt) or _resolve(
+                progs, lanes, check=lambda part: _ranks_problem(part, n, k, rt, limit))
+        else:
             _resolve(progs, lanes)
             problem = _fit_problem(progs, n, k, rt, limit)
-            if problem is None:
-                return progs
-            first = first or problem
-    raise TopofinderError(f"{what}: {first}")
+        if problem is None:
+            return None
+        first = first or problem
+    return first
 
 
 def _recut(progs: list, budgets, ways: int):
@@ -1331,10 +1358,20 @@ def _elements(prog: _Prog, n: int, k: int) -> int:
 
 def _fit_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
     """Why the lowered programs do not fit the runtime (one clause), or None."""
-    lanes = _lane_count(progs)
+    return _lanes_problem(_lane_count(progs), k, rt) or _ranks_problem(progs, n, k, rt, limit)
+
+
+def _lanes_problem(lanes: int, k: int, rt) -> str | None:
+    """Why ``lanes`` channel lanes of ``k`` instances exceed the runtime's channels, or None."""
     if k * lanes > rt.max_channels:
         return (f"spreading its links over {lanes} channel lanes × {k} instance(s) needs more "
                 f"than the runtime's {rt.max_channels} channels; use fewer channels")
+    return None
+
+
+def _ranks_problem(progs, n: int, k: int, rt, limit: int) -> str | None:
+    """Why some resolved rank program exceeds the runtime (the first in ``progs``), or
+    None."""
     for prog in progs:
         counts = prog.steps_per_tb()
         ntb = len(counts)
