@@ -1313,7 +1313,8 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
 
 def _fit_on_lanes(progs: list, n: int, k: int, rt, limit: int, ways: int) -> str | None:
     """Resolve one-lane ``progs`` on the lane plans :func:`_lower_to_fit` names, in turn, until
-    one fits (None), else the first problem met. The second plan is cut from the one-lane
+    one fits (None), else the first problem met (or, when no plan keeps every slot within
+    the limit, that a single slot needs more). The second plan is cut from the one-lane
     counts like the first, so when it exists nothing reads the first plan's resolution: that
     one stops at its first failing batch of ranks (after its channel count is checked from
     the plan); every later plan is cut from the one before and is resolved whole."""
@@ -1334,7 +1335,8 @@ def _fit_on_lanes(progs: list, n: int, k: int, rt, limit: int, ways: int) -> str
         if problem is None:
             return None
         first = first or problem
-    return first
+    return first or (f"one (step, message run) slot of a link needs more than the {limit} "
+                     "instructions a threadblock holds (MSCCL_MAX_NUM_STEPS)")
 
 
 def _recut(progs: list, budgets, ways: int):
