@@ -194,7 +194,7 @@ class _Prog:
         counts = np.bincount(tb, minlength=len(keys))
         order = np.argsort(tb, kind="stable")
         idx = np.empty(len(rec), np.int64)
-        idx[order] = np.arange(len(rec)) - np.repeat(np.cumsum(counts) - counts, counts)
+        idx[order] = _in_runs(counts)
         self.order, self.tb_len, self.tb_start = order, counts, np.cumsum(counts) - counts
         return tb, idx
 
@@ -202,7 +202,7 @@ class _Prog:
         """(instruction, piece index k, cell) of the ``cnt`` pieces each row touches."""
         rep = cnt[rows]
         j = np.repeat(rows, rep)
-        k = np.arange(j.size) - np.repeat(np.cumsum(rep) - rep, rep)
+        k = _in_runs(rep)
         return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
 
     def _conflicts(self):
@@ -730,7 +730,7 @@ def _piece_ranges(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarr
     split = (hi - lo > 1) & (table[v, np.minimum(lo + 1, hi - 1)] != table[v, lo] + 1)
     rep = np.where(split, hi - lo, 1)
     row = np.repeat(np.arange(m), rep)
-    c = lo[row] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
+    c = lo[row] + _in_runs(rep)
     start = table[v[row], c]
     return row, start, start + np.where(split[row], 1, hi[row] - lo[row])
 
@@ -746,7 +746,7 @@ def _reduce_prep(schedule: StepSchedule, reduce_until: int):
         return None
     rep = s[:, 3] - s[:, 2]
     row = np.repeat(np.arange(s.shape[0]), rep)
-    c = s[row, 2] + np.arange(row.size) - np.repeat(np.cumsum(rep) - rep, rep)
+    c = s[row, 2] + _in_runs(rep)
     t, v, u, w = s[row, 0], s[row, 1], s[row, 4], s[row, 5]
     piece = v * p + c
     at_w, at_u = w * (n * p) + piece, u * (n * p) + piece
@@ -861,6 +861,12 @@ def _fields(m: int, tb, kind, src, dst, cnt, t, r, read, write) -> np.ndarray:
     cols = [tb, kind, *_split(src), *_split(dst), cnt, t, r, *_split(read), *_split(write)]
     return np.column_stack([np.broadcast_to(np.asarray(x, np.int64), (m,)) for x in cols]
                            ).astype(np.int32).reshape(m, _NF)
+
+
+def _in_runs(lengths: np.ndarray) -> np.ndarray:
+    """Per item of consecutive runs of ``lengths`` items, its index in its run."""
+    lengths = np.asarray(lengths, np.int64)
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
 def _within(new: np.ndarray) -> np.ndarray:
@@ -1136,7 +1142,8 @@ def _consolidate_sends(st: _Lowering, msg: dict, t: int, reducing: bool) -> None
     hs, ln, blk, q, qb, qat, qln = _stage_parts(st, msg, msg["src"], msg["u"], np.arange(m))
     src = np.where(blk >= 0, 4 * blk + 2, msg["src"][hs])
     one = np.ones(hs.size, np.int64)
-    st.record(np.r_[msg["u"][hs], msg["u"][q]], [np.r_[hs, hs[qb]], np.r_[one, 0 * q], np.r_[hs, q]],
+    st.record(np.r_[msg["u"][hs], msg["u"][q]],
+              [np.r_[hs, hs[qb]], np.r_[one, 0 * q], np.r_[hs, q]],
               np.concatenate([
                   _fields(hs.size, 2 * msg["w"][hs], _KIND_CODE["s"], src, src, ln, t,
                           msg["r"][hs], src, -1),
@@ -1191,9 +1198,9 @@ def _emit_receives(st: _Lowering, msg: dict, t: int) -> None:
                           msg["r"][hs], np.where(rrc, msg["cur"][hs], -1), land),
                   _fields(q.size, -2 - t, _KIND_CODE["cpy"], 4 * (blk[qb] + qat) + 2, dst[q],
                           qln, t, 0, 4 * (blk[qb] + qat) + 2, dst[q])]))
-    moved = np.repeat(q, qln) + np.arange(int(qln.sum())) - np.repeat(np.cumsum(qln) - qln, qln)
-    st.loc[msg["w"][moved], msg["pc"][moved]] = 4 * (np.repeat(blk[qb] + qat, qln) +
-                                                     np.arange(moved.size) - np.repeat(np.cumsum(qln) - qln, qln)) + 2
+    within = _in_runs(qln)
+    moved = np.repeat(q, qln) + within
+    st.loc[msg["w"][moved], msg["pc"][moved]] = 4 * (np.repeat(blk[qb] + qat, qln) + within) + 2
 
 
 def to_msccl_xml(schedule: StepSchedule, channels: int = 1, protocol: str = "Simple",
@@ -1276,10 +1283,11 @@ def _lower_to_fit(schedule: StepSchedule, k: int, inplace: bool, rt, limit: int,
     :func:`assign_lanes` (aiming 1/8 below the limit since the new threadblocks'
     dependencies add nops, then 1/4; then 1/8, 1/4, 3/8 and 1/2 below it, each from the
     last laned program's own counts). The first that fits, else TopofinderError with the
-    first problem met (on one lane: its step figure is what a larger limit needs). ``quick``: give up an attempt whose one-lane program
-    loads more XML elements on some rank than the parser holds, as the auto channel mode
-    does before it interleaves (lanes add threadblocks but may save nops, so this is a
-    policy, said as such, not a proof that no lanes fit)."""
+    first problem met (on one lane: its step figure is what a larger limit needs).
+    ``quick``: give up an attempt whose one-lane program loads more XML elements on some
+    rank than the parser holds, as the auto channel mode does before it interleaves (lanes
+    add threadblocks but may save nops, so this is a policy, said as such, not a proof that
+    no lanes fit)."""
     tries = [stage] if stage is not None or schedule.collective == Collective.REDUCE_SCATTER \
         else [False, True]
     n, first = schedule.topology.n, None
