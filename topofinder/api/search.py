@@ -66,7 +66,8 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
            moe: MoEWorkload | str | os.PathLike | None = None,
            gpus_per_node: int | None = None, intra: str = DEFAULT_INTRA,
            baseline_progress: Callable[[int, int, list[str]], None] | None = None,
-           robust: bool = False, rank_by_robust: bool = False) -> SearchResult:
+           robust: bool = False, rank_by_robust: bool = False,
+           price: str = "lockstep") -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
@@ -76,7 +77,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     (:func:`network_workload`). ``gpus_per_node``: also score every point as a cluster of
     servers with that many GPUs on the ``intra`` fabric (``.hierarchy``). ``robust``: a
     ``robust`` column per point, its worst single fibre or node failure, exact by orbits
-    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it."""
+    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it. ``price``:
+    "lockstep" (default) ranks by T_L·α + τ·M/B, "async" by the dependency-driven time
+    (docs/model.md); every point and baseline carries both."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
@@ -92,7 +95,8 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
                               "all-to-all only; drop --broadcast-share or --robust")
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
-                     baselines=baselines, moe=moe, baseline_progress=baseline_progress)
+                     baselines=baselines, moe=moe, baseline_progress=baseline_progress,
+                     price=price)
     if robust:
         result = robust_search(result, workload, rank_by_robust)
     if gpus_per_node is None:

@@ -12,14 +12,15 @@ from topofinder.api import Collective
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
     rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
-             "all-to-all", "schedule")]
+             "allreduce async", "all-to-all", "schedule")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
             "D" if p["bidirectional"] else "-")
         fc = "" if p["tau_fc"] is None else f"{p['tau_fc']:.4f}"
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
-                     _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+                     _us(p["allreduce_time_s"]), _us(p.get("allreduce_async_s")),
+                     _us(p["alltoall_time_s"]), p["schedule"]))
     if any(Collective.BROADCAST in p for p in result["frontier"]):
         rows[0] += ("broadcast TP", Collective.BROADCAST)
         for i, p in enumerate(result["frontier"]):
@@ -44,7 +45,9 @@ def format_frontier(result: dict) -> str:
                      "ForestColl's allgather optimum M/T over all GPUs (< marks the best)")
     lines += table(rows)
     best = result["frontier"][result["recommended"]]
-    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex); "
+                 "allreduce: lock-step T_L*alpha + tau*M/B, async: dependency-driven "
+                 f"(ranked by {result['workload'].get('price', 'lockstep')})")
     if not all(p["verified"] for p in result["frontier"]):
         lines.append("note: schedules too large to replay in memory were not built; their T_L "
                      "and tau are the exact BFB scores / theorem values (verified: false)")
@@ -109,8 +112,9 @@ def _format_iterations(result: dict) -> list[str]:
 def _format_baselines(result: dict) -> list[str]:
     """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
     moe = "moe" in result
-    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE, "all-to-all",
-             "speedup allreduce", "speedup all-to-all")
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE,
+             "allreduce async", "all-to-all", "speedup allreduce", "speedup async",
+             "speedup all-to-all")
             + (("speedup iteration",) if moe else ())]
     notes = []
     for b in result["baselines"]:
@@ -119,8 +123,9 @@ def _format_baselines(result: dict) -> list[str]:
             continue
         sp = b["speedup"]
         rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
-                     b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
-                     _speed(sp[Collective.ALLREDUCE]), _speed(sp[Collective.ALLTOALL]))
+                     b["schedule"], _us(b["allreduce_time_s"]), _us(b.get("allreduce_async_s")),
+                     _us(b["alltoall_time_s"]), _speed(sp[Collective.ALLREDUCE]),
+                     _speed(sp.get("allreduce_async")), _speed(sp[Collective.ALLTOALL]))
                     + ((_speed(sp["objective"]),) if moe else ()))
         if b["note"]:
             notes.append(f"{b['name']}: {b['note']}")

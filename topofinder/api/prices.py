@@ -1,0 +1,55 @@
+"""Both prices of a schedule (docs/model.md): lock-step ``time_s`` = T_L·α + τ·M/B and
+dependency-driven ``async_s`` (topofinder.scoring.async_time), for `score` and `export`.
+
+>>> p = schedule_price(schedule("C(16,{1,6})"), Workload.from_strings("1us", "100Gbps", "1MB"))
+>>> round(p["time_s"] * 1e6, 2), p["async_s"] == p["time_s"]
+(81.64, True)
+"""
+
+from __future__ import annotations
+
+from topofinder.api.schedules import Schedule, schedule
+from topofinder.api.topology import Source
+from topofinder.errors import TopofinderError
+from topofinder.export.schedule_xml import trees_as_steps
+from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.collectives import Collective
+from topofinder.model.tree_schedule import TreeSchedule
+from topofinder.scoring.async_time import async_profile
+from topofinder.workload.cost import Workload
+
+#: The collectives `score` prices, and their field prefixes.
+PRICED = ((Collective.ALLGATHER, "allgather"), (Collective.REDUCE_SCATTER, "reduce_scatter"),
+          (Collective.ALLREDUCE, "allreduce"))
+
+
+def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
+    """{T_L, time_s, async_s} of a step, orbit, tree (its step form, as MSCCL runs it) or
+    all-to-all schedule for ``workload`` (default 10us, 100Gbps, 1MB): the lock-step price
+    (all-to-all: k·α + Σ_t max load·(M/N)/b) and the dependency-driven time, both the
+    expectation over the size profile."""
+    workload = workload or Workload()
+    steps = trees_as_steps(sched) if isinstance(sched, TreeSchedule) or hasattr(
+        sched, "reduce_scatter") else sched
+    if isinstance(steps, AllToAllSchedule):
+        n, d = steps.topology.n, steps.topology.node_bandwidth
+        lock = sum(w * (steps.num_steps * workload.alpha_s + steps.bandwidth_time * (m / n)
+                        / (workload.bandwidth_Bps / d)) for m, w in workload.sizes)
+    else:
+        lock = workload.collective_time(steps.num_steps, float(steps.tau))
+    return {"T_L": steps.num_steps, "time_s": lock, "async_s": async_profile(steps, workload)}
+
+
+def collective_prices(source: Source, workload: Workload | None = None) -> dict:
+    """``<collective>_time_s`` and ``<collective>_async_s`` of the allgather, reduce-scatter
+    and allreduce step schedules `export --what schedule` writes for ``source``; null where
+    no schedule is built (a topology beyond the replay limit without an orbit form)."""
+    out = {}
+    for collective, name in PRICED:
+        try:
+            price = schedule_price(schedule(source, collective), workload)
+        except TopofinderError:
+            price = {"time_s": None, "async_s": None}
+        out[f"{name}_time_s"] = price["time_s"]
+        out[f"{name}_async_s"] = price["async_s"]
+    return out

@@ -1,0 +1,155 @@
+"""The dependency-driven price of a search point or baseline (topofinder.scoring.async_time,
+docs/model.md "Dependency-driven time") for a workload, next to its lock-step price.
+
+Which schedule is priced: a frontier point's orbit form (finder.verify.symmetric_collective,
+replayed on one source per orbit) when it has one with the point's verified (T_L, τ), else its
+full exported schedule while N²·d ≤ REPLAY_LIMIT, else none (the fields are null). The
+baselines: the ring's orbit form, the torus's equivariant BFB, the two-tree schedule in full;
+their reduce-scatter is their allgather reversed on the same (bidirectional) topology (Thm 2),
+and the allreduce runs it, then the allgather.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from topofinder.compute.cache import cached
+from topofinder.errors import TopofinderError
+from topofinder.families.build import parse
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import (
+    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, symmetric_collective,
+    symmetric_reduce_scatter,
+)
+from topofinder.model.collectives import Collective
+from topofinder.model.schedule import ScheduleError, StepSchedule, allreduce, reduce_scatter
+from topofinder.model.symmetric import OrbitSchedule, rotation
+from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
+from topofinder.scoring.async_time import async_time
+from topofinder.workload.cost import Workload
+
+#: The frontier is ranked by the lock-step price unless `search --price async` says otherwise.
+PRICES = ("lockstep", "async")
+
+
+def _orbit_allreduce(allgather: OrbitSchedule,
+                     rs: OrbitSchedule | None = None) -> OrbitSchedule | None:
+    """Reduce-scatter then the allgather as one orbit schedule. ``rs`` default: the
+    allgather's rows reversed (Thm 2 on a bidirectional topology: the same group, the same
+    representatives)."""
+    s, k = allgather.sends, allgather.num_steps
+    if rs is None:
+        first = np.column_stack((k + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5], s[:, 4]))
+        steps = k
+    else:
+        if rs.shard_chunks != allgather.shard_chunks:
+            return None
+        first, steps = rs.sends, rs.num_steps
+    ag = s.copy()
+    ag[:, 0] += steps
+    return OrbitSchedule(allgather.topology, allgather.shard_chunks, np.vstack((first, ag)),
+                         allgather.generators, method=allgather.method,
+                         collective=Collective.ALLREDUCE, reduce_steps=steps)
+
+
+def _allreduce(allgather):
+    if isinstance(allgather, OrbitSchedule):
+        return _orbit_allreduce(allgather)
+    return allreduce(reduce_scatter(allgather), allgather)
+
+
+def point_schedules(expr: str, t_l: int, tau: Fraction):
+    """(allgather, allreduce) schedules priced for a frontier point (module docstring), or
+    None when it has neither an orbit form of (t_l, tau) nor fits the full replay."""
+    recipe = from_expression(expr)
+    ag = symmetric_collective(recipe, Collective.ALLGATHER)
+    if ag is not None and ag.num_steps == t_l and ag.tau == tau:
+        ar = symmetric_collective(recipe, Collective.ALLREDUCE)
+        if ar is not None:
+            return ag, ar
+    topo = parse(expr)
+    if ag is not None:            # BFB beat the construction: its equivariant form, as search
+        ag = orbit_bfb(topo, recipe_group(recipe))
+        if ag is not None and ag.num_steps == t_l and ag.tau == tau:
+            rs = None if topo.bidirectional else symmetric_reduce_scatter(ag, recipe)
+            ar = _orbit_allreduce(ag, rs) if topo.bidirectional or rs is not None else None
+            if ar is not None:
+                return ag, ar
+    if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+        return None
+    return (collective_schedule(recipe, Collective.ALLGATHER),
+            collective_schedule(recipe, Collective.ALLREDUCE))
+
+
+def baseline_schedules(expr: str, schedule: str):
+    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it."""
+    topo = parse(expr)
+    if schedule == "ring":
+        ag = ring_orbit(topo.degree, topo.n)
+    elif schedule == "double-binary-tree":
+        if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+            return None
+        ag = two_tree_allgather(topo.n)
+    else:
+        dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+        try:
+            ag = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+        except ScheduleError:
+            ag = None
+        if ag is None:
+            return point_schedules(expr, *_bfb(expr))
+    return ag, _allreduce(ag)
+
+
+def _bfb(expr: str):
+    sched = collective_schedule(from_expression(expr), Collective.ALLGATHER)
+    return sched.num_steps, sched.tau
+
+
+def prices(schedules, alpha_s: float, bandwidth_Bps: float, sizes: tuple) -> dict:
+    """{allgather_async_s, allreduce_async_s}: expected dependency-driven seconds over the
+    size profile ``sizes`` ((M, weight) pairs); null when ``schedules`` is None."""
+    if schedules is None:
+        return {"allgather_async_s": None, "allreduce_async_s": None}
+    out = {}
+    for name, sched in zip(("allgather_async_s", "allreduce_async_s"), schedules):
+        out[name] = sum(w * async_time(sched, alpha_s, bandwidth_Bps, m) for m, w in sizes)
+    return out
+
+
+def _point_prices(expr: str, t_l: int, tau: str, alpha_s: float, bandwidth_Bps: float,
+                  sizes: list) -> dict:
+    return prices(point_schedules(expr, t_l, Fraction(tau)), alpha_s, bandwidth_Bps,
+                  tuple(map(tuple, sizes)))
+
+
+def _baseline_prices(expr: str, schedule: str, alpha_s: float, bandwidth_Bps: float,
+                     sizes: list) -> dict:
+    return prices(baseline_schedules(expr, schedule), alpha_s, bandwidth_Bps,
+                  tuple(map(tuple, sizes)))
+
+
+def point_async(expr: str, t_l: int, tau: Fraction, workload: Workload,
+                use_cache: bool = True) -> dict:
+    """A frontier point's dependency-driven allgather and allreduce seconds (disk-cached per
+    point and workload)."""
+    return cached(_point_prices, use_cache)(expr, t_l, f"{tau.numerator}/{tau.denominator}",
+                                            *_workload_args(workload))
+
+
+def baseline_async(expr: str, schedule: str, workload: Workload, use_cache: bool = True) -> dict:
+    """A baseline's dependency-driven allgather and allreduce seconds (disk-cached)."""
+    return cached(_baseline_prices, use_cache)(expr, schedule, *_workload_args(workload))
+
+
+def _workload_args(workload: Workload) -> tuple:
+    return (float(workload.alpha_s), float(workload.bandwidth_Bps),
+            [[float(m), float(w)] for m, w in workload.sizes])
+
+
+def check_price(price: str) -> str:
+    if price not in PRICES:
+        raise TopofinderError(f"price {price!r}; accepted: {', '.join(PRICES)}")
+    return price
