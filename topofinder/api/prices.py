@@ -1,5 +1,6 @@
 """Both prices of a schedule (docs/model.md): lock-step ``time_s`` = T_L·α + τ·M/B and
-dependency-driven ``async_s`` (topofinder.scoring.async_time), for `score` and `export`.
+dependency-driven ``async_s`` (topofinder.scoring.async_time), for `score` and `export`; the
+Chakra / ASTRA-sim export (topofinder.export.chakra).
 
 >>> p = schedule_price(schedule("C(16,{1,6})"), Workload.from_strings("1us", "100Gbps", "1MB"))
 >>> round(p["time_s"] * 1e6, 2), p["async_s"] == p["time_s"]
@@ -8,12 +9,17 @@ dependency-driven ``async_s`` (topofinder.scoring.async_time), for `score` and `
 
 from __future__ import annotations
 
+import os
+
 from topofinder.api.schedules import Schedule, schedule
 from topofinder.api.topology import Source
 from topofinder.errors import TopofinderError
+from topofinder.export.chakra import COMM_TYPE, write_chakra
 from topofinder.export.schedule_xml import trees_as_steps
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.collectives import Collective
+from topofinder.model.schedule import StepSchedule
+from topofinder.model.symmetric import OrbitSchedule
 from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.async_time import async_profile
 from topofinder.workload.cost import Workload
@@ -53,3 +59,32 @@ def collective_prices(source: Source, workload: Workload | None = None) -> dict:
         out[f"{name}_time_s"] = price["time_s"]
         out[f"{name}_async_s"] = price["async_s"]
     return out
+
+
+def export_chakra(source: Source, directory: str | os.PathLike,
+                  collective: str = Collective.ALLGATHER, workload: Workload | None = None, *,
+                  kind: str = "steps", low_trees: bool = False,
+                  trees_per_root: int | None = None, prefix: str | None = None) -> dict:
+    """What `topofinder export SOURCE --what schedule --format chakra -o DIR` does: the step
+    schedule :func:`schedule` builds (a tree schedule as its step form) written as ASTRA-sim's
+    custom collective — one Chakra ET per rank, the workload ET, system, network and memory
+    configuration (topofinder.export.chakra; docs/formats.md) for ``workload``'s α, B and
+    its one size M. Returns what was written and both prices of the schedule."""
+    workload = workload or Workload()
+    if len(workload.sizes) != 1:
+        raise TopofinderError("the Chakra export takes one size (--size), not a weighted list")
+    if collective not in COMM_TYPE:
+        raise TopofinderError(f"the Chakra export writes {', '.join(COMM_TYPE)}, not "
+                              f"{collective}")
+    sched = schedule(source, collective, kind, low_trees=low_trees,
+                     trees_per_root=trees_per_root)
+    if isinstance(sched, OrbitSchedule):
+        raise TopofinderError(f"{sched.topology.expr}: N²·d beyond the replay limit; a Chakra "
+                              f"trace holds every send of every rank, write --format npz")
+    steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+    if steps.topology.has_switches:
+        raise TopofinderError("the Chakra export is for direct-connect fabrics (no switches)")
+    info = write_chakra(steps, directory, size=workload.sizes[0][0], alpha_s=workload.alpha_s,
+                        bandwidth_Bps=workload.bandwidth_Bps, prefix=prefix)
+    info.update(schedule_price(steps, workload))
+    return info

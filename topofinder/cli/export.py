@@ -26,7 +26,9 @@ def add(sub) -> None:
                         "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o), "
+                        "chakra (ASTRA-sim: one Chakra ET per rank and the configuration "
+                        "files, -o DIR); "
                         "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     export_schedule.add_options(p)
     export_cabling.add_options(p)
@@ -53,7 +55,7 @@ def _check_outputs(args) -> None:
         if path:
             api.note_input(path)
     for path in outputs:
-        if path and path != "-":
+        if path and path != "-" and not (path == args.output and args.format == "chakra"):
             api.check_output(path)
 
 
