@@ -24,9 +24,8 @@ from topofinder.model.tree_schedule import TreeSchedule
 from topofinder.scoring.async_time import async_profile
 from topofinder.workload.cost import Workload
 
-#: The collectives `score` prices, and their field prefixes.
-PRICED = ((Collective.ALLGATHER, "allgather"), (Collective.REDUCE_SCATTER, "reduce_scatter"),
-          (Collective.ALLREDUCE, "allreduce"))
+#: The collectives `score` prices (fields named with "-" as "_").
+PRICED = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 
 
 def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
@@ -51,7 +50,8 @@ def collective_prices(source: Source, workload: Workload | None = None) -> dict:
     and allreduce step schedules `export --what schedule` writes for ``source``; null where
     no schedule is built (a topology beyond the replay limit without an orbit form)."""
     out = {}
-    for collective, name in PRICED:
+    for collective in PRICED:
+        name = collective.replace("-", "_")
         try:
             price = schedule_price(schedule(source, collective), workload)
         except TopofinderError:
