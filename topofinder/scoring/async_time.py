@@ -37,6 +37,8 @@ from topofinder.model.schedule import StepSchedule
 from topofinder.model.symmetric import OrbitSchedule, transversal
 from topofinder.scoring.links import Links
 
+#: Largest N² for which link indices are looked up in a dense N×N table (int32, 64 MB)
+_DENSE_LINKS = 1 << 24
 #: The replay's unit of time in seconds: times are exact int64 counts of it (to 2^62 ticks,
 #: about 4.6·10^3 s).
 TICK = 1e-15
@@ -97,6 +99,10 @@ class _ReplayState:
             raise TopofinderError(f"async time: the schedule may take more than "
                                   f"{_LONGEST * TICK:.3g} s; too long to time")
         self.free = np.zeros(self.links.num, np.int64)
+        self.dense = None                 # link index by u·N + w, when N² is small enough
+        if self.n * self.n <= _DENSE_LINKS:
+            self.dense = np.full(self.n * self.n, -1, np.int32)
+            self.dense[self.links.keys] = np.arange(self.links.num, dtype=np.int32)
         gens = [np.asarray(g, np.int64) for g in (generators or ())]
         self.back = transversal(self.n, gens) if gens else None
         if self.back is not None:
@@ -105,14 +111,19 @@ class _ReplayState:
         else:
             self.orbit_rep = np.arange(self.n)
 
+    def _link(self, u, w) -> np.ndarray:
+        if self.dense is not None:
+            return self.dense[u * self.n + w].astype(np.int64)
+        return self.links.index(u, w)
+
     def _canonical(self, v, u, w):
         """(link, γ_u⁻¹(v)) of rows with sender u: an orbit schedule's rows stand for their
         images, so their link is moved onto u's orbit representative by γ_u⁻¹ too."""
         if self.back is None:
-            return self.links.index(u, w), v
+            return self._link(u, w), v
         if self.orbit:
-            return self.links.index(self.back(u, u), self.back(u, w)), self.back(u, v)
-        return self.links.index(u, w), self.back(u, v)
+            return self._link(self.back(u, u), self.back(u, w)), self.back(u, v)
+        return self._link(u, w), self.back(u, v)
 
     def run(self) -> float:
         done, last = None, 0
@@ -143,10 +154,12 @@ class _ReplayState:
 
     def _phase(self, rows: np.ndarray, sources: np.ndarray, arrival: np.ndarray,
                reduce: bool) -> float:
-        order = np.argsort(rows[:, 0], kind="stable")
-        rows = rows[order]
+        if np.any(rows[1:, 0] < rows[:-1, 0]):
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
         t, v, lo, hi, u, w = rows.T
-        vi = np.searchsorted(sources, v)
+        index = np.zeros(self.n, np.int64)
+        index[sources] = np.arange(sources.size)
+        vi = index[v]
         link, rel = self._canonical(v, u, w)
         key = lo * self.n + rel
         count = hi - lo
@@ -157,18 +170,25 @@ class _ReplayState:
         write = (w * r + vi) * p + lo
         combine = np.maximum if reduce else np.minimum
         last = 0
+        single = bool(np.all(count == 1))
         for a, b in _runs(t):
-            cnt = count[a:b]
-            offsets = np.concatenate(([0], np.cumsum(cnt)[:-1]))
-            cell_row = np.repeat(np.arange(b - a), cnt)
-            within = np.arange(cell_row.size) - offsets[cell_row]
-            ready = np.maximum.reduceat(flat[read[a:b][cell_row] + within], offsets)
+            if single:                                # one chunk per row: no expansion
+                ready = flat[read[a:b]]
+            else:
+                cnt = count[a:b]
+                offsets = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+                cell_row = np.repeat(np.arange(b - a), cnt)
+                within = np.arange(cell_row.size) - offsets[cell_row]
+                ready = np.maximum.reduceat(flat[read[a:b][cell_row] + within], offsets)
             if ready.max() == _NEVER:
                 raise TopofinderError("async time: a send forwards a chunk its sender never "
                                       "received; validate the schedule first")
             arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b]) + self.alpha
             last = max(last, int(arrive.max()))
-            combine.at(flat, write[a:b][cell_row] + within, arrive[cell_row])
+            if single:
+                combine.at(flat, write[a:b], arrive)
+            else:
+                combine.at(flat, write[a:b][cell_row] + within, arrive[cell_row])
         return last
 
 
@@ -183,19 +203,25 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
     """Finish times of one step's sends: each link (``free``: when it is next free, updated)
     takes its sends in order of (ready, key), each starting at max(ready, previous finish)
     and holding the link ``dur`` seconds."""
-    order = np.lexsort((key, ready, link))
+    low = int(ready.min())
+    bits = int(key.max()).bit_length()
+    if (int(ready.max()) - low) >> (62 - bits) == 0:   # (ready, key) packed in one int64
+        order = np.lexsort((((ready - low) << bits) | key, link))
+    else:
+        order = np.lexsort((key, ready, link))
     lk, rd, du = link[order], ready[order], dur[order]
     first = np.concatenate(([True], lk[1:] != lk[:-1]))
     starts = np.flatnonzero(first)
-    pos = np.arange(lk.size) - np.repeat(starts, np.diff(np.append(starts, lk.size)))
-    by_pos = np.argsort(pos, kind="stable")
-    cuts = np.searchsorted(pos[by_pos], np.arange(int(pos.max()) + 2))
-    fin = np.empty(lk.size, free.dtype)
-    for k in range(cuts.size - 1):
-        at = by_pos[cuts[k]:cuts[k + 1]]
-        prev = free[lk[at]] if k == 0 else fin[at - 1]
-        fin[at] = np.maximum(rd[at], prev) + du[at]
     ends = np.append(starts[1:], lk.size) - 1
+    fin = np.empty(lk.size, free.dtype)
+    fin[starts] = np.maximum(rd[starts], free[lk[starts]]) + du[starts]
+    sizes = ends - starts + 1
+    if sizes.max() > 1:                  # the k-th send of every queue longer than k, in turn
+        by_size = np.argsort(-sizes, kind="stable")
+        first, longest = starts[by_size], -sizes[by_size]
+        for k in range(1, -int(longest[0])):
+            at = first[:np.searchsorted(longest, -k, side="left")] + k
+            fin[at] = np.maximum(rd[at], fin[at - 1]) + du[at]
     free[lk[ends]] = fin[ends]
     out = np.empty_like(fin)
     out[order] = fin

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from topofinder.compute.cache import cached
+from topofinder.compute.parallel import begin, finish
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
@@ -131,17 +132,31 @@ def _baseline_prices(expr: str, schedule: str, alpha_s: float, bandwidth_Bps: fl
                   tuple(map(tuple, sizes)))
 
 
-def point_async(expr: str, t_l: int, tau: Fraction, workload: Workload,
-                use_cache: bool = True) -> dict:
-    """A frontier point's dependency-driven allgather and allreduce seconds (disk-cached per
-    point and workload)."""
-    return cached(_point_prices, use_cache)(expr, t_l, f"{tau.numerator}/{tau.denominator}",
-                                            *_workload_args(workload))
+def point_asyncs(points, workload: Workload, use_cache: bool = True,
+                 jobs: int | None = None) -> list[dict]:
+    """Each frontier point's (expr, T_L, τ) dependency-driven allgather and allreduce seconds,
+    disk-cached per point and workload: cached ones answered here, the rest on ``jobs``
+    workers."""
+    calls = [(expr, t_l, f"{Fraction(tau).numerator}/{Fraction(tau).denominator}",
+              *_workload_args(workload)) for expr, t_l, tau in points]
+    return _batch(_point_prices, calls, use_cache, jobs)
 
 
-def baseline_async(expr: str, schedule: str, workload: Workload, use_cache: bool = True) -> dict:
-    """A baseline's dependency-driven allgather and allreduce seconds (disk-cached)."""
-    return cached(_baseline_prices, use_cache)(expr, schedule, *_workload_args(workload))
+def baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
+                    jobs: int | None = None) -> list[dict]:
+    """Each baseline's (expr, schedule) dependency-driven allgather and allreduce seconds."""
+    calls = [(expr, schedule, *_workload_args(workload)) for expr, schedule in specs]
+    return _batch(_baseline_prices, calls, use_cache, jobs)
+
+
+def _batch(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> list[dict]:
+    priced = cached(fn, use_cache)
+    known = {i: priced(*c) for i, c in enumerate(calls) if use_cache and priced.in_cache(*c)}
+    todo = [i for i in range(len(calls)) if i not in known]
+    if todo:     # a warm search starts no worker pool
+        known.update(zip(todo, finish(begin(priced, [calls[i] for i in todo], jobs=jobs),
+                                      label="dependency-driven prices")))
+    return [known[i] for i in range(len(calls))]
 
 
 def _workload_args(workload: Workload) -> tuple:

@@ -9,7 +9,7 @@ from fractions import Fraction
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import Batch, begin, finish
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
-from topofinder.workload.async_price import baseline_async
+from topofinder.workload.async_price import baseline_asyncs
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -72,9 +72,9 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
     scores = finish(batch, progress=(lambda k, count: progress(k, count, exprs)) if progress
                     else None, label="scoring baselines")
     scored.update(zip(exprs, scores))
-    asyncs = dict(zip([s.expr for s in specs if s.expr is not None], finish(begin(
-        baseline_async, [(s.expr, s.schedule, workload, use_cache) for s in specs
-                         if s.expr is not None], jobs=jobs), label="baseline async prices")))
+    present = [(s.expr, s.schedule) for s in specs if s.expr is not None]
+    asyncs = dict(zip([e for e, _ in present],
+                      baseline_asyncs(present, workload, use_cache, jobs)))
     out = []
     for spec in specs:
         entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}

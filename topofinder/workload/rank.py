@@ -9,13 +9,12 @@ from fractions import Fraction
 from typing import Callable
 
 from topofinder.compute.cache import cached
-from topofinder.compute.parallel import begin, finish
 from topofinder.finder.frontier import check_frontier, skipped_bases, verified_frontier
 from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import (iteration_split, priced_baselines,
                                                    start_baselines)
-from topofinder.workload.async_price import check_price, point_async
+from topofinder.workload.async_price import check_price, point_asyncs
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -186,9 +185,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress)
-    asyncs = finish(begin(_async_of, [(c.expr, v.T_L, v.tau, workload, use_cache)
-                                      for c, v in frontier], jobs=jobs),
-                    label="dependency-driven prices")
+    asyncs = point_asyncs([(c.expr, v.T_L, v.tau) for c, v in frontier], workload,
+                          use_cache, jobs)
     points = _pareto_points([_point(c, v, workload, moe, a, price)
                              for (c, v), a in zip(frontier, asyncs)],
                             by_alltoall=with_alltoall,
@@ -202,10 +200,6 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     return SearchResult(n, d, bidirectional, {**workload.describe(), "price": price},
                         tuple(points), best, priced, None if moe is None else moe.describe(),
                         skipped=tuple(skipped_bases(n, d)), unverified=tuple(unverified))
-
-
-def _async_of(expr: str, t_l: int, tau: Fraction, workload: Workload, use_cache: bool) -> dict:
-    return point_async(expr, t_l, tau, workload, use_cache)
 
 
 def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
