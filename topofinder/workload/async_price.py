@@ -25,7 +25,7 @@ from topofinder.finder.verify import (
     symmetric_reduce_scatter,
 )
 from topofinder.model.collectives import Collective
-from topofinder.model.schedule import ScheduleError, StepSchedule, allreduce, reduce_scatter
+from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.symmetric import OrbitSchedule, rotation
 from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
 from topofinder.scoring.async_time import async_time
@@ -35,11 +35,10 @@ from topofinder.workload.cost import Workload
 PRICES = ("lockstep", "async")
 
 
-def _orbit_allreduce(allgather: OrbitSchedule,
-                     rs: OrbitSchedule | None = None) -> OrbitSchedule | None:
-    """Reduce-scatter then the allgather as one orbit schedule. ``rs`` default: the
-    allgather's rows reversed (Thm 2 on a bidirectional topology: the same group, the same
-    representatives)."""
+def _allreduce(allgather, rs=None):
+    """Reduce-scatter then the allgather as one schedule (orbit or step, as ``allgather``).
+    ``rs`` default: the allgather's rows reversed (Thm 2 on a bidirectional topology: the
+    same topology, group and representatives). None when the chunk counts differ."""
     s, k = allgather.sends, allgather.num_steps
     if rs is None:
         first = np.column_stack((k + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5], s[:, 4]))
@@ -50,38 +49,46 @@ def _orbit_allreduce(allgather: OrbitSchedule,
         first, steps = rs.sends, rs.num_steps
     ag = s.copy()
     ag[:, 0] += steps
-    return OrbitSchedule(allgather.topology, allgather.shard_chunks, np.vstack((first, ag)),
-                         allgather.generators, method=allgather.method,
-                         collective=Collective.ALLREDUCE, reduce_steps=steps)
-
-
-def _allreduce(allgather):
+    rows = np.vstack((first, ag))
     if isinstance(allgather, OrbitSchedule):
-        return _orbit_allreduce(allgather)
-    return allreduce(reduce_scatter(allgather), allgather)
+        return OrbitSchedule(allgather.topology, allgather.shard_chunks, rows,
+                             allgather.generators, method=allgather.method,
+                             collective=Collective.ALLREDUCE, reduce_steps=steps)
+    return StepSchedule(allgather.topology, allgather.shard_chunks, rows,
+                        collective=Collective.ALLREDUCE, method=allgather.method,
+                        reduce_steps=steps)
+
+
+def _allgather_of(allreduce):
+    """The allgather phase of an allreduce schedule, steps renumbered from 1."""
+    s = allreduce.sends[allreduce.sends[:, 0] > allreduce.reduce_steps].copy()
+    s[:, 0] -= allreduce.reduce_steps
+    if isinstance(allreduce, OrbitSchedule):
+        return OrbitSchedule(allreduce.topology, allreduce.shard_chunks, s,
+                             allreduce.generators, method=allreduce.method)
+    return StepSchedule(allreduce.topology, allreduce.shard_chunks, s,
+                        method=allreduce.method)
 
 
 def point_schedules(expr: str, t_l: int, tau: Fraction):
     """(allgather, allreduce) schedules priced for a frontier point (module docstring), or
     None when it has neither an orbit form of (t_l, tau) nor fits the full replay."""
     recipe = from_expression(expr)
+    topo = parse(expr)
     ag = symmetric_collective(recipe, Collective.ALLGATHER)
+    if ag is not None and not (ag.num_steps == t_l and ag.tau == tau):
+        ag = orbit_bfb(topo, recipe_group(recipe))   # BFB beat the construction, as search
     if ag is not None and ag.num_steps == t_l and ag.tau == tau:
-        ar = symmetric_collective(recipe, Collective.ALLREDUCE)
+        if topo.bidirectional:
+            return ag, _allreduce(ag)
+        rs = symmetric_reduce_scatter(ag, recipe)
+        ar = None if rs is None else _allreduce(ag, rs)
         if ar is not None:
             return ag, ar
-    topo = parse(expr)
-    if ag is not None:            # BFB beat the construction: its equivariant form, as search
-        ag = orbit_bfb(topo, recipe_group(recipe))
-        if ag is not None and ag.num_steps == t_l and ag.tau == tau:
-            rs = None if topo.bidirectional else symmetric_reduce_scatter(ag, recipe)
-            ar = _orbit_allreduce(ag, rs) if topo.bidirectional or rs is not None else None
-            if ar is not None:
-                return ag, ar
     if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None
-    return (collective_schedule(recipe, Collective.ALLGATHER),
-            collective_schedule(recipe, Collective.ALLREDUCE))
+    ar = collective_schedule(recipe, Collective.ALLREDUCE)
+    return _allgather_of(ar), ar
 
 
 def baseline_schedules(expr: str, schedule: str):
@@ -139,24 +146,33 @@ def point_asyncs(points, workload: Workload, use_cache: bool = True,
     workers."""
     calls = [(expr, t_l, f"{Fraction(tau).numerator}/{Fraction(tau).denominator}",
               *_workload_args(workload)) for expr, t_l, tau in points]
-    return _batch(_point_prices, calls, use_cache, jobs)
+    return finish_asyncs(_start(_point_prices, calls, use_cache, jobs))
 
 
-def baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
-                    jobs: int | None = None) -> list[dict]:
-    """Each baseline's (expr, schedule) dependency-driven allgather and allreduce seconds."""
+def start_baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
+                          jobs: int | None = None) -> tuple:
+    """Start pricing each baseline's (expr, schedule) dependency-driven allgather and
+    allreduce (they do not depend on the frontier: workers take them while the search
+    verifies); :func:`finish_asyncs` collects them."""
     calls = [(expr, schedule, *_workload_args(workload)) for expr, schedule in specs]
-    return _batch(_baseline_prices, calls, use_cache, jobs)
+    return _start(_baseline_prices, calls, use_cache, jobs)
 
 
-def _batch(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> list[dict]:
+def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
     priced = cached(fn, use_cache)
     known = {i: priced(*c) for i, c in enumerate(calls) if use_cache and priced.in_cache(*c)}
     todo = [i for i in range(len(calls)) if i not in known]
-    if todo:     # a warm search starts no worker pool
-        known.update(zip(todo, finish(begin(priced, [calls[i] for i in todo], jobs=jobs),
-                                      label="dependency-driven prices")))
-    return [known[i] for i in range(len(calls))]
+    # a warm search starts no worker pool
+    batch = begin(priced, [calls[i] for i in todo], jobs=jobs) if todo else None
+    return len(calls), known, todo, batch
+
+
+def finish_asyncs(started: tuple) -> list[dict]:
+    """The results of :func:`start_baseline_asyncs` (or a point batch), in call order."""
+    count, known, todo, batch = started
+    if batch is not None:
+        known.update(zip(todo, finish(batch, label="dependency-driven prices")))
+    return [known[i] for i in range(count)]
 
 
 def _workload_args(workload: Workload) -> tuple:

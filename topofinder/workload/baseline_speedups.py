@@ -7,9 +7,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.compute.cache import cached
-from topofinder.compute.parallel import Batch, begin, finish
+from topofinder.compute.parallel import begin, finish
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
-from topofinder.workload.async_price import baseline_asyncs
+from topofinder.workload.async_price import finish_asyncs, start_baseline_asyncs
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -37,24 +37,28 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
 
 
 def start_baselines(n: int, d: int, full_alltoall: bool, use_cache: bool = True,
-                    jobs: int | None = None) -> tuple[dict, list[str], Batch]:
+                    jobs: int | None = None, workload: Workload | None = None) -> tuple:
     """Start scoring the baselines of (N, d) that the cache does not answer, on a worker in the
     background (topofinder.compute.parallel.begin: a worker that has finished importing takes
-    them while this process verifies the frontier; `priced_baselines` takes the rest). Returns
-    (the cached scores by expression, the expressions being scored, their batch)."""
+    them while this process verifies the frontier; `priced_baselines` takes the rest), and
+    their dependency-driven prices for ``workload`` likewise. Returns (the cached scores by
+    expression, the expressions being scored, their batch, the started prices)."""
     score = cached(score_baseline, use_cache, check_baseline)
     calls = [(s.expr, s.schedule, full_alltoall) for s in baseline_specs(n, d)
              if s.expr is not None]
     # answered from the cache in this process (a worker pool costs more than a warm search)
     scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
     todo = [c for c in calls if c[0] not in scored]
-    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs)
+    asyncs = start_baseline_asyncs([(s.expr, s.schedule) for s in baseline_specs(n, d)
+                                    if s.expr is not None], workload or Workload(),
+                                   use_cache, jobs)
+    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs), asyncs
 
 
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
                      moe: MoEWorkload | None = None, use_cache: bool = True,
                      progress=None, jobs: int | None = None,
-                     started: tuple[dict, list[str], Batch] | None = None,
+                     started: tuple | None = None,
                      price: str = "lockstep") -> list[dict]:
     """One entry per baseline of finder.baseline_scores.baseline_specs: its verified scores, its
     times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
@@ -65,16 +69,15 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
     Every baseline carries its lock-step and dependency-driven allgather and allreduce times
     (``*_time_s``, ``*_async_s``); ``price`` "async" ranks and compares by the latter."""
     specs = baseline_specs(n, d)
-    scored, exprs, batch = started or start_baselines(n, d, full_alltoall, use_cache, jobs)
+    scored, exprs, batch, asyncs = started or start_baselines(n, d, full_alltoall, use_cache,
+                                                              jobs, workload)
     scored = dict(scored)
     if progress and exprs:
         progress(0, len(exprs), exprs)
     scores = finish(batch, progress=(lambda k, count: progress(k, count, exprs)) if progress
                     else None, label="scoring baselines")
     scored.update(zip(exprs, scores))
-    present = [(s.expr, s.schedule) for s in specs if s.expr is not None]
-    asyncs = dict(zip([e for e, _ in present],
-                      baseline_asyncs(present, workload, use_cache, jobs)))
+    asyncs = dict(zip([s.expr for s in specs if s.expr is not None], finish_asyncs(asyncs)))
     out = []
     for spec in specs:
         entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}

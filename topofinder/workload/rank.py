@@ -181,7 +181,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     full_alltoall = with_alltoall
     # the baselines do not depend on the frontier: a worker starts on them while this
     # process verifies (they are priced below, once the recommendation is known)
-    started = start_baselines(n, d, full_alltoall, use_cache, jobs) if baselines else None
+    started = start_baselines(n, d, full_alltoall, use_cache, jobs,
+                              workload) if baselines else None
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress)
