@@ -1,5 +1,6 @@
-"""The MSCCL lowering's passes one by one (export/schedule_xml.py): layout, threadblock
-placement, the step's messages in layout order, consolidation into instructions, staging."""
+"""The lowering's passes one by one (export/ir/: layout, threadblock placement, the step's
+messages in layout order, consolidation into ops, staging, lanes, dependencies) and the MSCCL
+fit checks and writer on top of them (export/msccl/)."""
 
 import dataclasses
 import hashlib
@@ -14,39 +15,39 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import RUNTIMES, shape
-from topofinder.export.schedule_xml import (
+from topofinder.export.ir.bounds import (
+    _reduce_bound,
+    _reduce_prep,
+    instruction_bounds,
+    layout_for,
+    rank_need,
+)
+from topofinder.export.ir.deps import _choose_deps, resolve
+from topofinder.export.ir.lanes import assign_lanes
+from topofinder.export.ir.layout import allreduce_layouts, channel_shift, shard_layout
+from topofinder.export.ir.lowering import (
     _breaks,
-    _check_ranges,
     _consolidate_sends,
     _fields,
-    _instruction_bounds,
     _Lowering,
-    _lower,
-    _lower_to_fit,
-    _lane_count,
-    assign_lanes,
-    _choose_deps,
-    _Prog,
-    _resolve,
-    _rank_need,
-    _reduce_bound,
     _receive_places,
-    _reduce_prep,
     _run_starts,
     _step_messages,
-    allreduce_phases,
-    check_fits,
-    layout_for,
-    parse_msccl_xml,
+    lower,
     place_threadblocks,
-    to_msccl_xml,
 )
-from topofinder.export.xml_layout import (
-    allreduce_layouts,
-    channel_shift,
-    shard_layout,
+from topofinder.export.ir.program import RankProgram
+from topofinder.export.ir.steps import allreduce_phases
+from topofinder.export.msccl.fit import (
+    _check_ranges,
+    check_fits,
+    lane_count,
+    lower_to_fit,
+    xml_steps,
 )
+from topofinder.export.msccl.limits import RUNTIMES
+from topofinder.export.msccl.rules import shape
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.families import uni_ring
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
@@ -130,20 +131,20 @@ def test_reduce_bound_never_exceeds_the_lowered_sends(expr, coll):
     table = layout_for(s).table()
     bound = _reduce_bound(_reduce_prep(s, until), table, n)
     lowered, every = np.zeros(n * n, np.int64), np.zeros(n * n, np.int64)
-    for prog in _lower(s, 1, False, 71):
-        _resolve([prog])
+    for prog in lower(s, 1, False, 71):
+        resolve([prog])
         for tb, (kind, w) in enumerate(prog.tb_peer):
             if kind == "send":
-                ins = prog.instrs(tb)
+                ins = prog.ops(tb)
                 lowered[prog.u * n + w] += sum(1 for x in ins if x[4] <= until)
                 every[prog.u * n + w] += len(ins)
     assert (bound <= lowered).all()
     rows = s.sends[s.sends[:, 0] <= until]
     messages = np.unique((rows[:, 4] * n + rows[:, 5]) * (until + 1) + rows[:, 0]).size
     assert bound.sum() > messages
-    direct, _ = _instruction_bounds(s, table, False)
+    direct, _ = instruction_bounds(s, table, False)
     assert (direct <= every).all()
-    assert (_rank_need(direct, None, n, False) <= every.reshape(n, n).sum(0) +
+    assert (rank_need(direct, None, n, False) <= every.reshape(n, n).sum(0) +
             every.reshape(n, n).sum(1)).all()
 
 
@@ -154,7 +155,7 @@ def test_threadblock_placement_follows_the_links_the_schedule_uses():
     progs = place_threadblocks(s, inplace=False, k=1)
     links = {(u, w) for u, w in s.sends[:, 4:6].tolist()}
     for prog in progs:
-        _resolve([prog])
+        resolve([prog])
         assert {w for kind, w in prog.tb_peer if kind == "send"} == \
             {w for u, w in links if u == prog.u}
         assert {u for kind, u in prog.tb_peer if kind == "recv"} == \
@@ -210,15 +211,15 @@ def _one_message(stage: bool, srcs: list, dsts: list):
            "kind": np.ones(m, np.int64), "cur": np.full(m, -1)}
     _consolidate_sends(st, msg, 1, reducing=False)
     prog = st.programs()[0]
-    _resolve([prog])
+    resolve([prog])
     return prog
 
 
 def test_consolidation_sends_one_instruction_per_contiguous_run():
     prog = _one_message(False, [("o", 0), ("o", 1), ("o", 5)], [("o", 0), ("o", 1), ("o", 2)])
-    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
-    assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [("s", ("o", 0), 2),
-                                                                       ("s", ("o", 5), 1)]
+    sends = prog.ops(prog.tb_peer.index(("send", 1)))
+    assert [(kind, src, cnt) for kind, src, _, cnt, _, _ in sends] == [
+        ("send", ("output", 0), 2), ("send", ("output", 5), 1)]
 
 
 def test_staging_packs_several_ranges_into_one_scratch_range():
@@ -227,14 +228,14 @@ def test_staging_packs_several_ranges_into_one_scratch_range():
     prog = _one_message(True, [("o", 0), ("o", 1), ("o", 7)], [("o", 0), ("o", 1), ("o", 2)])
     assert prog.scratch == 3
     stage = [b for b, (kind, _) in enumerate(prog.tb_peer) if kind == "local"][1]
-    copies = prog.instrs(stage)
-    assert [(c[0], c[1], c[2], c[3]) for c in copies] == [("cpy", ("o", 0), ("s", 0), 2),
-                                                          ("cpy", ("o", 7), ("s", 2), 1)]
-    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
-    assert [(c[0], c[1], c[3]) for c in sends] == [("s", ("s", 0), 3)]
+    copies = prog.ops(stage)
+    assert [(c[0], c[1], c[2], c[3]) for c in copies] == [
+        ("copy", ("output", 0), ("scratch", 0), 2), ("copy", ("output", 7), ("scratch", 2), 1)]
+    sends = prog.ops(prog.tb_peer.index(("send", 1)))
+    assert [(c[0], c[1], c[3]) for c in sends] == [("send", ("scratch", 0), 3)]
     prog = _one_message(True, [("o", 0), ("o", 1)], [("o", 0), ("o", 1)])
-    sends = prog.instrs(prog.tb_peer.index(("send", 1)))
-    assert prog.scratch == 0 and [(c[1], c[3]) for c in sends] == [(("o", 0), 2)]
+    sends = prog.ops(prog.tb_peer.index(("send", 1)))
+    assert prog.scratch == 0 and [(c[1], c[3]) for c in sends] == [(("output", 0), 2)]
 
 
 def test_receive_places_chain_partials_of_one_piece_arriving_together():
@@ -317,19 +318,19 @@ def test_an_out_of_place_write_to_a_used_place_is_refused():
     """Out of place the lowering tracks no readers because every write goes to a fresh
     place; a write to a place already written, or to the input, is an internal error."""
     for place in (None, ("o", 4), ("i", 0)):
-        prog = _Prog(0, [1], [1], False, "allgather", 1)
+        prog = RankProgram(0, [1], [1], False, "allgather", 1)
         rows = [_fields(1, 3, 1, 13, 13, 2, 1, 0, -1, 13),       # receive from 1 into o3..o4
                 _fields(1, 2, 0, 17, 17, 1, 2, 0, 17, -1)]       # send o4 to 1
         prog.load(np.concatenate(rows), 0)
         if place is None:
-            _resolve([prog])
+            resolve([prog])
             send, recv = prog.tb_peer.index(("send", 1)), prog.tb_peer.index(("recv", 1))
-            assert prog.instrs(send)[0][5] == ((recv, 0),)
+            assert prog.ops(send)[0].deps == ((recv, 0),)
             continue
         rows.append(_fields(1, -1, 3, 2, _code(place), 1, 3, 0, -1, _code(place)))
         prog.load(np.concatenate(rows), 1)
         with pytest.raises(TopofinderError, match="internal error"):
-            _resolve([prog])
+            resolve([prog])
 
 
 
@@ -341,11 +342,11 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
     the scratch in use is refused; the same copy within range passes."""
     rt = RUNTIMES["msccl-executor"]
     for wrong in (False, True):
-        prog = _Prog(0, [1], [1], False, "allgather", 2)
+        prog = RankProgram(0, [1], [1], False, "allgather", 2)
         cnt = 72 if wrong and bad == "cnt" else 1
         dst = {"cnt": ("o", 0), "offset": ("o", 2 + wrong), "scratch": ("s", 1 + wrong)}[bad]
         prog.load(_fields(1, -1, 3, 0, _code(dst), cnt, 0, 0, 0, _code(dst)), 2)
-        _resolve([prog])
+        resolve([prog])
         if wrong:
             with pytest.raises(TopofinderError, match="count or offset"):
                 _check_ranges(prog, 2, 2, rt)
@@ -404,12 +405,12 @@ def test_chosen_dependencies_equal_the_vector_clock_loop(expr, coll, inplace, st
     dependencies in the same order as the reference vector-clock loop, on one lane and on
     lanes, in and out of place, staged, and through allreduce's reduce phase (where the
     receiving threadblocks wait for each other); run on several ranks side by side
-    (_resolve's batches) or on one."""
+    (resolve's batches) or on one."""
     s = collective_schedule(from_expression(expr), coll)
-    progs = _lower(s, 1, inplace, 71, stage=stage)
-    _resolve(progs, batch=3)
-    lanes = assign_lanes(progs, (budget,))[0] if budget else None
-    _resolve(progs, lanes, batch=5)
+    progs = lower(s, 1, inplace, 71, stage=stage)
+    resolve(progs, batch=3)
+    lanes = assign_lanes(progs, (budget,), xml_steps)[0] if budget else None
+    resolve(progs, lanes, batch=5)
     inner = 0
     for prog in progs:
         tb, idx = prog.tb_of, prog.order.argsort()
@@ -500,7 +501,7 @@ def test_element_refusals_with_several_channels_advise_fewer(monkeypatch):
     small = dataclasses.replace(RUNTIMES["msccl-executor"], max_nodes=sched.topology.n + 40)
     for k, advice in ((1, False), (2, True)):
         with pytest.raises(TopofinderError, match="elements its parser holds") as err:
-            _lower_to_fit(sched, k, False, small, 64, None, "x", layout_for(sched, k))
+            lower_to_fit(sched, k, False, small, 64, None, "x", layout_for(sched, k))
         assert ("use --channels 1 or fewer" in str(err.value)) == advice
 
 
@@ -531,20 +532,20 @@ def test_a_lane_plan_names_the_channels_its_placed_programs_use(coll):
     count of the programs placed on it, for every way of dealing and budget, and a resolve
     with a check returns the check's first answer, leaving later ranks as they were."""
     s = collective_schedule(from_expression("L(K(4,4))"), coll)
-    progs = _lower(s, 1, False, 71, stage=False, layout=layout_for(s, 1, False))
-    _resolve(progs)
-    before = [prog.steps.copy() for prog in progs]
+    progs = lower(s, 1, False, 71, stage=False, layout=layout_for(s, 1, False))
+    resolve(progs)
+    before = [xml_steps(prog) for prog in progs]
     for ways in (1, 2, 3):
-        for plan in assign_lanes(progs, (5, 7, 12), ways):
-            _resolve(progs, plan)
+        for plan in assign_lanes(progs, (5, 7, 12), xml_steps, ways):
+            resolve(progs, plan)
             span = 1 + max((int(lane.max()) for _, lane in plan.values()), default=0)
-            assert span == _lane_count(progs) and span >= min(ways, 2)
-    _resolve(progs)
-    plan = assign_lanes(progs, (5,), 2)[0]
+            assert span == lane_count(progs) and span >= min(ways, 2)
+    resolve(progs)
+    plan = assign_lanes(progs, (5,), xml_steps, 2)[0]
     seen = []
-    got = _resolve(progs, plan, batch=4, check=lambda part: seen.append(len(part)) or
+    got = resolve(progs, plan, batch=4, check=lambda part: seen.append(len(part)) or
                    (f"stop at {part[0].u}" if len(seen) == 2 else None))
     assert got == "stop at 4" and seen == [4, 4]
-    assert all((prog.steps == old).all() for prog, old in zip(progs[8:], before[8:]))
+    assert all((xml_steps(prog) == old).all() for prog, old in zip(progs[8:], before[8:]))
     assert min(max(prog.lane) for prog in progs[:8]) >= 1 and \
         max(max(prog.lane) for prog in progs[8:]) == 0
