@@ -207,12 +207,21 @@ class RankProgram:
         """Threadblock b's ops in order, as :data:`Op` tuples."""
         lo = int(self.tb_start[b])
         js = self.order[lo:lo + self.tb_len[b]]
-        deps: dict = {}
-        for j, db, di in zip(*(x.tolist() for x in self.deps)):
-            deps[j] = deps.get(j, ()) + ((db, di),)
-        return [Op(KINDS[kind], (BUFFERS[sb], so), (BUFFERS[db], do), cnt, t, deps.get(j, ()))
-                for j, (_, kind, sb, so, db, do, cnt, t) in zip(js.tolist(),
-                                                               self.arr[js, :8].tolist())]
+        dj, db, di = self.deps
+        first = np.searchsorted(dj, js)
+        many = np.searchsorted(dj, js, side="right") - first
+        at = np.repeat(first, many) + in_runs(many)         # these ops' deps, in op order
+        pairs = list(zip(db[at].tolist(), di[at].tolist()))
+        ends = np.cumsum(many).tolist()
+        return [Op(KINDS[kind], (BUFFERS[sb], so), (BUFFERS[tb], to), cnt, t, tuple(pairs[a:e]))
+                for (_, kind, sb, so, tb, to, cnt, t), a, e in zip(self.arr[js, :8].tolist(),
+                                                                   [0] + ends, ends)]
+
+    def positions(self) -> np.ndarray:
+        """Per op (record order), its index in its threadblock (the index ``deps`` name)."""
+        idx = np.empty(len(self.order), np.int64)
+        idx[self.order] = in_runs(self.tb_len)
+        return idx
 
     def emitted(self) -> list[int]:
         """Threadblocks an emitter writes, in id order: all but an empty local one."""
