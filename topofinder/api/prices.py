@@ -15,7 +15,7 @@ from topofinder.api.schedules import Schedule, schedule
 from topofinder.api.topology import Source
 from topofinder.errors import TopofinderError
 from topofinder.export.chakra import COMM_TYPE, write_chakra
-from topofinder.export.schedule_xml import trees_as_steps
+from topofinder.export.ir.steps import trees_as_steps
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule

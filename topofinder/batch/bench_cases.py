@@ -40,6 +40,9 @@ from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.scoring.oneroot.summary import oneroot_score
 from topofinder.model.collectives import Collective
+from topofinder.scoring.async_time import async_time
+from topofinder.workload.async_price import baseline_schedules, point_schedules, prices
+from topofinder.workload.cost import Workload
 
 
 @dataclass(frozen=True)
@@ -522,9 +525,6 @@ case("search --n 1024 --d 4 --price async, cold cache (subprocess; both prices, 
 def _frontier_1024_asyncs(_):
     """The dependency-driven prices search adds at N = 1024, d = 4: the four frontier points'
     orbit forms and the three baselines (DBT in full: 6·10^6 rows), no cache, one process."""
-    from topofinder.workload.async_price import baseline_schedules, point_schedules, prices
-    from topofinder.workload.cost import Workload
-
     w = Workload()
     points = [("L^4(C(4,{1,2}))", 5, Fraction(341, 256)),
               ("L^3(C(16,{1,6}))", 6, Fraction(261, 256)),
@@ -544,6 +544,4 @@ case("dependency-driven prices of the N = 1024, d = 4 frontier and baselines (or
 @case("dependency-driven allgather of Torus(32,32), full BFB schedule (10^6 rows)", None,
       group="scale", repeat=3, setup=lambda: bfb_schedule(torus(32, 32)))
 def _torus_async(schedule):
-    from topofinder.scoring.async_time import async_time
-
     return async_time(schedule, 1e-6, 12.5e9, 2 ** 20)
