@@ -166,6 +166,20 @@ def test_orbit_replay_equals_full(expr):
         assert full.topology.diameter * 1e-5 <= a <= lock + 1e-12
 
 
+@pytest.mark.parametrize("d,m", [(2, 16), (4, 64), (8, 1000), (4, 4100)])
+def test_ring_needs_no_replay(d, m):
+    """The ring's chain argument (workload.async_price.ring_prices) against its replay."""
+    from topofinder.workload.async_price import baseline_schedules, prices, ring_prices
+
+    sizes = ((float(MB), 0.25), (64.0 * MB, 0.75))
+    scheds = baseline_schedules(f"ShiftedRing({d},{m})", "ring")
+    replayed = prices(scheds, 3e-6, B, sizes)
+    closed = ring_prices(scheds[0], 3e-6, B, sizes)
+    for key in replayed:                 # each chunk's time is rounded to a tick in the replay
+        assert replayed[key] == pytest.approx(closed[key], rel=0,
+                                              abs=scheds[1].num_steps * TICK)
+
+
 def test_ties_are_exact_under_rounding_of_alpha():
     """α = 10 µs given as 9.999999999999999e-06 s times alike (integer ticks)."""
     s = api.schedule("Torus(8,8)")
