@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 
 from topofinder.api.schedules import Schedule, schedule
-from topofinder.api.topology import Source
+from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
 from topofinder.export.chakra import COMM_TYPE, write_chakra
 from topofinder.export.ir.steps import trees_as_steps
+from topofinder.finder.verify import REPLAY_LIMIT
 from topofinder.model.alltoall_schedule import AllToAllSchedule
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
@@ -32,7 +33,8 @@ def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
     """{T_L, time_s, async_s} of a step, orbit, tree (its step form, as MSCCL runs it) or
     all-to-all schedule for ``workload`` (default 10us, 100Gbps, 1MB): the lock-step price
     (all-to-all: k·α + Σ_t max load·(M/N)/b) and the dependency-driven time, both the
-    expectation over the size profile."""
+    expectation over the size profile; ``async_s`` None beyond the replay limit
+    (:func:`within_replay`)."""
     workload = workload or Workload()
     steps = trees_as_steps(sched) if isinstance(sched, TreeSchedule) or hasattr(
         sched, "reduce_scatter") else sched
@@ -42,14 +44,25 @@ def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
                         / (workload.bandwidth_Bps / d)) for m, w in workload.sizes)
     else:
         lock = workload.collective_time(steps.num_steps, float(steps.tau))
-    return {"T_L": steps.num_steps, "time_s": lock, "async_s": async_profile(steps, workload)}
+    timed = within_replay(steps.topology)
+    return {"T_L": steps.num_steps, "time_s": lock,
+            "async_s": async_profile(steps, workload) if timed else None}
+
+
+def within_replay(topo) -> bool:
+    """Whether dependency-driven times are computed: N²·d ≤ REPLAY_LIMIT (beyond it the orbit
+    forms of all three collectives take minutes and gigabytes to build and replay —
+    Torus(316,316) over 600 s and 6 GB — so the fields are null there)."""
+    return topo.n * topo.n * topo.degree <= REPLAY_LIMIT
 
 
 def collective_prices(source: Source, workload: Workload | None = None) -> dict:
     """``<collective>_time_s`` and ``<collective>_async_s`` of the allgather, reduce-scatter
     and allreduce step schedules `export --what schedule` writes for ``source``; null where
-    no schedule is built (a topology beyond the replay limit without an orbit form)."""
+    no schedule is built, and for topologies beyond the replay limit (:func:`within_replay`)."""
     out = {}
+    if not within_replay(load(source)):
+        return {f"{c.replace('-', '_')}_{k}": None for c in PRICED for k in ("time_s", "async_s")}
     for collective in PRICED:
         name = collective.replace("-", "_")
         try:

@@ -120,8 +120,9 @@ def _run_chakra(args, renaming) -> int:
 
 
 def _prices(price: dict) -> str:
-    return (f"lock-step {price['time_s'] * 1e6:.6g} us, dependency-driven "
-            f"{price['async_s'] * 1e6:.6g} us")
+    timed = ("beyond the replay limit" if price["async_s"] is None
+             else f"{price['async_s'] * 1e6:.6g} us")
+    return f"lock-step {price['time_s'] * 1e6:.6g} us, dependency-driven {timed}"
 
 
 def run(args, renaming=None) -> int:
@@ -151,12 +152,14 @@ def run(args, renaming=None) -> int:
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
-    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
-    print(f"price of {schedule.topology.expr}'s {schedule.collective} for the workload: "
-          f"{_prices(api.schedule_price(schedule, workload))}", file=sys.stderr)
+    prices = _prices(api.schedule_price(schedule, api.Workload.from_strings(
+        args.alpha, args.bandwidth, args.size)))
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
               f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
-              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+              f"{time.perf_counter() - start:.1f} s; {prices}", file=sys.stderr)
+    else:
+        print(f"price of {schedule.topology.expr}'s {schedule.collective} for the workload: "
+              f"{prices}", file=sys.stderr)
     return 0

@@ -1,12 +1,14 @@
 """The dependency-driven price of a search point or baseline (topofinder.scoring.async_time,
 docs/model.md "Dependency-driven time") for a workload, next to its lock-step price.
 
-Which schedule is priced: a frontier point's orbit form (finder.verify.symmetric_collective,
-replayed on one source per orbit) when it has one with the point's verified (T_L, τ), else its
-full exported schedule while N²·d ≤ REPLAY_LIMIT, else none (the fields are null). The
-baselines: the ring's orbit form, the torus's equivariant BFB, the two-tree schedule in full;
-their reduce-scatter is their allgather reversed on the same (bidirectional) topology (Thm 2),
-and the allreduce runs it, then the allgather.
+Which schedule is priced, while N²·d ≤ REPLAY_LIMIT (beyond it the fields are null): a
+frontier point's orbit form (finder.verify.symmetric_collective, or BFB made equivariant when
+BFB beats the construction, as search verifies it; replayed on one source per orbit) when it
+has one with the point's verified (T_L, τ), else its full exported schedule. The baselines:
+the ring's orbit form (beyond 4096 steps its lock-step time, :func:`ring_prices`), the
+torus's equivariant BFB, the two-tree schedule in full; their reduce-scatter is their
+allgather reversed on the same (bidirectional) topology (Thm 2), and the allreduce runs it,
+then the allgather.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
     None when it has neither an orbit form of (t_l, tau) nor fits the full replay."""
     recipe = from_expression(expr)
     topo = parse(expr)
+    if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+        return None                       # orbit forms there take minutes (docs/model.md)
     ag = symmetric_collective(recipe, Collective.ALLGATHER)
     if ag is not None and not (ag.num_steps == t_l and ag.tau == tau):
         ag = orbit_bfb(topo, recipe_group(recipe))   # BFB beat the construction, as search
@@ -88,20 +92,19 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
         ar = None if rs is None else _allreduce(ag, rs)
         if ar is not None:
             return ag, ar
-    if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
-        return None
     ar = collective_schedule(recipe, Collective.ALLREDUCE)
     return _allgather_of(ar), ar
 
 
 def baseline_schedules(expr: str, schedule: str):
-    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it."""
+    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it;
+    None beyond REPLAY_LIMIT except for the ring (:func:`ring_prices` needs no replay)."""
     topo = parse(expr)
     if schedule == "ring":
         ag = ring_orbit(topo.degree, topo.n)
+    elif topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+        return None
     elif schedule == "double-binary-tree":
-        if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
-            return None
         ag = two_tree_allgather(topo.n)
     else:
         dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
