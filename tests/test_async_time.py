@@ -221,3 +221,22 @@ def test_search_256_bounds():
             assert b["diameter"] * w.alpha_s <= b["allgather_async_s"]
             assert b["allreduce_async_s"] <= b["allreduce_time_s"] + 1e-12
             assert np.isfinite(b["speedup"]["allreduce_async"])
+
+
+def test_search_price_async_ranks_by_the_dependency_driven_allreduce():
+    w = api.Workload.from_strings()
+    lock = api.search(16, 4, w, jobs=1, use_cache=False, baselines=True).to_dict()
+    fast = api.search(16, 4, w, jobs=1, use_cache=False, baselines=True,
+                      price="async").to_dict()
+    assert lock["workload"]["price"] == "lockstep" and fast["workload"]["price"] == "async"
+    for p, q in zip(lock["frontier"], fast["frontier"]):
+        assert p["objective_s"] == p["allreduce_time_s"]
+        assert q["objective_s"] == q["allreduce_async_s"] <= q["allreduce_time_s"] + 1e-12
+    best = fast["frontier"][fast["recommended"]]
+    assert best["allreduce_async_s"] == min(q["allreduce_async_s"] for q in fast["frontier"])
+    for b in fast["baselines"]:
+        if b["expr"] is not None:
+            assert b["speedup"]["allreduce_async"] == pytest.approx(
+                b["allreduce_async_s"] / best["allreduce_async_s"])
+    with pytest.raises(api.TopofinderError, match="price"):
+        api.search(16, 4, w, jobs=1, price="fast")
