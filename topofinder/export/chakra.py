@@ -14,8 +14,8 @@ as int32_val, ``comm_size`` and ``comm_type`` as int64_val, ``is_cpu_op`` as boo
 
 One file per rank, ``PREFIX.<rank>.et``: every send row (t, v, lo, hi, u, w) is a COMM_SEND
 node on rank u and a COMM_RECV node on rank w with the same comm_tag (the row's index), of
-its bytes (shard v holds bytes [⌊v·M/N⌋, ⌊(v+1)·M/N⌋) and chunk c of it the c-th of P equal
-integer cuts, so the sizes add up to M per shard exactly). A send's data_deps are the
+its bytes (shard v holds bytes [⌊v·M/N⌋, ⌊(v+1)·M/N⌋) and chunk c of it the c-th of P
+equal integer cuts, so the sizes add up to M per shard exactly). A send's data_deps are the
 receives that bring its data to u: in an allgather the chunk's receives at the earliest
 earlier step, in a reduce-scatter every earlier receive of the chunk (all partials), and an
 allreduce's owner waits for every reduce-scatter receive of its shard; its ctrl_deps are the

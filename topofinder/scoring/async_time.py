@@ -12,12 +12,12 @@ issues them), ties by chunk index, then by the source's label relative to the se
 γ_u⁻¹(v) (γ_u the element of the schedule's symmetry group taking u's orbit representative to
 u; v itself without a group). Times are integers of TICK seconds (1 fs; α and each chunk's
 link time rounded to it), so equal times tie exactly whatever order they were summed in and
-the replay by orbits gives the whole schedule's times bit for bit. An allreduce's allgather phase starts each shard's chunk at its
-owner when the owner's reduce-scatter receives of it have arrived; links stay busy across
-the phases. The completion time is the last arrival.
+the replay by orbits gives the whole schedule's times bit for bit. An allreduce's allgather
+phase starts each shard's chunk at its owner when the owner's reduce-scatter receives of it
+have arrived; links stay busy across the phases. The completion time is the last arrival.
 
 It is never above the lock-step price (by induction every step-t send ends by the lock-step
-start of step t + 1) and never below diameter·α.
+start of step t + 1; up to the rounding of chunk times to ticks) and never below diameter·α.
 
 Orbit schedules (topofinder.model.symmetric) are replayed on their representatives' shards
 only: with a free abelian group every row's times equal those of its images, a link's sends
