@@ -30,11 +30,11 @@ PRICED = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 
 
 def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
-    """{T_L, time_s, async_s} of a step, orbit, tree (its step form, as MSCCL runs it) or
+    """{expr, collective, T_L, time_s, async_s} of a step, orbit, tree (its step form, as MSCCL runs it) or
     all-to-all schedule for ``workload`` (default 10us, 100Gbps, 1MB): the lock-step price
     (all-to-all: k·α + Σ_t max load·(M/N)/b) and the dependency-driven time, both the
     expectation over the size profile; ``async_s`` None beyond the replay limit
-    (:func:`within_replay`)."""
+    (:func:`within_replay`) or past 2^62 ticks."""
     workload = workload or Workload()
     steps = trees_as_steps(sched) if isinstance(sched, TreeSchedule) or hasattr(
         sched, "reduce_scatter") else sched
@@ -44,9 +44,14 @@ def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
                         / (workload.bandwidth_Bps / d)) for m, w in workload.sizes)
     else:
         lock = workload.collective_time(steps.num_steps, float(steps.tau))
-    timed = within_replay(steps.topology)
-    return {"T_L": steps.num_steps, "time_s": lock,
-            "async_s": async_profile(steps, workload) if timed else None}
+    timed = None
+    if within_replay(steps.topology):
+        try:
+            timed = async_profile(steps, workload)
+        except TopofinderError:                  # beyond 2^62 ticks (~4600 s): not timed
+            timed = None
+    return {"expr": steps.topology.expr, "collective": steps.collective,
+            "T_L": steps.num_steps, "time_s": lock, "async_s": timed}
 
 
 def within_replay(topo) -> bool:

@@ -120,7 +120,7 @@ def _run_chakra(args, renaming) -> int:
 
 
 def _prices(price: dict) -> str:
-    timed = ("beyond the replay limit" if price["async_s"] is None
+    timed = ("not timed (beyond the replay limit)" if price["async_s"] is None
              else f"{price['async_s'] * 1e6:.6g} us")
     return f"lock-step {price['time_s'] * 1e6:.6g} us, dependency-driven {timed}"
 
@@ -152,14 +152,15 @@ def run(args, renaming=None) -> int:
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
-    prices = _prices(api.schedule_price(schedule, api.Workload.from_strings(
-        args.alpha, args.bandwidth, args.size)))
+    price = api.schedule_price(schedule, api.Workload.from_strings(args.alpha, args.bandwidth,
+                                                                   args.size))
+    prices = _prices(price)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
               f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
               f"{time.perf_counter() - start:.1f} s; {prices}", file=sys.stderr)
     else:
-        print(f"price of {schedule.topology.expr}'s {schedule.collective} for the workload: "
-              f"{prices}", file=sys.stderr)
+        print(f"price of {price['expr']}'s {price['collective']} for the workload: {prices}",
+              file=sys.stderr)
     return 0

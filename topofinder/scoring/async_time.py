@@ -39,6 +39,8 @@ from topofinder.scoring.links import Links
 
 #: Largest N² for which link indices are looked up in a dense N×N table (int32, 64 MB)
 _DENSE_LINKS = 1 << 24
+#: Most (node, shard, chunk) arrival times, and chunk sends, one replay holds (int64 each)
+_MAX_CELLS = 10 ** 8
 #: The replay's unit of time in seconds: times are exact int64 counts of it (to 2^62 ticks,
 #: about 4.6·10^3 s).
 TICK = 1e-15
@@ -94,10 +96,6 @@ class _ReplayState:
         b = float(bandwidth) / topo.node_bandwidth                # bytes/s per capacity unit
         chunk = float(size) / (self.n * self.p) / b / TICK       # one chunk on capacity 1
         self.chunk_ticks = np.rint(chunk / np.maximum(self.links.cap, 1)).astype(np.int64)
-        bound = schedule.num_steps * self.alpha + float(chunk) * schedule.num_sends * self.p
-        if not bound < _LONGEST:
-            raise TopofinderError(f"async time: the schedule may take more than "
-                                  f"{_LONGEST * TICK:.3g} s; too long to time")
         self.free = np.zeros(self.links.num, np.int64)
         self.dense = None                 # link index by u·N + w, when N² is small enough
         if self.n * self.n <= _DENSE_LINKS:
@@ -131,6 +129,11 @@ class _ReplayState:
             if rows.shape[0] == 0:
                 continue
             sources = np.unique(rows[:, 1])
+            cells = self.n * sources.size * self.p
+            if cells > _MAX_CELLS or int((rows[:, 3] - rows[:, 2]).sum()) > _MAX_CELLS:
+                raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
+                                      f"(P = {self.p}); more than {_MAX_CELLS:.0e} are not "
+                                      f"timed")
             reduce = collective == Collective.REDUCE_SCATTER
             arrival = np.full((self.n, sources.size, self.p), 0 if reduce else _NEVER,
                               np.int64)
@@ -164,6 +167,9 @@ class _ReplayState:
         key = lo * self.n + rel
         count = hi - lo
         dur = count * self.chunk_ticks[link]
+        if not float(dur.sum()) + float(self.alpha) * (int(t[-1]) + 1) < _LONGEST:
+            raise TopofinderError(f"async time: the schedule may take more than "
+                                  f"{_LONGEST * TICK:.3g} s; too long to time")
         flat = arrival.reshape(-1)
         p, r = self.p, sources.size
         read = (u * r + vi) * p + lo                 # flat cell of each row's first chunk
