@@ -111,3 +111,38 @@ def mutated(plan: dict, fn) -> dict:
     out = copy.deepcopy(plan)
     fn(out)
     return out
+
+
+def doubling_allgather(n: int) -> dict:
+    """In-place recursive-doubling allgather over port channels (n a power of two): at step s
+    rank r puts its block of 2^s chunks to rank r xor 2^s; a handshake on all channels first
+    and a flush of all channels last (one ``dst_buff`` per channel, as ``handleFlush`` needs)."""
+    steps = n.bit_length() - 1
+    gpus = []
+    for r in range(n):
+        peers = [r ^ (1 << s) for s in range(steps)]
+        k = list(range(steps))
+        ops = [{"name": "signal", "channel_ids": k, "channel_type": "port"},
+               {"name": "wait", "channel_ids": k, "channel_type": "port"},
+               {"name": "nop"}]
+        for s in range(steps):
+            base = r >> s << s
+            ops += [{"name": "put", "channel_ids": [s], "channel_type": "port",
+                     "src_buff": [{"type": "o", "index": base, "size": 1 << s}],
+                     "dst_buff": [{"buffer_id": s, "index": base, "size": 1 << s}]},
+                    {"name": "signal", "channel_ids": [s], "channel_type": "port"},
+                    {"name": "wait", "channel_ids": [s], "channel_type": "port"},
+                    {"name": "nop"}]
+        ops.append({"name": "flush", "channel_ids": k, "channel_type": "port",
+                    "dst_buff": [{"buffer_id": s, "index": 0, "size": 1} for s in k]})
+        gpus.append({
+            "id": r, "input_chunks": 1, "output_chunks": n, "scratch_chunks": 0,
+            "channels": [{"channel_type": "port", "connected_to": peers}],
+            "remote_buffers": [{"rank": q, "type": "o", "access_channel_types": ["port"]}
+                               for q in peers],
+            "semaphores": [],
+            "threadblocks": [{"id": 0, "ops": ops,
+                              "channels": [{"channel_type": "port", "channel_ids": k}],
+                              "remote_buffer_refs": [{"access_channel_type": "port",
+                                                      "remote_buffer_ids": k}]}]})
+    return _plan("doubling_allgather", "allgather", gpus)

@@ -144,28 +144,40 @@ def _check_chunks(run: Run) -> None:
                                   f"chunks do not fit {c} on {n} ranks")
 
 
+def _chained(run: Run, events: list) -> bool:
+    """Whether consecutive events (in run order) are ordered by happens-before, so every run
+    sees them in this order (checked before any count-derived edge is added)."""
+    return all(run.graph.hb(a[0], b[0]) for a, b in zip(events, events[1:]))
+
+
 def _wait_edges(run: Run, report: PlanReport) -> None:
+    """Edges signal → wait. Tickets are fixed when the waits are ordered; the k-th ticket is
+    then ordered after the k-th signal when the signals are ordered, else after a signal only
+    if it is among the first k whatever order the signalling threads run in."""
+    plan_edges = []
     for key, waits in run.waits.items():
-        sources = {w[4] for w in waits}
-        if len(sources) > 1:
+        if len({w[4] for w in waits}) > 1 and not _chained(run, waits):
             report.balance_errors.append(
-                f"rank {key[0]} {key[1]} channel {key[2]} is waited on by {len(sources)} "
-                "threads; their ticket order is nondeterministic")
+                f"rank {key[0]} {key[1]} channel {key[2]} is waited on by unordered threads; "
+                "their ticket order is nondeterministic")
             continue
         sigs = run.signals.get(key, [])
+        chained = len({s[3] for s in sigs}) == 1 or _chained(run, sigs)
         by_src: dict = {}
         for s in sigs:
             by_src.setdefault(s[3], []).append(s)
-        total = len(sigs)
         for node, _launch, ticket, relaxed, _src in waits:
-            for lst in by_src.values():
-                j = min(ticket - (total - len(lst)), len(lst))
-                if j < 1:
-                    continue
-                sig = lst[j - 1]
+            if chained:
+                picks = [sigs[ticket - 1]] if ticket <= len(sigs) else []
+            else:
+                picks = [lst[j - 1] for lst in by_src.values()
+                         if (j := min(ticket - (len(sigs) - len(lst)), len(lst))) >= 1]
+            for sig in picks:
                 strong = run.relaxed_orders or not (relaxed or sig[2])
                 # a relaxed pair orders only what preceded the signalling kernel's start
-                run.graph.add_edge(sig[0] if strong else sig[4], node)
+                plan_edges.append((sig[0] if strong else sig[4], node))
+    for src, dst in plan_edges:
+        run.graph.add_edge(src, dst)
 
 
 def _sem_edges(run: Run, report: PlanReport) -> None:

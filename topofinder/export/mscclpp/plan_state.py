@@ -20,13 +20,13 @@ them), barrier arrivals → departures, semaphore release → acquire, packet wr
 that polls its flag, a rank's kernel end → its next launch.
 
 Races (:meth:`Graph.check_races`): FastTrack's per-cell rule on the recorded accesses — every
-access must follow the last write, every write the reads since — decided by a search back
+access must follow the last write, every write the reads since — decided by a breadth-first search back
 from the later node that never goes below the earlier node's number.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from topofinder.errors import TopofinderError
 
@@ -81,7 +81,7 @@ class Graph:
         self.preds: list[list[int]] = []
         self.label: list[tuple] = []
         self.accesses: list[tuple] = []          # (node, rank, storage, start, n, write)
-        self._cache: dict[tuple[int, int], bool] = {}
+        self._cache: dict[int, tuple[set, set]] = {}
 
     def node(self, label: tuple, preds) -> int:
         self.preds.append([p for p in preds if p is not None])
@@ -90,33 +90,40 @@ class Graph:
 
     def add_edge(self, src: int, dst: int) -> None:
         self.preds[dst].append(src)
+        if self._cache:
+            self._cache = {}
 
     def access(self, node: int, rank: int, storage: str, start: int, n: int, write: bool):
         if n > 0:
             self.accesses.append((node, rank, storage, start, n, write))
 
     def hb(self, a: int, b: int) -> bool:
-        """Whether node ``a`` happens before node ``b``."""
+        """Whether node ``a`` happens before node ``b``: a search back from ``b`` that stops
+        at nodes numbered below ``a`` and at nodes already known to reach ``a`` or not."""
         if a == b:
             return True
         if a > b:
             return False
-        key = (a, b)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        stack, seen, found = [b], {b}, False
+        memo = self._cache.get(a)
+        if memo is None:
+            memo = self._cache[a] = ({a}, set())
+        pos, neg = memo
+        if b in pos:
+            return True
+        if b in neg:
+            return False
+        queue, seen = deque([b]), {b}
         preds = self.preds
-        while stack and not found:
-            for p in preds[stack.pop()]:
-                if p == a:
-                    found = True
-                    break
-                if p > a and p not in seen:
+        while queue:        # breadth first: synchronisation paths are short
+            for p in preds[queue.popleft()]:
+                if p in pos:
+                    pos.add(b)
+                    return True
+                if p > a and p not in seen and p not in neg:
                     seen.add(p)
-                    stack.append(p)
-        self._cache[key] = found
-        return found
+                    queue.append(p)
+        neg.update(seen)
+        return False
 
     def check_races(self, where, limit: int = 20) -> list[str]:
         """Unordered conflicting accesses, as messages (``where(node)`` names a node)."""
@@ -135,14 +142,20 @@ class Graph:
         for node, rank, storage, start, n, write in self.accesses:
             lw = last_write[(rank, storage)]
             rd = reads[(rank, storage)]
+            checked: set[int] = {node}
             for cell in range(start, start + n):
                 w = lw.get(cell)
-                if w is not None and w != node and not self.hb(w, node):
-                    race(w, node, rank, storage, cell, "write-write" if write else "write-read")
+                if w is not None and w not in checked:
+                    checked.add(w)
+                    if not self.hb(w, node):
+                        race(w, node, rank, storage, cell,
+                             "write-write" if write else "write-read")
                 if write:
                     for r in rd.pop(cell, ()):
-                        if r != node and not self.hb(r, node):
-                            race(r, node, rank, storage, cell, "read-write")
+                        if r not in checked:
+                            checked.add(r)
+                            if not self.hb(r, node):
+                                race(r, node, rank, storage, cell, "read-write")
                     lw[cell] = node
                 else:
                     rd.setdefault(cell, []).append(node)
