@@ -223,6 +223,8 @@ class Run:
 
     def host_end(self, r: int, launch: int, finals: list[int]) -> int:
         node = self.graph.node((r, -1, "kernel end; host reads the output", launch), finals)
+        if launch < self.launches:
+            self.graph.landmarks[node] = (launch - 1) * self.n + r
         storage, base, extent = self.bufmap[r]["o"]
         self.outputs[(r, launch)] = self.rd(node, (r, storage, base, extent))
         return node

@@ -20,13 +20,13 @@ them), barrier arrivals → departures, semaphore release → acquire, packet wr
 that polls its flag, a rank's kernel end → its next launch.
 
 Races (:meth:`Graph.check_races`): FastTrack's per-cell rule on the recorded accesses — every
-access must follow the last write, every write the reads since — decided by a breadth-first search back
-from the later node that never goes below the earlier node's number.
+access must follow the last write, every write the reads since — decided by a bidirectional breadth-first search between the two nodes that stays within
+their numbers.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 
 from topofinder.errors import TopofinderError
 
@@ -81,7 +81,12 @@ class Graph:
         self.preds: list[list[int]] = []
         self.label: list[tuple] = []
         self.accesses: list[tuple] = []          # (node, rank, storage, start, n, write)
-        self._cache: dict[int, tuple[set, set]] = {}
+        self._cache: dict[int, set[int]] = {}
+        self._succ: list[list[int]] | None = None
+        self.landmarks: dict[int, int] = {}      # kernel-end node → its bit
+        self.final = False                       # all edges in: summaries may be built
+        self._up: list[int] | None = None
+        self._down: list[int] | None = None
 
     def node(self, label: tuple, preds) -> int:
         self.preds.append([p for p in preds if p is not None])
@@ -90,43 +95,88 @@ class Graph:
 
     def add_edge(self, src: int, dst: int) -> None:
         self.preds[dst].append(src)
-        if self._cache:
-            self._cache = {}
+        self._cache, self._succ, self._up = {}, None, None
+
+    def _summaries(self) -> None:
+        """Bitsets of the kernel ends (landmarks) before each node (``up``) and after it
+        (``down``): a ≺ b whenever some end lies between them, answered without a search."""
+        n = len(self.preds)
+        up, marks = [0] * n, self.landmarks
+        for x, ps in enumerate(self.preds):       # numbers are a topological order
+            v = 1 << marks[x] if x in marks else 0
+            for p in ps:
+                v |= up[p]
+            up[x] = v
+        down = [0] * n
+        for x in range(n - 1, -1, -1):
+            v = down[x] | (1 << marks[x] if x in marks else 0)
+            down[x] = v
+            for p in self.preds[x]:
+                down[p] |= v
+        self._up, self._down = up, down
 
     def access(self, node: int, rank: int, storage: str, start: int, n: int, write: bool):
         if n > 0:
             self.accesses.append((node, rank, storage, start, n, write))
 
+    def _successors(self) -> list[list[int]]:
+        if self._succ is None or len(self._succ) != len(self.preds):
+            succ: list[list[int]] = [[] for _ in self.preds]
+            for node, ps in enumerate(self.preds):
+                for p in ps:
+                    succ[p].append(node)
+            self._succ = succ
+        return self._succ
+
     def hb(self, a: int, b: int) -> bool:
-        """Whether node ``a`` happens before node ``b``: a search back from ``b`` that stops
-        at nodes numbered below ``a`` and at nodes already known to reach ``a`` or not."""
+        """Whether node ``a`` happens before node ``b``: a bidirectional breadth-first search
+        (forward from ``a`` below ``b``'s number, back from ``b`` above ``a``'s; the smaller
+        frontier grows first) — synchronisation paths are short, their cones are not."""
         if a == b:
             return True
         if a > b:
             return False
-        memo = self._cache.get(a)
-        if memo is None:
-            memo = self._cache[a] = ({a}, set())
-        pos, neg = memo
-        if b in pos:
+        if self.final:
+            if self._up is None:
+                self._summaries()
+            if self._down[a] & self._up[b]:
+                return True
+        known = self._cache.get(a)
+        if known is None:
+            known = self._cache[a] = set()
+        if b in known:
             return True
-        if b in neg:
-            return False
-        queue, seen = deque([b]), {b}
-        preds = self.preds
-        while queue:        # breadth first: synchronisation paths are short
-            for p in preds[queue.popleft()]:
-                if p in pos:
-                    pos.add(b)
-                    return True
-                if p > a and p not in seen and p not in neg:
-                    seen.add(p)
-                    queue.append(p)
-        neg.update(seen)
+        preds, succ = self.preds, self._successors()
+        fwd, bwd = {a}, {b}
+        ffront, bfront = [a], [b]
+        while ffront and bfront:
+            if len(ffront) <= len(bfront):
+                nxt = []
+                for x in ffront:
+                    for y in succ[x]:
+                        if y == b or y in bwd:
+                            known.add(b)
+                            return True
+                        if y < b and y not in fwd:
+                            fwd.add(y)
+                            nxt.append(y)
+                ffront = nxt
+            else:
+                nxt = []
+                for x in bfront:
+                    for y in preds[x]:
+                        if y == a or y in fwd:
+                            known.add(b)
+                            return True
+                        if y > a and y not in bwd:
+                            bwd.add(y)
+                            nxt.append(y)
+                bfront = nxt
         return False
 
     def check_races(self, where, limit: int = 20) -> list[str]:
         """Unordered conflicting accesses, as messages (``where(node)`` names a node)."""
+        self.final = True
         last_write: dict[tuple, dict[int, int]] = defaultdict(dict)
         reads: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
         found: list[str] = []
