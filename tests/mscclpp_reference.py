@@ -13,8 +13,8 @@ shows here as a schedule whose outputs differ from the collective's; a deadlock 
 with no enabled action before every launch ends; unequal signals as a launch whose counters
 do not return to balance.
 
-It reads the JSON itself and covers the ops the memory/port-channel plans use (no switch
-channels, pipelines or device semaphores); within an op it does not see threads, so it is
+It reads the JSON itself and covers the ops the memory/port-channel plans use, device semaphores
+included (no switch channels, pipelines or barriers); within an op it does not see threads, so it is
 blind to missing ``nop``s and to relaxed orderings, which the package's model checks.
 """
 
@@ -139,7 +139,9 @@ class Reference:
     # ----------------------------------------------------------------- schedules
     def initial(self):
         st = {"mem": {}, "pc": {}, "launch": {r: 0 for r in range(self.n)},
-              "inb": {}, "exp": {}, "fifo": {}, "out": {}, "sent": {}, "waited": {}}
+              "inb": {}, "exp": {}, "fifo": {}, "out": {}, "sent": {}, "waited": {},
+              "sem": {(g["id"], i): s["init_value"] for g in self.doc["gpus"]
+                      for i, s in enumerate(g.get("semaphores", []))}}
         for r in range(self.n):
             self._begin(st, r)
         return st
@@ -199,6 +201,11 @@ class Reference:
                 if st["inb"].get(key, 0) < st["exp"].get(key, 0) + 1:
                     return False
             return True
+        if name == "sem_acquire":
+            need = {}
+            for i in op["semaphore_ids"]:
+                need[i] = need.get(i, 0) + 1
+            return all(st["sem"][(r, i)] >= k for i, k in need.items())
         if name == "flush":
             for c in op["channel_ids"][:len(op.get("dst_buff", []))]:
                 if st["fifo"].get((r, self._tbchan(r, "port", tb, c, "port"))):
@@ -332,6 +339,9 @@ class Reference:
             vals = get(self.cells(r, tb, op, src[0], launch))
             put(self.cells(r, tb, op, dst[0], launch, size=src[0]["size"], doubled=True),
                 as_pkts(vals))
+        elif name in ("sem_acquire", "sem_release"):
+            for i in op["semaphore_ids"]:
+                st["sem"][(r, i)] += -1 if name == "sem_acquire" else 1
         elif name in ("nop", "flush", "signal", "wait", "rlxsignal", "rlxwait"):
             pass
         else:
@@ -352,9 +362,11 @@ class Reference:
         raise ValueError(self.coll)
 
     def outcome(self, st, deadlock, steps):
+        init = {(g["id"], i): s["init_value"] for g in self.doc["gpus"]
+                for i, s in enumerate(g.get("semaphores", []))}
         unbalanced = any(st["sent"].get((k, L), 0) != st["waited"].get((k, L), 0)
                          for k in set(st["inb"]) | set(st["exp"]) for L in
-                         range(1, self.launches + 1))
+                         range(1, self.launches + 1)) or (not deadlock and st["sem"] != init)
         return Outcome(deadlock, dict(st["out"]), unbalanced, steps)
 
     def correct(self, out: Outcome) -> bool:

@@ -101,3 +101,24 @@ def test_both_catch_each_planted_fault(fault):
     doc = mutated(build(4 if build is ring_allgather else 3), change)
     assert not check_plan(doc).ok
     assert not reference_verdict(doc, seeds=100)
+
+
+WRITER_CASES = [("C(8,{1,3})", "allgather", False), ("C(8,{1,3})", "reduce-scatter", True),
+                ("Torus(3,3)", "allreduce", False), ("Torus(3,3)", "allgather", True)]
+
+
+@pytest.mark.parametrize("expr,coll,inplace", WRITER_CASES)
+def test_model_and_reference_agree_on_the_writers_plans(expr, coll, inplace):
+    """Plans of the project's MSCCL++ writer (when present): whatever the reference finds
+    wrong in some schedule, the model rejects; what the model accepts, every sampled schedule
+    of the reference computes correctly."""
+    import json
+    writer = pytest.importorskip("topofinder.export.mscclpp.plan_writer")
+    from topofinder.finder.recipe import from_expression
+    from topofinder.finder.verify import collective_schedule
+    schedule = collective_schedule(from_expression(expr), coll)
+    doc = json.loads(writer.to_mscclpp_plan(schedule, inplace=inplace))
+    model_ok = check_plan(doc).ok
+    reference_ok = reference_verdict(doc, seeds=8)
+    assert model_ok <= reference_ok          # accepted by the model ⇒ by the reference
+    assert reference_ok or not model_ok      # a failing schedule ⇒ the model rejects
