@@ -120,5 +120,4 @@ def test_model_and_reference_agree_on_the_writers_plans(expr, coll, inplace):
     doc = json.loads(writer.to_mscclpp_plan(schedule, inplace=inplace))
     model_ok = check_plan(doc).ok
     reference_ok = reference_verdict(doc, seeds=8)
-    assert model_ok <= reference_ok          # accepted by the model ⇒ by the reference
-    assert reference_ok or not model_ok      # a failing schedule ⇒ the model rejects
+    assert reference_ok or not model_ok, "a schedule of the reference fails a plan the model accepts"
