@@ -212,6 +212,17 @@ def test_too_many_channels_per_threadblock():
         check_plan(mutated(allpairs_allreduce(2), many))
 
 
+def test_message_band_beyond_32_bits_is_refused_or_noted():
+    plan = ring_allgather(4)
+    bound = U32 // 4 // 16 * 16 * 4
+    assert any(str(bound) in n for n in check_plan(plan).notes)
+    plan["max_message_size"] = bound
+    assert not check_plan(plan).notes
+    plan["min_message_size"] = bound + 16
+    with pytest.raises(TopofinderError, match=f"exceeds {bound} bytes"):
+        check_plan(plan)
+
+
 def test_threadblocks_must_all_be_resident():
     def more(p):
         tbs = p["gpus"][0]["threadblocks"]

@@ -123,6 +123,11 @@ def check_limits(plan: Plan, max_threadblocks: int = H100_SMS) -> Shape:
     if span:
         chunk_bytes = U32 // span // plan.alignment * plan.alignment
         max_msg = chunk_bytes * chunks
+    if plan.min_message > min(max_msg, plan.max_message):
+        raise TopofinderError(
+            f"MSCCL++ plan: min_message_size {plan.min_message} exceeds "
+            f"{min(max_msg, plan.max_message)} bytes, the largest message it can serve "
+            f"(offsets reach {span} chunk sizes and must fit 32 bits)")
     max_msg = min(max_msg, plan.max_message)
     return Shape(worst_ops, worst_tbs, worst_mem, worst_port, worst_per_op,
                  sum(len(g.channels["memory"]) for g in plan.gpus),

@@ -109,6 +109,10 @@ def check_plan(doc_or_text, collective: str | None = None, max_threadblocks: int
         max_channels_per_op=shape.max_channels_per_op, memory_channels=shape.memory_channels,
         port_channels=shape.port_channels, max_message_bytes=shape.max_message_bytes,
         cells_per_chunk=run.G)
+    if plan.max_message > shape.max_message_bytes:
+        report.notes.append(
+            f"max_message_size {plan.max_message} is beyond {shape.max_message_bytes} bytes, "
+            "the largest message whose offsets fit 32 bits")
     run.run(run_threadblock)
     report.deadlock = run.deadlock
     _wait_edges(run, report)
