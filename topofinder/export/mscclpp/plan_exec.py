@@ -65,11 +65,11 @@ class _Wait:
 class _TB:
     """A running threadblock: its rank, plan, launch and intra-block ordering state."""
 
-    __slots__ = ("r", "tb", "launch", "start", "sync", "since", "thread")
+    __slots__ = ("r", "tb", "launch", "start", "sync", "since", "thread", "epoch")
 
     def __init__(self, r, tb, launch, start):
         self.r, self.tb, self.launch, self.start = r, tb, launch, start
-        self.sync, self.since, self.thread = start, [], {}
+        self.sync, self.since, self.thread, self.epoch = start, [], {}, 0
 
 
 class Run:
@@ -181,7 +181,8 @@ class Run:
         preds = [st.sync, *cross]
         if thread is not None and thread in st.thread:
             preds.append(st.thread[thread])
-        node = self.graph.node(self._label(st, op), preds)
+        node = self.graph.node(self._label(st, op), preds,
+                               (st.r, st.launch, "T", st.tb.id, st.epoch))
         st.since.append(node)
         if thread is not None:
             st.thread[thread] = node
@@ -189,7 +190,9 @@ class Run:
 
     def sync(self, st: _TB, op: Op | None, cross=(), what="") -> int:
         """``__syncthreads``: a node after everything the block did since its last sync."""
-        node = self.graph.node(self._label(st, op, what), [st.sync, *st.since, *cross])
+        st.epoch += 1
+        node = self.graph.node(self._label(st, op, what), [st.sync, *st.since, *cross],
+                               (st.r, st.launch, "S", st.tb.id, st.epoch))
         st.sync, st.since, st.thread = node, [], {}
         return node
 
@@ -208,21 +211,23 @@ class Run:
     def port_lane(self, st: _TB, op: Op, c: int, issue: int, label: str) -> int:
         key = (st.r, c)
         node = self.graph.node((st.r, st.tb.id, f"{op.where} [proxy {label}]", st.launch),
-                               [issue, self.lane.get(key)])
+                               [issue, self.lane.get(key)], (st.r, st.launch, "L", c, 0))
         self.lane[key] = node
         return node
 
     # ---------------------------------------------------------------- launches
     def host_start(self, r: int, launch: int, prev_end: int | None) -> int:
         """The host writes fresh inputs before launch ``launch`` (stream-ordered on rank r)."""
-        node = self.graph.node((r, -1, "host writes the input", launch), [prev_end])
+        node = self.graph.node((r, -1, "host writes the input", launch), [prev_end],
+                               (r, launch, "HS", -1, 0))
         storage, base, extent = self.bufmap[r]["i"]
         vals = [input_value(launch, r, c) for c in range(extent)]
         self.wr(node, (r, storage, base, extent), vals)
         return node
 
     def host_end(self, r: int, launch: int, finals: list[int]) -> int:
-        node = self.graph.node((r, -1, "kernel end; host reads the output", launch), finals)
+        node = self.graph.node((r, -1, "kernel end; host reads the output", launch), finals,
+                               (r, launch, "HE", -1, 0))
         if launch < self.launches:
             self.graph.landmarks[node] = (launch - 1) * self.n + r
         storage, base, extent = self.bufmap[r]["o"]

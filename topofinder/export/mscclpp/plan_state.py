@@ -80,6 +80,7 @@ class Graph:
     def __init__(self):
         self.preds: list[list[int]] = []
         self.label: list[tuple] = []
+        self.meta: list[tuple] = []
         self.accesses: list[tuple] = []          # (node, rank, storage, start, n, write)
         self._cache: dict[int, set[int]] = {}
         self._succ: list[list[int]] | None = None
@@ -88,10 +89,27 @@ class Graph:
         self._up: list[int] | None = None
         self._down: list[int] | None = None
 
-    def node(self, label: tuple, preds) -> int:
+    def node(self, label: tuple, preds, meta: tuple) -> int:
+        """A node after ``preds``; ``meta`` = (rank, launch, kind, block or channel, epoch)
+        with kind "T" (a block's op), "S" (its sync, epoch = syncs so far), "L" (a proxy
+        FIFO event), "HS"/"HE" (host before/after a launch) — for the shortcuts of :meth:`hb`."""
         self.preds.append([p for p in preds if p is not None])
         self.label.append(label)
+        self.meta.append(meta)
         return len(self.preds) - 1
+
+    def _structural(self, a: int, b: int) -> bool:
+        """Orders that follow from the shape alone (a < b): one proxy FIFO; one block after a
+        sync; a rank's host and blocks across a kernel boundary."""
+        ra, la, ka, ta, ea = self.meta[a]
+        rb, lb, kb, tb, eb = self.meta[b]
+        if ka == "L" or kb == "L":
+            return ka == kb == "L" and ra == rb and ta == tb
+        if ra != rb:
+            return False
+        if la < lb or ka == "HS" or kb == "HE":
+            return la <= lb
+        return ta == tb and ka in ("S", "T") and kb in ("S", "T") and (ka == "S" or eb > ea)
 
     def add_edge(self, src: int, dst: int) -> None:
         self.preds[dst].append(src)
@@ -129,13 +147,16 @@ class Graph:
         return self._succ
 
     def hb(self, a: int, b: int) -> bool:
-        """Whether node ``a`` happens before node ``b``: a bidirectional breadth-first search
+        """Whether node ``a`` happens before node ``b``: the structural shortcuts, then (once
+        every edge is in) the kernel-end landmarks, then a bidirectional breadth-first search
         (forward from ``a`` below ``b``'s number, back from ``b`` above ``a``'s; the smaller
         frontier grows first) — synchronisation paths are short, their cones are not."""
         if a == b:
             return True
         if a > b:
             return False
+        if self._structural(a, b):
+            return True
         if self.final:
             if self._up is None:
                 self._summaries()
@@ -146,11 +167,12 @@ class Graph:
             known = self._cache[a] = set()
         if b in known:
             return True
-        preds, succ = self.preds, self._successors()
+        preds = self.preds
+        succ = self._successors() if self.final else None     # edges still being added
         fwd, bwd = {a}, {b}
         ffront, bfront = [a], [b]
         while ffront and bfront:
-            if len(ffront) <= len(bfront):
+            if succ is not None and len(ffront) <= len(bfront):
                 nxt = []
                 for x in ffront:
                     for y in succ[x]:
