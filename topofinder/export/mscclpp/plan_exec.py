@@ -42,8 +42,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.collectives import Collective
 
 from .plan_parse import BufRef, Op, Plan
-from .plan_state import (BAD, Graph, Memory, add_values, as_data, data_of, high_mask,
-                         input_value, packets_of)
+from .plan_state import BAD, Graph, Memory, high_mask, input_value
 
 #: The plan's ``collective`` spellings (the DSL writes ``reducescatter``) → the collective.
 COLLECTIVES = {Collective.ALLGATHER: Collective.ALLGATHER, Collective.ALLREDUCE: Collective.ALLREDUCE,

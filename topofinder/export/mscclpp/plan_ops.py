@@ -8,7 +8,7 @@ from topofinder.errors import TopofinderError
 
 from .plan_exec import Run, _TB, _Wait
 from .plan_parse import BufRef, Op
-from .plan_state import BAD, add_values, as_data, data_of, packets_of
+from .plan_state import add_values, as_data, data_of, packets_of
 
 _LOCAL_DATA = {"copy", "re", "res", "rre", "rres", "put", "pws", "pwsf", "get", "ppkt", "rppkt",
                "respkt", "repkt", "recspkt", "recpkt", "upkt", "cpkt", "glres", "gstore",
@@ -32,10 +32,6 @@ def _chan(run: Run, st: _TB, op: Op, c: int, ctype: str) -> int:
         raise TopofinderError(f"MSCCL++ plan: {op.where}: {ctype} channel {c} but the "
                               f"threadblock holds {len(table)}")
     return table[c]
-
-
-def _flag(st: _TB) -> int:
-    return st.launch
 
 
 def _op(run: Run, st: _TB, op: Op, off: int, unit):
@@ -182,7 +178,7 @@ def _local_src0(op: Op, i: int):
 
 def _data(run: Run, st: _TB, op: Op, off, unit):
     """A data op: wait for its packets (if it reads any), then one node for all threads."""
-    name, flag, loc = op.name, _flag(st), run.loc
+    name, flag, loc = op.name, st.launch, run.loc     # the packet flag counts launches
     if name in ("copy", "re", "res", "rre", "rres", "upkt", "cpkt", "respkt", "repkt",
                 "recspkt", "recpkt", "rppkt", "gstore", "gstorepkt", "glres"):
         _need(op, 1, 1 if name != "rppkt" else 0)
