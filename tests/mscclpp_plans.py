@@ -146,3 +146,39 @@ def doubling_allgather(n: int) -> dict:
                               "remote_buffer_refs": [{"access_channel_type": "port",
                                                       "remote_buffer_ids": k}]}]})
     return _plan("doubling_allgather", "allgather", gpus)
+
+
+def scratch_allgather(double: bool) -> dict:
+    """Two ranks, out of place: each puts its input into the peer's scratch over a memory
+    channel, then copies the peer's chunk from its own scratch into the output. Under double
+    scratch the local copy reads the half of the launch (``scratchOffset_``) but the raw
+    remote put always writes the first half, so the second launch reads nothing."""
+    gpus = []
+    for r in range(2):
+        p = 1 - r
+        ops = [{"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "nop"},
+               {"name": "put", "channel_type": "memory",
+                "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                "dst_buff": [{"buffer_id": 0, "index": 0, "size": 1}]},
+               {"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                "dst_buff": [{"type": "o", "index": r, "size": 1}]},
+               {"name": "nop"},
+               {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "nop"},
+               {"name": "copy", "src_buff": [{"type": "s", "index": 0, "size": 1}],
+                "dst_buff": [{"type": "o", "index": p, "size": 1}]}]
+        gpus.append({
+            "id": r, "input_chunks": 1, "output_chunks": 2, "scratch_chunks": 1,
+            "channels": [{"channel_type": "memory", "connected_to": [p]}],
+            "remote_buffers": [{"rank": p, "type": "s", "access_channel_types": ["memory"]}],
+            "semaphores": [],
+            "threadblocks": [{"id": 0, "ops": ops,
+                              "channels": [{"channel_type": "memory", "channel_ids": [0]}],
+                              "remote_buffer_refs": [{"access_channel_type": "memory",
+                                                      "remote_buffer_ids": [0]}]}]})
+    plan = _plan("scratch_allgather", "allgather", gpus, inplace=False)
+    plan["use_double_scratch_buffer"] = double
+    return plan

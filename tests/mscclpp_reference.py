@@ -130,7 +130,8 @@ class Reference:
         if doubled:
             first, part = 2 * first, 2 * part
         storage, base, extent = self._extent(owner, btype)
-        if storage == "s" and self.double and scratch_half and launch % 2 == 0:
+        remote_raw = "buffer_id" in ref and force is None and not doubled
+        if storage == "s" and self.double and scratch_half and not remote_raw and launch % 2 == 0:
             first += extent // 2
         if first + part > extent:
             raise IndexError(f"{op['name']} out of range")

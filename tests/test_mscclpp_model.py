@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mscclpp_plans import (allpairs_allreduce, load_upstream, mutated, ops_of, ring_allgather,
-                           upstream_dir)
+                           scratch_allgather, upstream_dir)
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp.plan_limits import U32
@@ -164,6 +164,13 @@ def test_missing_flush_or_flush_without_dst_buff_races_with_the_next_launch():
                         lambda p: [ops_of(p, r)[-1].pop("dst_buff") for r in range(3)])
     rep = check_plan(dsl_flush)
     assert rep.races and any("flushes nothing" in n for n in rep.notes)
+
+
+def test_raw_remote_writes_ignore_the_double_scratch_half():
+    assert check_plan(scratch_allgather(double=False)).ok
+    rep = check_plan(scratch_allgather(double=True))
+    assert rep.result_errors and all("after launch 2" in e for e in rep.result_errors)
+    assert "never written" in rep.result_errors[0]
 
 
 @needs_upstream

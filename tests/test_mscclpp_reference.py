@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mscclpp_plans import (allpairs_allreduce, doubling_allgather, load_upstream, mutated, ops_of,
-                           ring_allgather, upstream_dir)
+                           ring_allgather, scratch_allgather, upstream_dir)
 from mscclpp_reference import Reference
 from topofinder.export.mscclpp import check_plan
 
@@ -48,6 +48,12 @@ def test_both_accept_the_hand_built_plans(build, n):
     doc = build(n)
     assert check_plan(doc).ok
     assert reference_verdict(doc)
+
+
+def test_both_see_raw_remote_writes_miss_the_double_scratch_half():
+    assert check_plan(scratch_allgather(False)).ok and reference_verdict(scratch_allgather(False))
+    assert not check_plan(scratch_allgather(True)).ok
+    assert not reference_verdict(scratch_allgather(True), seeds=4)
 
 
 @needs_upstream

@@ -142,8 +142,13 @@ class Run:
         for (r, ctype, p, k), c in order.items():
             self.pair[(r, ctype, c)] = order.get((p, ctype, r, k))
 
-    def loc(self, st: _TB, op: Op, ref: BufRef, packet=False, scr_off=True, off=0, unit=None):
-        """(rank, storage, first cell, cells) that ``ref`` of ``op`` addresses."""
+    def loc(self, st: _TB, op: Op, ref: BufRef, packet=False, scr_off=True, off=0, unit=None,
+            size=None):
+        """(rank, storage, first cell, cells) that ``ref`` of ``op`` addresses: its offset from
+        its own chunk range (sliced by the threadblock group), its length from ``size`` chunks
+        when the kernel takes another buffer's size. ``scratchOffset_`` (the half in use under
+        double scratch) applies to a local scratch buffer (``getBuffer``) when ``scr_off``, and
+        to a remote one only for packets (the packet ops add it; raw remote access does not)."""
         r, tb = st.r, st.tb
         if ref.buffer_id is not None:
             ctype = op.channel_type
@@ -155,14 +160,15 @@ class Run:
             owner, btype = r, ref.type
         storage, base, extent = self.bufmap[owner][btype]
         tid, ts = op.tbg
-        part = ref.size * self.G // ts
-        start, n = ref.index * self.G + tid * part, part
+        start = ref.index * self.G + tid * (ref.size * self.G // ts)
+        n = (ref.size if size is None else size) * self.G // ts
         if unit is not None:
             n = n - off if n - off >= 0 else unit
             n, start = min(n, unit), start + off
         if packet:
             start, n = 2 * start, 2 * n
-        if storage == "scr" and scr_off and self.plan.double_scratch and st.launch % 2 == 0:
+        if (storage == "scr" and scr_off and (packet or ref.buffer_id is None)
+                and self.plan.double_scratch and st.launch % 2 == 0):
             start += extent // 2
         if start + n > extent:
             raise TopofinderError(

@@ -186,7 +186,8 @@ def _data(run: Run, st: _TB, op: Op, off, unit):
     if name in ("upkt", "rppkt"):     # local scratch, whatever src_buff[0] says
         pkt_locs = [loc(st, op, BufRef(op.src[0].index, op.src[0].size, "s"), packet=True)]
     elif name in ("respkt", "repkt", "recspkt", "recpkt"):
-        pkt_locs = [loc(st, op, BufRef(op.src[k].index, op.src[0].size, "s"), packet=True)
+        pkt_locs = [loc(st, op, BufRef(op.src[k].index, op.src[k].size, "s"), packet=True,
+                        size=op.src[0].size)
                     for k in range(1, len(op.src))]
     elif name == "gstorepkt":
         pkt_locs = [loc(st, op, op.src[0], packet=True)]
@@ -216,14 +217,13 @@ def _reduce(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
         if name in ("rre", "rres") and ref.buffer_id is None:
             raise TopofinderError(f"MSCCL++ plan: {op.where}: {name} reads remote "
                                   "buffers (src_buff[1:] need 'buffer_id')")
-        lc = run.loc(st, op, BufRef(ref.index, size, ref.type, ref.buffer_id), **pipe)
+        lc = run.loc(st, op, ref, size=size, **pipe)
         acc = [add_values(a, b, run.high) for a, b in zip(acc, as_data(run.rd(node, lc)))]
     run.wr(node, run.loc(st, op, op.dst[0], **pipe), acc[:base[3]])
     if name in ("res", "rres"):
         for ref in op.dst[1:]:
             _remote_only(op, ref)
-            run.wr(node, run.loc(st, op, BufRef(ref.index, size, None, ref.buffer_id), **pipe),
-                   acc)
+            run.wr(node, run.loc(st, op, ref, size=size, **pipe), acc)
 
 
 def _put(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
@@ -245,7 +245,7 @@ def _get(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
     if len(op.dst) < len(op.src):
         raise TopofinderError(f"MSCCL++ plan: {op.where}: get needs a dst_buff per src_buff")
     for s, d in zip(op.src, op.dst):
-        remote = run.loc(st, op, BufRef(d.index, s.size, None, s.buffer_id), **pipe)
+        remote = run.loc(st, op, BufRef(d.index, d.size, None, s.buffer_id), size=s.size, **pipe)
         local = run.loc(st, op, BufRef(s.index, s.size, d.type), **pipe)
         run.wr(node, local, as_data(run.rd(node, remote)))
 
@@ -258,8 +258,7 @@ def _ppkt(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
         _remote_only(op, ref)
         vals = as_data(run.rd(node, run.loc(st, op, _local_src0(op, min(i, len(op.src) - 1)))))
         size = op.src[min(i, len(op.src) - 1)].size
-        run.wr(node, run.loc(st, op, BufRef(ref.index, size, None, ref.buffer_id), packet=True),
-               packets_of(vals, flag))
+        run.wr(node, run.loc(st, op, ref, packet=True, size=size), packets_of(vals, flag))
 
 
 def _rppkt(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
@@ -269,8 +268,8 @@ def _rppkt(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
         return
     for ref in op.dst:
         _remote_only(op, ref)
-        run.wr(node, run.loc(st, op, BufRef(ref.index, op.src[0].size, None, ref.buffer_id),
-                             packet=True), packets_of(vals, flag))
+        run.wr(node, run.loc(st, op, ref, packet=True, size=op.src[0].size),
+               packets_of(vals, flag))
 
 
 def _reduce_packets(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
@@ -280,13 +279,12 @@ def _reduce_packets(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
     acc = as_data(run.rd(node, run.loc(st, op, op.src[0])))
     for lc in pkt_locs:
         acc = [add_values(a, b, run.high) for a, b in zip(acc, _read_packets(run, node, lc, flag))]
-    run.wr(node, run.loc(st, op, BufRef(op.dst[0].index, size, op.dst[0].type)), acc)
+    run.wr(node, run.loc(st, op, op.dst[0], size=size), acc)
     first_remote = 1
     if name in ("recspkt", "recpkt"):
         _need(op, 1, 2)
         d1 = op.dst[1]
-        run.wr(node, run.loc(st, op, BufRef(d1.index, size, d1.type), packet=True),
-               packets_of(acc, flag))
+        run.wr(node, run.loc(st, op, d1, packet=True, size=size), packets_of(acc, flag))
         first_remote = 2
     if name in ("respkt", "recspkt"):
         for ref in op.dst[first_remote:]:
@@ -296,14 +294,12 @@ def _reduce_packets(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
 
 def _upkt(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
     vals = _read_packets(run, node, pkt_locs[0], flag)
-    d = op.dst[0]
-    run.wr(node, run.loc(st, op, BufRef(d.index, op.src[0].size, d.type)), vals)
+    run.wr(node, run.loc(st, op, op.dst[0], size=op.src[0].size), vals)
 
 
 def _cpkt(run: Run, st: _TB, op: Op, node, pipe, pkt_locs, flag):
     vals = as_data(run.rd(node, run.loc(st, op, op.src[0])))
-    d = op.dst[0]
-    run.wr(node, run.loc(st, op, BufRef(d.index, op.src[0].size, d.type), packet=True),
+    run.wr(node, run.loc(st, op, op.dst[0], packet=True, size=op.src[0].size),
            packets_of(vals, flag))
 
 
@@ -349,7 +345,8 @@ def _mem_remote(run: Run, st: _TB, op: Op, ref, size, packet=False):
         raise TopofinderError(f"MSCCL++ plan: {op.where}: buffer_id {ref.buffer_id} is not a "
                               "memory remote buffer of the threadblock")
     fake = Op(name=op.name, where=op.where, channel_type="memory", tbg=op.tbg)
-    return run.loc(st, fake, BufRef(ref.index, size, None, ref.buffer_id), packet=packet)
+    return run.loc(st, fake, BufRef(ref.index, ref.size, None, ref.buffer_id), packet=packet,
+                   size=size)
 
 
 def _port_puts(run: Run, st: _TB, op: Op, node: int, pipe, signal=False, flush=False,
@@ -370,11 +367,11 @@ def _port_puts(run: Run, st: _TB, op: Op, node: int, pipe, signal=False, flush=F
         if from_scratch:
             s = op.src[0]
             src = run.loc(st, op, BufRef(s.index, s.size, "s"), packet=True)
-            dst = run.loc(st, op, BufRef(ref.index, s.size, None, ref.buffer_id), packet=True)
+            dst = run.loc(st, op, ref, packet=True, size=s.size)
         elif packet:
             s = op.src[tid] if tid < len(op.src) else op.src[0]
             src = run.loc(st, op, s, packet=True, scr_off=True)
-            dst = run.loc(st, op, BufRef(ref.index, s.size, None, ref.buffer_id), packet=True)
+            dst = run.loc(st, op, ref, packet=True, size=s.size)
         else:
             s = op.src[tid] if tid < len(op.src) else op.src[0]
             src = run.loc(st, op, s, scr_off=False, **pipe)
