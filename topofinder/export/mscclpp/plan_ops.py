@@ -125,20 +125,26 @@ def _barrier(run: Run, st: _TB, op: Op):
 
 
 def _sem(run: Run, st: _TB, op: Op, acquire: bool):
+    """``DeviceSemaphore`` (``concurrency_device.hpp``): release adds 1; acquire subtracts 1
+    at once (each thread ``tid`` its ``semaphore_ids[tid]``) and, if the old value was not
+    positive, spins until the value is back to that old value (a ticket)."""
     keys = [(st.r, s) for s in op.semaphore_ids]
-    if acquire:
-        for tid, key in enumerate(keys):
-            test = lambda key=key: run.dsem[key] > 0      # noqa: E731
-            if not test():
-                yield _Wait(test, f"{op.where}: device semaphore {key[1]}")
-            run.dsem[key] -= 1
-            node = run.event(st, op, tid)
-            run.sem_events[key][1].append((node, (st.r, st.tb.id, tid)))
-    else:
+    if not acquire:
         for tid, key in enumerate(keys):
             run.dsem[key] += 1
             node = run.event(st, op, tid)
             run.sem_events[key][0].append((node, (st.r, st.tb.id, tid)))
+        return
+    olds = []
+    for key in keys:
+        olds.append(run.dsem[key])
+        run.dsem[key] -= 1
+    test = lambda: all(o > 0 or run.dsem[k] >= o for k, o in zip(keys, olds))   # noqa: E731
+    if not test():
+        yield _Wait(test, f"{op.where}: device semaphore(s) {list(op.semaphore_ids)}")
+    for tid, key in enumerate(keys):
+        node = run.event(st, op, tid)
+        run.sem_events[key][1].append((node, (st.r, st.tb.id, tid)))
 
 
 # ------------------------------------------------------------------------ data ops
