@@ -28,7 +28,8 @@ Semantics as read in microsoft/mscclpp ``src/core/include/execution_kernel.hpp``
   polls until every packet carries this launch's flag.
 - ``glres``/``gstore``: multimem load-reduce/store over the switch channel's rank group.
 - ``nop`` is ``__syncthreads``; ``barrier`` a ``DeviceSyncer`` over ``num_threadblocks``
-  blocks (persistent); ``sem_acquire``/``sem_release`` device semaphores with ticketed acquires (persistent).
+  blocks (persistent); ``sem_acquire``/``sem_release`` device semaphores with ticketed
+  acquires (persistent).
 - ``pipeline``: the body runs once per unit; the model takes one unit = one chunk, so
   ``num_chunks`` iterations over a chunk each (sizes past the end wrap as ``uint32_t`` does).
 """
