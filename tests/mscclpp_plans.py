@@ -182,3 +182,18 @@ def scratch_allgather(double: bool) -> dict:
     plan = _plan("scratch_allgather", "allgather", gpus, inplace=False)
     plan["use_double_scratch_buffer"] = double
     return plan
+
+
+def barrier_copy(n_barrier: int = 2, barrier: bool = True) -> dict:
+    """One rank, out of place: block 0 copies the input to scratch, block 1 copies scratch to
+    the output, a ``barrier`` of ``n_barrier`` blocks between them."""
+    bar = [{"name": "barrier", "barrier_id": 0, "num_threadblocks": n_barrier}] if barrier else []
+    tb0 = [{"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+            "dst_buff": [{"type": "s", "index": 0, "size": 1}]}] + bar
+    tb1 = bar + [{"name": "copy", "src_buff": [{"type": "s", "index": 0, "size": 1}],
+                  "dst_buff": [{"type": "o", "index": 0, "size": 1}]}]
+    gpu = {"id": 0, "input_chunks": 1, "output_chunks": 1, "scratch_chunks": 1,
+           "channels": [], "remote_buffers": [], "semaphores": [],
+           "threadblocks": [{"id": 0, "ops": tb0, "channels": []},
+                            {"id": 1, "ops": tb1, "channels": []}]}
+    return _plan("barrier_copy", "allreduce", [gpu], inplace=False)

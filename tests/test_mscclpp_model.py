@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from mscclpp_plans import (allpairs_allreduce, load_upstream, mutated, ops_of, ring_allgather,
-                           scratch_allgather, upstream_dir)
+from mscclpp_plans import (allpairs_allreduce, barrier_copy, load_upstream, mutated, ops_of,
+                           ring_allgather, scratch_allgather, upstream_dir)
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp.plan_limits import U32
@@ -164,6 +164,15 @@ def test_missing_flush_or_flush_without_dst_buff_races_with_the_next_launch():
                         lambda p: [ops_of(p, r)[-1].pop("dst_buff") for r in range(3)])
     rep = check_plan(dsl_flush)
     assert rep.races and any("flushes nothing" in n for n in rep.notes)
+
+
+def test_barrier_orders_blocks_of_a_rank():
+    assert check_plan(barrier_copy()).ok
+    assert "write-read race on rank 0 scr[cell 0]" in check_plan(barrier_copy(barrier=False)).races[0]
+    one_side = mutated(barrier_copy(), lambda p: ops_of(p, 0, 1).pop(0))
+    assert "barrier 0 (2 threadblocks)" in check_plan(one_side).deadlock
+    with pytest.raises(TopofinderError, match="num_threadblocks 3 not in"):
+        check_plan(barrier_copy(3))
 
 
 def test_raw_remote_writes_ignore_the_double_scratch_half():

@@ -213,9 +213,16 @@ def _balance(run: Run, report: PlanReport) -> None:
                     "(the counters persist into the next launch)")
                 break
     for (r, b), arrivals in run.barriers.items():
-        if len(arrivals) % run.barrier_n[(r, b)]:
+        n = run.barrier_n[(r, b)]
+        users = Counter(run.graph.label[a][1] for a in arrivals)
+        if len(arrivals) % n:
             report.balance_errors.append(f"rank {r} barrier {b}: {len(arrivals)} arrivals, not a "
-                                         f"multiple of {run.barrier_n[(r, b)]}")
+                                         f"multiple of {n}")
+        elif len(users) != n or len(set(users.values())) != 1:
+            report.balance_errors.append(
+                f"rank {r} barrier {b}: used by threadblocks {sorted(users)} (counts "
+                f"{sorted(users.values())}) for groups of {n}: which arrivals meet depends on "
+                "timing")
     for (r, s), value in run.dsem.items():
         if value != run.plan.gpus[r].semaphores[s]:
             report.balance_errors.append(f"rank {r} device semaphore {s} ends at {value}, not its "
