@@ -206,6 +206,14 @@ def test_op_over_the_limit():
         check_plan(plan)
 
 
+def test_pipeline_iterations_bound_the_message():
+    """uint16_t iterations: chunks x chunk size / unit_size <= 65535."""
+    pipe = {"name": "pipeline", "iter_context": {"unit_size": 1 << 10, "num_chunks": 2},
+            "ops": [{"name": "nop"}]}
+    plan = mutated(allpairs_allreduce(2), lambda p: ops_of(p, 0).insert(0, pipe))
+    assert check_plan(plan).max_message_bytes == 65535 * (1 << 10) // 2 // 16 * 16 * 2
+
+
 def test_pipeline_body_counts_toward_the_limit():
     body = [{"name": "nop"}] * 60
     pipe = {"name": "pipeline", "iter_context": {"unit_size": 1024, "num_chunks": 1}, "ops": body}
@@ -277,6 +285,11 @@ def test_hostile_text(text, match):
      "not accessible over memory"),
     (lambda p: p["gpus"][0]["channels"][0].__setitem__("connected_to", [5]), "outside"),
     (lambda p: p.__setitem__("collective", "reducescatter"), "do not fit"),
+    (lambda p: [g.__setitem__("scratch_chunks", 2 ** 31) for g in p["gpus"]],
+     "more than the model's"),
+    (lambda p: ops_of(p, 0).insert(0, {"name": "pipeline", "ops": [],
+                                       "iter_context": {"unit_size": 16, "num_chunks": 70000}}),
+     "more than uint16_t holds"),
 ])
 def test_hostile_fields_are_refused_in_one_line(change, match):
     plan = mutated(allpairs_allreduce(2), change)

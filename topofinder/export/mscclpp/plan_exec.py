@@ -53,6 +53,10 @@ COLLECTIVES = {Collective.ALLGATHER: Collective.ALLGATHER, Collective.ALLREDUCE:
                "reduce_scatter": Collective.REDUCE_SCATTER}
 
 
+#: Cells (chunk slices) the model holds in all ranks' buffers at most.
+MAX_CELLS = 2 ** 27
+
+
 class _Wait:
     """What a blocked threadblock waits for: a test and its description."""
 
@@ -86,6 +90,10 @@ class Run:
             raise TopofinderError(f"MSCCL++ plan: threadblock-group sizes need {self.G} cells "
                                   "per chunk in the model (more than 64)")
         self.high = high_mask(self.n)
+        cells = sum(sum(self._storage_sizes(g).values()) for g in plan.gpus)
+        if cells > MAX_CELLS:
+            raise TopofinderError(f"MSCCL++ plan: {cells} buffer cells in all (chunks x ranks x "
+                                  f"{self.G} per chunk), more than the model's {MAX_CELLS}")
         self.graph = Graph()
         self.bufmap = [self._buffers(g) for g in plan.gpus]
         self.mem = Memory([{k: v for k, v in self._storage_sizes(g).items()} for g in plan.gpus])

@@ -9,7 +9,8 @@ references per side, MAX_DEVICE_SYNCERS = 16 barrier ids, MAX_DEVICE_SEMAPHORES 
 ids per op. Offsets and sizes are ``uint32_t`` in ``Operation``; packet ops double them in
 ``execution_kernel.hpp`` (``dstOffset << 1``) and add ``scratchOffset_`` (half the scratch buffer
 when ``use_double_scratch_buffer``), so the largest message whose every byte offset fits 32 bits
-follows from the plan. ``handlePipeline`` keeps the iteration count in ``uint16_t``. The
+follows from the plan. ``handlePipeline`` keeps the iteration count (chunks × chunk size /
+``unit_size``) in ``uint16_t``, which bounds the chunk size too. The
 kernel's threadblocks spin on each other (signal/wait, barriers, packets), so all of a rank's
 threadblocks must be resident at once: at most ``max_threadblocks`` (the GPU's SMs at one
 1024-thread block per SM, ``__launch_bounds__(1024, 1)``; 132 on an H100 SXM).
@@ -86,6 +87,7 @@ def check_limits(plan: Plan, max_threadblocks: int = H100_SMS) -> Shape:
     if not isinstance(max_threadblocks, int) or max_threadblocks < 1:
         raise TopofinderError("max_threadblocks must be a positive integer")
     worst_ops = worst_tbs = worst_mem = worst_port = worst_per_op = span = 0
+    pipe_chunk = None        # largest chunk size whose pipeline iterations fit uint16_t
     for g in plan.gpus:
         if len(g.threadblocks) > max_threadblocks:
             raise TopofinderError(
@@ -117,12 +119,17 @@ def check_limits(plan: Plan, max_threadblocks: int = H100_SMS) -> Shape:
                 _check_op(plan, g, tb, op)
                 worst_per_op = max(worst_per_op, len(op.channel_ids))
                 span = max(span, _span(plan, op))
+                if op.name == "pipeline" and op.num_chunks:
+                    bound = U16 * op.unit_size // op.num_chunks
+                    pipe_chunk = bound if pipe_chunk is None else min(pipe_chunk, bound)
     chunks = max((g.output_chunks if plan.collective == Collective.ALLGATHER else g.input_chunks)
                  for g in plan.gpus)
     max_msg = 0
     if span:
-        chunk_bytes = U32 // span // plan.alignment * plan.alignment
-        max_msg = chunk_bytes * chunks
+        chunk_bytes = U32 // span
+        if pipe_chunk is not None:
+            chunk_bytes = min(chunk_bytes, pipe_chunk)
+        max_msg = chunk_bytes // plan.alignment * plan.alignment * chunks
     if plan.min_message > min(max_msg, plan.max_message):
         raise TopofinderError(
             f"MSCCL++ plan: min_message_size {plan.min_message} exceeds "
@@ -168,6 +175,9 @@ def _check_op(plan: Plan, g, tb, op: Op) -> None:
         if s >= len(g.semaphores):
             raise TopofinderError(f"MSCCL++ plan: {where}: semaphore {s} but rank {g.rank} "
                                   f"declares {len(g.semaphores)}")
+    if op.name == "pipeline" and op.num_chunks > U16:
+        raise TopofinderError(f"MSCCL++ plan: {where}: pipeline over {op.num_chunks} chunks: "
+                              f"at least that many iterations, more than uint16_t holds ({U16})")
     if op.name == "pipeline" and len(op.body) + 1 > 255:
         raise TopofinderError(f"MSCCL++ plan: {where}: pipeline of {len(op.body)} ops "
                               "(nSteps is uint8_t)")
