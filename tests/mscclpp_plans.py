@@ -197,3 +197,52 @@ def barrier_copy(n_barrier: int = 2, barrier: bool = True) -> dict:
            "threadblocks": [{"id": 0, "ops": tb0, "channels": []},
                             {"id": 1, "ops": tb1, "channels": []}]}
     return _plan("barrier_copy", "allreduce", [gpu], inplace=False)
+
+
+def allpairs_reduce_scatter(n: int, inplace: bool = True) -> dict:
+    """Rank r sums chunk r of every rank's input with ``rre`` (remote reads) into its output
+    chunk, between a relaxed handshake and a release signal/wait round."""
+    plan = allpairs_allreduce(n)
+    plan["name"], plan["collective"], plan["inplace"] = "allpairs_rs", "reducescatter", inplace
+    for r, g in enumerate(plan["gpus"]):
+        g["output_chunks"] = 1
+        rres = g["threadblocks"][0]["ops"][3]
+        rres["name"] = "rre"
+        rres["dst_buff"] = [{"type": "o", "index": 0, "size": 1}]
+    return plan
+
+
+def root_broadcast(n: int, root: int = 0, inplace: bool = False) -> dict:
+    """The root puts its input into every other rank's output over memory channels (and
+    copies it to its own output out of place); the others first tell the root their output
+    is free (relaxed) and then wait for its signal."""
+    gpus = []
+    for r in range(n):
+        if r == root:
+            peers = [q for q in range(n) if q != root]
+            k = list(range(len(peers)))
+            ops = [{"name": "rlxwait", "channel_ids": k, "channel_type": "memory"},
+                   {"name": "nop"},
+                   {"name": "put", "channel_type": "memory",
+                    "src_buff": [{"type": "i", "index": 0, "size": 1} for _ in k],
+                    "dst_buff": [{"buffer_id": b, "index": 0, "size": 1} for b in k]}]
+            if not inplace:
+                ops.append({"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                            "dst_buff": [{"type": "o", "index": 0, "size": 1}]})
+            ops += [{"name": "nop"},
+                    {"name": "signal", "channel_ids": k, "channel_type": "memory"}]
+        else:
+            peers, k = [root], [0]
+            ops = [{"name": "rlxsignal", "channel_ids": k, "channel_type": "memory"},
+                   {"name": "wait", "channel_ids": k, "channel_type": "memory"}]
+        remote = ([{"rank": q, "type": "o", "access_channel_types": ["memory"]} for q in peers]
+                  if r == root else [])
+        gpus.append({
+            "id": r, "input_chunks": 1, "output_chunks": 1, "scratch_chunks": 0,
+            "channels": [{"channel_type": "memory", "connected_to": peers}],
+            "remote_buffers": remote, "semaphores": [],
+            "threadblocks": [{"id": 0, "ops": ops,
+                              "channels": [{"channel_type": "memory", "channel_ids": k}],
+                              "remote_buffer_refs": [{"access_channel_type": "memory",
+                                                      "remote_buffer_ids": k if remote else []}]}]})
+    return _plan("root_broadcast", "broadcast", gpus, inplace=inplace)

@@ -50,8 +50,8 @@ class Outcome:
 class Reference:
     """Static tables of a plan (channels, pairing, buffers) and the interpreter."""
 
-    def __init__(self, doc: dict, launches: int = 2):
-        self.doc, self.launches = doc, launches
+    def __init__(self, doc: dict, launches: int = 2, root: int = 0):
+        self.doc, self.launches, self.root = doc, launches, root
         self.n = len(doc["gpus"])
         self.coll = doc["collective"].replace("_", "").replace("-", "")
         self.inplace = doc["inplace"]
@@ -360,6 +360,8 @@ class Reference:
             return tuple(_contrib(launch, c // cin, c % cin) for c in range(cout))
         if self.coll == "reducescatter":
             return tuple(every(rank * cout + c) for c in range(cout))
+        if self.coll == "broadcast":
+            return tuple(_contrib(launch, self.root, c) for c in range(cout))
         raise ValueError(self.coll)
 
     def outcome(self, st, deadlock, steps):

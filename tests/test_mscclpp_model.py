@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from mscclpp_plans import (allpairs_allreduce, barrier_copy, load_upstream, mutated, ops_of,
-                           ring_allgather, scratch_allgather, upstream_dir)
+from mscclpp_plans import (allpairs_allreduce, allpairs_reduce_scatter, barrier_copy, load_upstream,
+                           mutated, ops_of, ring_allgather, root_broadcast, scratch_allgather,
+                           upstream_dir)
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp.plan_limits import U32
@@ -89,6 +90,29 @@ def test_hand_built_plans_are_correct(n):
     ring = check_plan(ring_allgather(n))
     assert ring.max_ops_per_threadblock == 3 + 4 * (n - 1) + 1
     assert ring.max_message_bytes == U32 // n // 16 * 16 * n
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_reduce_scatter_and_broadcast_in_and_out_of_place(n, inplace):
+    assert check_plan(allpairs_reduce_scatter(n, inplace)).ok
+    for root in range(n):
+        rep = check_plan(root_broadcast(n, root, inplace), root=root)
+        assert rep.ok, rep.first_error()
+    # the model checks against the root it is told: another root's data is a wrong result
+    wrong = check_plan(root_broadcast(n, 0, inplace), root=1)
+    assert "of ranks {0}, expected launch 1 cell 0 of ranks {1}" in " ".join(wrong.result_errors)
+
+
+def test_reduce_scatter_wrong_chunk_and_missing_handshake():
+    wrong = mutated(allpairs_reduce_scatter(3),
+                    lambda p: ops_of(p, 2)[3]["src_buff"][1].__setitem__("index", 1))
+    assert check_plan(wrong).result_errors
+    # without the release round a rank may end before a peer read its input: a race with
+    # the next launch's input
+    no_round = mutated(allpairs_reduce_scatter(3), lambda p: [ops_of(p, r).__delitem__(
+        slice(4, 7)) for r in range(3)])
+    assert check_plan(no_round).races
 
 
 def test_three_launches_in_a_row():

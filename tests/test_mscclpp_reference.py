@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from mscclpp_plans import (allpairs_allreduce, doubling_allgather, load_upstream, mutated, ops_of,
-                           ring_allgather, scratch_allgather, upstream_dir)
+from mscclpp_plans import (allpairs_allreduce, allpairs_reduce_scatter, doubling_allgather,
+                           load_upstream, mutated, ops_of, ring_allgather, root_broadcast,
+                           scratch_allgather, upstream_dir)
 from mscclpp_reference import Reference
 from topofinder.export.mscclpp import check_plan
 
@@ -19,9 +20,9 @@ RUNNABLE = ["allreduce.json", "allreduce_packet.json", "reduce.json", "reduce_pa
             "reduce_pack_tbg.json", "transfer_pack.json", "transfer_pack_tbg.json"]
 
 
-def reference_verdict(doc, seeds=40) -> bool:
+def reference_verdict(doc, seeds=40, root=0) -> bool:
     """True when every sampled schedule (eager and lazy proxies) gives the collective."""
-    ref = Reference(doc)
+    ref = Reference(doc, root=root)
     return all(ref.correct(ref.run_random(s, lazy_proxy=0.9 if s % 2 else 0.0))
                for s in range(seeds))
 
@@ -48,6 +49,15 @@ def test_both_accept_the_hand_built_plans(build, n):
     doc = build(n)
     assert check_plan(doc).ok
     assert reference_verdict(doc)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_both_accept_reduce_scatter_and_broadcast(inplace):
+    rs = allpairs_reduce_scatter(3, inplace)
+    assert check_plan(rs).ok and reference_verdict(rs)
+    bc = root_broadcast(3, 2, inplace)
+    assert check_plan(bc, root=2).ok and reference_verdict(bc, root=2)
+    assert not check_plan(bc, root=0).ok and not reference_verdict(bc, seeds=2, root=0)
 
 
 def test_both_see_raw_remote_writes_miss_the_double_scratch_half():
