@@ -197,7 +197,8 @@ class Graph:
         return False
 
     def check_races(self, where, limit: int = 20) -> list[str]:
-        """Unordered conflicting accesses, as messages (``where(node)`` names a node)."""
+        """Unordered conflicting accesses, as messages (``where(node)`` names a node); the
+        first ``limit`` are reported and the search stops there."""
         self.final = True
         last_write: dict[tuple, dict[int, int]] = defaultdict(dict)
         reads: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
@@ -212,6 +213,8 @@ class Graph:
                          f"{where(b)} are not ordered")
 
         for node, rank, storage, start, n, write in self.accesses:
+            if len(found) >= limit:
+                break
             lw = last_write[(rank, storage)]
             rd = reads[(rank, storage)]
             checked: set[int] = {node}
