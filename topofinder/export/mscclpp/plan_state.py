@@ -123,14 +123,22 @@ class Graph:
         for x, ps in enumerate(self.preds):       # numbers are a topological order
             v = 1 << marks[x] if x in marks else 0
             for p in ps:
-                v |= up[p]
+                w = up[p]
+                if w and w is not v:              # share bitsets where nothing is added
+                    u = v | w
+                    v = w if u == w else (v if u == v else u)
             up[x] = v
         down = [0] * n
         for x in range(n - 1, -1, -1):
-            v = down[x] | (1 << marks[x] if x in marks else 0)
-            down[x] = v
-            for p in self.preds[x]:
-                down[p] |= v
+            v = down[x]
+            if x in marks:
+                v = down[x] = v | (1 << marks[x])
+            if v:
+                for p in self.preds[x]:
+                    w = down[p]
+                    if w is not v:
+                        u = w | v
+                        down[p] = v if u == v else (w if u == w else u)
         self._up, self._down = up, down
 
     def access(self, node: int, rank: int, storage: str, start: int, n: int, write: bool):
