@@ -130,7 +130,7 @@ def check_plan(doc_or_text, collective: str | None = None, max_threadblocks: int
 
 
 def _name(run: Run, node: int) -> str:
-    r, tb, what, launch = run.graph.label[node]
+    r, tb, what, launch = run.graph.label(node)
     who = "host" if tb == -1 else f"tb {tb}"
     return f"[rank {r} {who} launch {launch}: {what}]"
 
@@ -214,7 +214,7 @@ def _balance(run: Run, report: PlanReport) -> None:
                 break
     for (r, b), arrivals in run.barriers.items():
         n = run.barrier_n[(r, b)]
-        users = Counter(run.graph.label[a][1] for a in arrivals)
+        users = Counter(run.graph.label(a)[1] for a in arrivals)
         if len(arrivals) % n:
             report.balance_errors.append(f"rank {r} barrier {b}: {len(arrivals)} arrivals, not a "
                                          f"multiple of {n}")

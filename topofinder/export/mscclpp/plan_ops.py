@@ -201,7 +201,9 @@ def _data(run: Run, st: _TB, op: Op, off, unit):
         test = _packets_ready(run, pkt_locs, flag)
         if not test():
             yield _Wait(test, f"{op.where}: packets of launch {flag}")
-    node = run.event(st, op, None)
+    # a port put is issued per thread (its own nodes); every other data op runs on all threads
+    port_put = name in ("put", "pws", "pwsf") and op.channel_type == "port"
+    node = None if port_put else run.event(st, op, None)
     pipe = {"off": off, "unit": unit}
     _HANDLERS[name](run, st, op, node, pipe, pkt_locs, flag)
 

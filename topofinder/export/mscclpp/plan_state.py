@@ -26,6 +26,7 @@ their numbers.
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 
 from topofinder.errors import TopofinderError
@@ -74,13 +75,18 @@ def describe(value, n: int) -> str:
     return " + ".join(parts) + (" + …" if len(value) > 3 else "")
 
 
+_KINDS = {"T": 0, "S": 1, "L": 2, "HS": 3, "HE": 4}
+
+
 class Graph:
-    """Nodes (numbered in execution order) with their predecessor lists and a label each."""
+    """Nodes (numbered in execution order): predecessor tuples and, in compact columns, what
+    each node is (rank, launch, kind, block or channel, sync epoch, block, op description)."""
 
     def __init__(self):
-        self.preds: list[list[int]] = []
-        self.label: list[tuple] = []
-        self.meta: list[tuple] = []
+        self.preds: list[tuple[int, ...]] = []
+        self._cols = [array("l") for _ in range(7)]
+        self._whats: list[str] = []
+        self._what_id: dict[str, int] = {}
         self.accesses: list[tuple] = []          # (node, rank, storage, start, n, write)
         self._cache: dict[int, set[int]] = {}
         self._succ: list[list[int]] | None = None
@@ -90,29 +96,41 @@ class Graph:
         self._down: list[int] | None = None
 
     def node(self, label: tuple, preds, meta: tuple) -> int:
-        """A node after ``preds``; ``meta`` = (rank, launch, kind, block or channel, epoch)
-        with kind "T" (a block's op), "S" (its sync, epoch = syncs so far), "L" (a proxy
-        FIFO event), "HS"/"HE" (host before/after a launch) — for the shortcuts of :meth:`hb`."""
-        self.preds.append([p for p in preds if p is not None])
-        self.label.append(label)
-        self.meta.append(meta)
+        """A node after ``preds``. ``label`` = (rank, block, op description, launch); ``meta``
+        = (rank, launch, kind, block or channel, epoch) with kind "T" (a block's op), "S" (its
+        sync, epoch = syncs so far), "L" (a proxy FIFO event), "HS"/"HE" (host before/after
+        a launch) — for the shortcuts of :meth:`hb`."""
+        self.preds.append(tuple(p for p in preds if p is not None))
+        wid = self._what_id.get(label[2])
+        if wid is None:
+            wid = self._what_id[label[2]] = len(self._whats)
+            self._whats.append(label[2])
+        for col, v in zip(self._cols, (meta[0], meta[1], _KINDS[meta[2]], meta[3], meta[4],
+                                        label[1], wid)):
+            col.append(v)
         return len(self.preds) - 1
+
+    def label(self, node: int) -> tuple:
+        """(rank, block, op description, launch) of a node (block -1 for the host)."""
+        c = self._cols
+        return c[0][node], c[5][node], self._whats[c[6][node]], c[1][node]
 
     def _structural(self, a: int, b: int) -> bool:
         """Orders that follow from the shape alone (a < b): one proxy FIFO; one block after a
         sync; a rank's host and blocks across a kernel boundary."""
-        ra, la, ka, ta, ea = self.meta[a]
-        rb, lb, kb, tb, eb = self.meta[b]
-        if ka == "L" or kb == "L":
-            return ka == kb == "L" and ra == rb and ta == tb
-        if ra != rb:
+        rank, launch, kind, key, epoch = self._cols[:5]
+        ka, kb = kind[a], kind[b]
+        if ka == 2 or kb == 2:
+            return ka == kb == 2 and rank[a] == rank[b] and key[a] == key[b]
+        if rank[a] != rank[b]:
             return False
-        if la < lb or ka == "HS" or kb == "HE":
+        la, lb = launch[a], launch[b]
+        if la < lb or ka == 3 or kb == 4:
             return la <= lb
-        return ta == tb and ka in ("S", "T") and kb in ("S", "T") and (ka == "S" or eb > ea)
+        return key[a] == key[b] and ka <= 1 and kb <= 1 and (ka == 1 or epoch[b] > epoch[a])
 
     def add_edge(self, src: int, dst: int) -> None:
-        self.preds[dst].append(src)
+        self.preds[dst] = (*self.preds[dst], src)
         self._cache, self._succ, self._up = {}, None, None
 
     def _summaries(self) -> None:
