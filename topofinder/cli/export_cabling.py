@@ -7,6 +7,7 @@ import shlex
 import sys
 
 from topofinder import api
+from topofinder.errors import TopofinderError
 
 
 def add_options(p) -> None:
@@ -27,7 +28,8 @@ def add_options(p) -> None:
                         "when there is one, else a QAP search), as action,... CSV rows")
     p.add_argument("--mapping", default=None, metavar="MAP.csv",
                    help="with --diff: write the relabelling (node,node_label,physical_node,"
-                        "physical_label) here (default with -o OUT.csv: OUT-mapping.csv)")
+                        "physical_label) here (default with -o OUT.csv: OUT-mapping.csv; "
+                        "with the diff on stdout it is written only when named here)")
     p.add_argument("--diff-method", choices=["exact", "heuristic"], default="exact",
                    help="with --diff: exact (isomorphism test, then QAP search; default) or "
                         "heuristic (iterated linear assignment only)")
@@ -36,7 +38,7 @@ def add_options(p) -> None:
 def run(args) -> int:
     """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr); with
     --what cross-connects the configuration (or its changes) on a fixed layout."""
-    target = args.output or sys.stdout
+    target = sys.stdout if args.output in (None, "-") else args.output
     if args.what == "cross-connects":
         cc, diff = api.export_cross_connects(
             args.expr, args.panel_size, args.trunks, cabling=args.cabling, old=args.diff,
@@ -69,8 +71,13 @@ def run(args) -> int:
 
 
 def mapping_path(args) -> str | None:
-    """Where a --diff writes its relabelling: --mapping, else OUT-mapping.csv beside -o."""
-    if args.mapping is not None or not args.diff or not args.output:
+    """Where a --diff writes its relabelling: --mapping, else OUT-mapping.csv beside a file
+    -o; None (not written) when the diff goes to stdout (no -o, or -o -) and --mapping is
+    not given. --mapping - next to a diff on stdout is refused (two documents on one stream)."""
+    if args.mapping == "-" and args.diff and args.output in (None, "-"):
+        raise TopofinderError("export: --mapping - and the diff both on stdout; give "
+                              "--mapping FILE or -o FILE")
+    if args.mapping is not None or not args.diff or args.output in (None, "-"):
         return args.mapping
     stem = args.output[:-4] if args.output.lower().endswith(".csv") else args.output
     return stem + "-mapping.csv"
@@ -85,8 +92,11 @@ def _report_diff(args, diff) -> None:
           f"unplugged, {diff.added.shape[0]} plugged, {kept} kept); {iso}; relabelling "
           f"by {diff.method}", file=sys.stderr)
     mapping = mapping_path(args)
-    if mapping:
-        diff.write_mapping(mapping)
+    if not mapping:
+        print("relabelling not written (the diff went to stdout): give --mapping FILE to "
+              "keep it", file=sys.stderr)
+    else:
+        diff.write_mapping(sys.stdout if mapping == "-" else mapping)
         print(f"relabelling written to {mapping}; export the schedule as cabled after "
               f"the diff with: topofinder export {shlex.quote(args.expr)} --what schedule "
               f"--relabel {shlex.quote(mapping)}", file=sys.stderr)
