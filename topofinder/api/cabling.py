@@ -18,6 +18,8 @@ from topofinder.cabling.physical import (
 )
 from topofinder.model.failures import split_expression
 from topofinder.resilience.cabling import degraded_plan
+from topofinder.resilience.waves import WavePlan, plan_waves
+from topofinder.workload.cost import Workload
 
 Plan = str | os.PathLike | PatchPlan
 
@@ -47,6 +49,19 @@ def diff_patch_panel(old: Plan, source: Source, cabling: str = "auto", panel_siz
     remove/add rows, ``.write_mapping`` the relabelling :func:`relabel` reads; ``.moves``,
     ``.isomorphic`` (None: undecided, install pynauty) and ``.method`` summarise it."""
     return diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+
+
+def wave_plan(old: Plan, source: Source, waves: int | None = None,
+              max_down: int | None = None, workload: Workload | None = None, *,
+              cabling: str = "auto", panel_size: int = 1008, method: str = "exact",
+              undirected: bool | None = None, stats: bool = True) -> WavePlan:
+    """The diff from ``old`` to a topology (:func:`diff_patch_panel`) split into ``waves``
+    waves (or waves of at most ``max_down`` unplugged rows) that keep the fabric strongly
+    connected, ordered to lower the worst allreduce time while a wave is out
+    (topofinder.resilience.waves): ``.write_csv`` writes the diff with a ``wave`` column,
+    ``.plan_after(i)`` the plan as cabled after wave i, ``.stats`` each wave's scores."""
+    diff = diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+    return plan_waves(diff, waves, max_down, workload, stats=stats)
 
 
 @dataclass(frozen=True)
