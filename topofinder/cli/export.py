@@ -30,6 +30,8 @@ def add(sub) -> None:
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
                         "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "cross-connects: csv (default), sonic-ocs (SONiC CONFIG_DB JSON), "
+                        "netconf (Polatis-style edit-config XML, delete then create per wave); "
                         "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     export_schedule.add_options(p)
     export_cabling.add_options(p)

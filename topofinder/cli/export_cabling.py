@@ -50,6 +50,15 @@ def run(args) -> int:
     """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr); with
     --what cross-connects the configuration (or its changes) on a fixed layout."""
     target = sys.stdout if args.output in (None, "-") else args.output
+    if args.what == "cross-connects" and args.format in ("sonic-ocs", "netconf"):
+        api.ocs_tables(args.expr, args.format, old=args.diff, waves=args.waves,
+                              max_down=args.max_down, wave=args.wave,
+                              workload=api.Workload.from_strings(args.alpha, args.bandwidth,
+                                                                 args.size),
+                              cabling=args.cabling, panel_size=args.panel_size,
+                              method=args.diff_method, undirected=args.undirected,
+                              path=args.output or "-")
+        return 0
     if args.what == "cross-connects":
         cc, diff = api.export_cross_connects(
             args.expr, args.panel_size, args.trunks, cabling=args.cabling, old=args.diff,
