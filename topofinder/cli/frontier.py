@@ -67,6 +67,8 @@ def format_frontier(result: dict) -> str:
                  f"{_us(best['allreduce_time_s'])} for the workload")
     if "moves" in result:
         lines += _format_moves(result)
+    if "phases" in result:
+        lines += _format_phases(result["phases"])
     if "moe" in result:
         lines += _format_iterations(result)
     if result.get("baselines"):
@@ -88,6 +90,21 @@ def _format_moves(result: dict) -> list[str]:
                      + (" (as cabled)" if p.get("cabled") else "")
                      + f" — objective {_us(p['objective_s'])}")
     return lines
+
+
+def _format_phases(ph: dict) -> list[str]:
+    """One fabric for all phases against one per phase, and the break-even."""
+    names = ", ".join(f"{p['name']} ({p['share']:.0%})" for p in ph["phases"])
+    per = ph["per_phase"]
+    even = ph["break_even_operations"]
+    return ["", f"phases {names}, {ph['operations']:g} operations per cycle:",
+            f"  one fabric: {ph['single']['expr']} — {_ms(ph['single']['cycle_s'])} per cycle",
+            f"  one per phase: {' -> '.join(per['exprs'])} — {_ms(per['cycle_s'])} per cycle "
+            f"(switching {_ms(per['switch_s'])})",
+            f"  answer: {'one per phase' if ph['choice'] == 'per_phase' else 'one fabric'}; "
+            + ("per-phase fabrics never pay (no saving)" if even is None else
+               f"per-phase fabrics pay from {even:.4g} operations per cycle "
+               f"({_ms(ph['break_even_s'])} of communication) on")]
 
 
 def _ms(x) -> str:

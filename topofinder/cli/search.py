@@ -86,6 +86,11 @@ def add(sub) -> None:
     p.add_argument("--moves-method", choices=["exact", "heuristic"], default=None,
                    help="with --from: the diff's relabelling method (export's --diff-method) "
                         "for the moves (default: exact up to N = 256, heuristic above)")
+    p.add_argument("--phases", default=None, metavar="WORKLOAD.toml",
+                   help="a workload in phases (collective mix, size and share of time each, "
+                        "reconfiguration cost: 'cost' for an OCS, 'per_move' for a patch "
+                        "panel; docs/formats.md): answer one fabric for all phases or one "
+                        "per phase with the switch cost counted, and the break-even")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=run)
 
@@ -102,7 +107,7 @@ def run(args) -> int:
                         intra=args.intra, baseline_progress=_baseline_progress,
                         robust=args.robust, rank_by_robust=args.rank_by == "robust",
                         cabled_from=args.cabled_from, max_moves=args.max_moves,
-                        moves_method=args.moves_method)
+                        moves_method=args.moves_method, phases=args.phases)
     if args.plot:
         api.plot(result, args.plot)
     doc = result.to_dict()

@@ -112,6 +112,7 @@ class SearchResult:
     skipped: tuple[dict, ...] = ()
     unverified: tuple[dict, ...] = ()
     moves: dict | None = None
+    phases: dict | None = None
 
     @property
     def best(self) -> FrontierPoint:
@@ -154,6 +155,8 @@ class SearchResult:
             doc["skipped_points"] = list(self.unverified)
         if self.moves is not None:
             doc["moves"] = self.moves
+        if self.phases is not None:
+            doc["phases"] = self.phases
         return doc
 
 
