@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
 from topofinder.cabling.check import CheckReport, apply_diff, check, read_sends
-from topofinder.cabling.ocs import netconf_text, parse_ocs, ports_per_node, sonic_text
+from topofinder.cabling.ocs import (
+    netconf_text, padded, parse_ocs, ports_per_node, sonic_text,
+)
 from topofinder.cabling.patch_panel import (
     PatchPlan, PlanDiff, diff_plans, parse_plan, plan_patch_panel,
 )
@@ -27,12 +29,16 @@ from topofinder.workload.cost import Workload
 Plan = str | os.PathLike | PatchPlan
 
 
-def _plan(plan: Plan) -> PatchPlan:
-    """A plan: given, or read from a patch-panel CSV or an OCS table (sonic-ocs, netconf)."""
+def _plan(plan: Plan, n: int | None = None) -> PatchPlan:
+    """A plan: given, or read from a patch-panel CSV or an OCS table (sonic-ocs, netconf);
+    ``n``: at least that many nodes (growth: nodes without fibres yet)."""
     if isinstance(plan, PatchPlan):
         return plan
     text = read_input(plan, "patch-panel plan")
-    return parse_ocs(text, os.fspath(plan)) or parse_plan(text)
+    ocs = parse_ocs(text, os.fspath(plan))
+    if ocs is None:
+        return parse_plan(text, n)
+    return padded(ocs, n)
 
 
 def ocs_tables(source: Source, fmt: str, *, old: Plan | None = None,
@@ -90,7 +96,8 @@ def diff_patch_panel(old: Plan, source: Source, cabling: str = "auto", panel_siz
     else a QAP search; heuristic: iterated linear assignment only). ``.write_csv`` writes the
     remove/add rows, ``.write_mapping`` the relabelling :func:`relabel` reads; ``.moves``,
     ``.isomorphic`` (None: undecided, install pynauty) and ``.method`` summarise it."""
-    return diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+    topo = load(source, undirected)
+    return diff_plans(_plan(old, topo.n), topo, cabling, panel_size, method=method)
 
 
 def wave_plan(old: Plan, source: Source, waves: int | None = None,

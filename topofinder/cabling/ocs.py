@@ -214,6 +214,15 @@ def parse_netconf(text: str, where: str = "netconf") -> PatchPlan:
     return _plan_of(live, n, d, names, where)
 
 
+def padded(plan: PatchPlan, n: int | None) -> PatchPlan:
+    """``plan`` with nodes up to ``n`` (growth: new nodes without fibres, named by number)."""
+    if n is None or n <= plan.n:
+        return plan
+    labels = None if plan.labels is None else plan.labels + tuple(
+        str(i) for i in range(plan.n, n))
+    return PatchPlan(n, plan.rows, plan.kinds, plan.panel_size, labels)
+
+
 def parse_ocs(text: str, where: str) -> PatchPlan | None:
     """A plan from either OCS format, or None when ``text`` is neither."""
     head = text.lstrip()[:200]

@@ -17,6 +17,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from topofinder.cabling.move_bound import removals_lower_bound
+from topofinder.cabling.ocs import padded, parse_ocs
 from topofinder.cabling.patch_panel import PatchPlan, diff_plans, parse_plan, plan_patch_panel
 from topofinder.compute.parallel import run_parallel
 from topofinder.errors import TopofinderError
@@ -53,6 +54,12 @@ def is_plan(source: str) -> bool:
 def cabled(source: str, n: int | None = None) -> tuple[PatchPlan, Topology]:
     """The plan as cabled and its topology: a patch-panel plan CSV, or a topology (file or
     expression) cabled by a fresh plan (``export --what patch-panel``)."""
+    if os.path.isfile(source) and not is_plan(source):
+        text = read_input(source, "cabling")
+        ocs = parse_ocs(text, source)
+        if ocs is not None:
+            plan = padded(ocs, n)
+            return plan, plan.to_topology(os.path.basename(source))
     if is_plan(source):
         plan = parse_plan(read_input(source, "patch-panel plan"), n)
         return plan, plan.to_topology(os.path.basename(source))
@@ -119,15 +126,18 @@ def move_frontier(points) -> list[int]:
 def move_aware(result: SearchResult, source: str, workload: Workload,
                max_moves: int | None = None, method: str | None = None,
                jobs: int | None = None) -> SearchResult:
-    """``result`` with every point's moves from the cabling ``source`` (plan CSV or topology),
-    the cabled fabric added at 0 moves, the (objective, moves) frontier, and with
+    """``result`` with every point's moves from the cabling ``source`` (plan CSV, OCS table or
+    topology), the cabled fabric added at 0 moves (not when the search has more nodes than
+    are cabled: growth, the new nodes without fibres), the (objective, moves) frontier, and with
     ``max_moves`` only the points within it (the recommendation the best of those)."""
     if max_moves is not None and max_moves < 0:
         raise TopofinderError("search: --max-moves must be >= 0")
     plan, topo = cabled(source, result.n)
-    if topo.n != result.n:
-        raise TopofinderError(f"search --from {source}: the cabling has {topo.n} nodes, the "
-                              f"search {result.n}")
+    used = int(plan.rows[:, [2, 4]].max()) + 1 if plan.num_rows else 0
+    if topo.n != result.n or used > result.n:
+        raise TopofinderError(f"search --from {source}: the cabling has {max(topo.n, used)} "
+                              f"nodes, the search {result.n}")
+    grown = used < result.n          # growth: nodes without fibres yet, no cabled candidate
     method = method or default_method(result.n)
     if method not in ("exact", "heuristic"):
         raise TopofinderError(f"search: --moves-method {method!r}: accepted are exact, "
@@ -139,11 +149,14 @@ def move_aware(result: SearchResult, source: str, workload: Workload,
     counted = run_parallel(point_moves, [(plan, e, method) for e in exprs], jobs, share=True)
     points = [replace(p, moves=m, moves_lower_bound=b, cabled=False)
               for p, (m, b) in zip(result.frontier, counted)]
-    points.append(cabled_point(source, topo, workload))
+    if not grown:
+        points.append(cabled_point(source, topo, workload))
     if max_moves is not None:
         points = [p for p in points if p.moves <= max_moves]
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].moves,
                                                   not points[i].cabled))
-    doc = {"from": source, "method": method, "rows": plan.num_rows,
+    if not points:
+        raise TopofinderError(f"search: no point within --max-moves {max_moves}")
+    doc = {"from": source, "method": method, "rows": plan.num_rows, "grown": grown,
            "frontier": move_frontier(points), "max_moves": max_moves}
     return replace(result, frontier=tuple(points), recommended=best, moves=doc)
