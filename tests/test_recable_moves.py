@@ -6,7 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -101,6 +103,8 @@ def test_search_from_plan_reports_moves_and_the_cabled_fabric(tmp_path, capsys):
     assert main(["search", "--n", "16", "--d", "4", "--from", str(old), "--json",
                  "--no-baselines", "--jobs", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((Path(api.__file__).parents[1] / "schemas" /
+                                         "search.schema.json").read_text()))
     pts = doc["frontier"]
     cabled = [p for p in pts if p.get("cabled")]
     assert len(cabled) == 1 and cabled[0]["moves"] == 0

@@ -4,6 +4,10 @@ every assignment of the search's candidates to the phases."""
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
+
+import jsonschema
 
 import pytest
 
@@ -60,6 +64,8 @@ def test_chosen_plan_is_the_brute_force_minimum(tmp_path, switch, ops):
     path = tmp_path / "phases.toml"
     path.write_text(PHASES.format(ops=ops, switch=switch))
     r = api.search(16, 4, phases=path, jobs=1)
+    jsonschema.validate(r.to_dict(), json.loads((Path(api.__file__).parents[1] / "schemas" /
+                                                 "search.schema.json").read_text()))
     assert len(r.frontier) >= 2                      # a real choice between fabrics
     ph = r.phases
     chosen = min(ph["single"]["cycle_s"], ph["per_phase"]["cycle_s"])
