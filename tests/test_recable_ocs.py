@@ -79,3 +79,13 @@ def test_cli_waves_and_check(tmp_path, capsys):
         assert main(base + ["--what", "schedule", "-o", str(sched)]) == 0
         assert main(["check", str(s), str(sched)]) == 0
         assert main(["check", str(x), str(sched)]) == 0
+
+
+def test_cli_refuses_unknown_formats_and_csv_waves(tmp_path, capsys):
+    assert main(["export", "C(8,{1,3})", "--what", "cross-connects", "--format", "bogus"]) == 2
+    assert "accepted are csv, sonic-ocs, netconf" in capsys.readouterr().err
+    old = tmp_path / "old.csv"
+    assert main(["export", "C(8,{1,2})", "--what", "patch-panel", "-o", str(old)]) == 0
+    assert main(["export", "C(8,{1,3})", "--what", "cross-connects", "--diff", str(old),
+                 "--waves", "2"]) == 2
+    assert "need --format sonic-ocs or netconf" in capsys.readouterr().err

@@ -122,6 +122,10 @@ def run(args) -> int:
         raise TopofinderError("export: --waves, --max-down and --wave need --diff OLD.csv")
     if args.wave is not None and not waved:
         raise TopofinderError("export: --wave I needs the plan's --waves W or --max-down F")
+    if (waved or args.wave is not None) and args.what == "cross-connects" \
+            and args.format not in ("sonic-ocs", "netconf"):
+        raise TopofinderError("export: --waves/--wave with cross-connects need --format "
+                              "sonic-ocs or netconf")
     if args.wave is not None and args.what == "ranks":
         raise TopofinderError("export: --wave applies to topology, patch-panel and schedule")
     if args.wave is not None and args.what == "topology":

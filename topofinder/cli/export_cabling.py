@@ -50,6 +50,10 @@ def run(args) -> int:
     """Patch-panel plan CSV, or with --diff the fibres to move (count on stderr); with
     --what cross-connects the configuration (or its changes) on a fixed layout."""
     target = sys.stdout if args.output in (None, "-") else args.output
+    if args.what == "cross-connects" and args.format not in (None, "csv", "sonic-ocs",
+                                                             "netconf"):
+        raise TopofinderError(f"export: cross-connects format {args.format!r}; accepted are "
+                              "csv, sonic-ocs, netconf")
     if args.what == "cross-connects" and args.format in ("sonic-ocs", "netconf"):
         api.ocs_tables(args.expr, args.format, old=args.diff, waves=args.waves,
                               max_down=args.max_down, wave=args.wave,
