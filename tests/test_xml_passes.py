@@ -82,7 +82,7 @@ def test_the_writer_checks_counts_and_offsets_on_the_arrays(bad):
     ("Hypercube(3)", "allreduce", {"channels": 2, "interleave": True})])
 def test_the_writers_shape_is_the_one_counted_on_its_text(expr, coll, opts):
     """The shape the writer reports (threadblocks, the fullest rank and threadblock) is what
-    msccl_check.shape counts on the XML it returned."""
+    msccl.rules.shape counts on the XML it returned."""
     figures: dict = {}
     text = to_msccl_xml(collective_schedule(from_expression(expr), coll), shape=figures, **opts)
     assert figures == shape(text) and figures["max_steps_per_tb"] > 0
