@@ -36,7 +36,7 @@ FAULTS = {
     "line-missing-step": "line graph: step 2 is left out",
     "line-swap": "line graph: step 1 sends with sender and receiver swapped",
     "degree-copy": "degree expansion: a body send leaves from copy j+1 of its sender",
-    "degree-alpha": "degree expansion: last step's chunk index α off by one port",
+    "degree-alpha": "degree expansion: last step's chunk index α one too high",
     "degree-step": "degree expansion: the last step placed at T+2",
     "power-coordinate": "Cartesian power: the owner's next coordinate taken off by one",
     "power-shift": "Cartesian power: phase j shifted by j·T + 1 steps",
@@ -229,7 +229,7 @@ class DegreeRule(Rule):
         # last step: receiver copy jj of u gets chunk alpha of copy ii's shard from x_k
         m, arc, rank = _expand(w, self._in)
         if self.fault == "degree-alpha":
-            rank = (rank + 1) % d
+            rank = rank + 1
         kk, ii = np.meshgrid(np.arange(nf), np.arange(nf), indexing="ij")
         kk, ii = kk.reshape(1, -1), ii.reshape(1, -1)
         jj, u, x, rk = copy[m][:, None], w[m][:, None], self.g.src[arc][:, None], rank[:, None]
