@@ -78,8 +78,9 @@ def _sorted(rows: np.ndarray) -> np.ndarray:
     return rows[np.lexsort(rows.T[::-1])] if rows.size else rows.reshape(0, 6)
 
 
-def _constructed(recipe, topo, ranks, collective):
-    ag, _ = certify.construction_rule(recipe, REPLAY_LIMIT, build_schedule)
+def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
+    """(header, sends, receives) from the expansion rules above subtrees within ``limit``."""
+    ag, _ = certify.construction_rule(recipe, limit, build_schedule)
     made = "expansion rules (topofinder.expansions.rows)"
     agp, ag_steps = ag.shard_chunks, ag.num_steps
     if collective == Collective.ALLGATHER:
@@ -93,7 +94,7 @@ def _constructed(recipe, topo, ranks, collective):
                             p[a[:, 4]]], 1)
         rsp, rs_steps, rs_method = agp, ag_steps, ag.method
     else:                                        # Thm 1: the construction on G^T, reversed
-        tr, _ = certify.construction_rule(recipe, REPLAY_LIMIT, transposed_schedule)
+        tr, _ = certify.construction_rule(recipe, limit, transposed_schedule)
         a = _around(tr, ranks)
         rs_rows = np.stack([tr.num_steps + 1 - a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 5],
                             a[:, 4]], 1)
