@@ -40,20 +40,25 @@ DEFAULT_SAMPLE = 32
 DEFAULT_SEED = 0
 
 
-def construction_rule(recipe, limit: int, build, fault: str | None = None):
+def construction_rule(recipe, limit: int, build, fault: str | None = None, leaf=None):
     """(rule, [(subtree, its replayed schedule)]) of a recipe built by the rule operators above
     subtrees within ``limit`` (N²·d) rows, or None when some operator above the limit has no
     rule (e.g. a product scheduled by BFB on the whole topology). ``build(recipe)``: a
     subtree's allgather, built in full (topofinder.finder.verify.build_schedule); each is
-    replayed here. ``fault``: a planted fault (rows.FAULTS) given to every rule of its kind."""
+    replayed here. ``fault``: a planted fault (rows.FAULTS) given to every rule of its kind.
+    ``leaf(subtree)``: a Rule standing for a subtree without building it whole (per-rank
+    export: BFB rows receiver by receiver), or None to build and replay it."""
     n, d = _size(recipe)
     if recipe.op == "base" or n * n * d <= limit:
+        lazy = leaf(recipe) if leaf is not None else None
+        if lazy is not None:
+            return lazy, []
         schedule = build(recipe)
         validate(schedule)
         return rules.Materialised(schedule), [(recipe, schedule)]
     if recipe.op not in rules.RULES:
         return None
-    inner = construction_rule(recipe.children[0], limit, build, fault)
+    inner = construction_rule(recipe.children[0], limit, build, fault, leaf)
     if inner is None:
         return None
     child, bases = inner

@@ -9,8 +9,9 @@ the reduce-scatter the allgather reversed and relabelled by the reverse isomorph
 (Thm 2: row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or,
 when G is not reverse-symmetric, the same construction on the operands' transposes reversed
 (Thm 1); the allreduce the reduce-scatter then the allgather, both cut into P = lcm chunks,
-the allgather's steps after the reduce-scatter's (Appendix B). Time and memory O(|block|·N·d)
-beyond building the operands."""
+the allgather's steps after the reduce-scatter's (Appendix B). A BFB base is not built whole
+either: its rows into the few base nodes the block needs come from their own LPs at the
+base's step loads (BFBRows). Time and memory O(|block|·N·d) plus the base's score.""" 
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.expansions import rows as rules
 from topofinder.finder import certify
 from topofinder.finder.verify import (
     REPLAY_LIMIT, _orbit_form, _reversible, build_schedule, build_topology, collective_schedule,
@@ -26,6 +28,7 @@ from topofinder.finder.verify import (
 )
 from topofinder.model import operations
 from topofinder.model.collectives import Collective
+from topofinder.scoring.allgather import bfb
 
 #: the per-rank document's identity (schema ``rank_schedule.schema.json``)
 RANK_FORMAT = "topofinder-rank-schedule"
@@ -78,9 +81,38 @@ def _sorted(rows: np.ndarray) -> np.ndarray:
     return rows[np.lexsort(rows.T[::-1])] if rows.size else rows.reshape(0, 6)
 
 
+class BFBRows(rules.Rule):
+    """The BFB allgather of a base (on G, or on G^T when ``transposed``) as rows into chosen
+    receivers (bfb.bfb_receiver_rows: the whole schedule's rows, each receiver's LP solved at
+    the base's step loads), without building the whole schedule."""
+
+    def __init__(self, topo, transposed: bool = False):
+        self.topology = topo.transpose() if transposed else topo
+        self.score = bfb.bfb_score(self.topology)
+        self.shard_chunks = lcm(*(u.denominator for u in self.score.step_load))
+        self.num_steps, self.method = self.score.T_L, "bfb"
+
+    def rows_into(self, receivers) -> np.ndarray:
+        r = np.unique(np.asarray(receivers, np.int64))
+        p, sends = bfb.bfb_receiver_rows(self.topology, r, self.score.step_load)
+        if p != self.shard_chunks:
+            raise TopofinderError(f"{self.topology.expr}: BFB rows cut in {p} chunks, not "
+                                  f"{self.shard_chunks}")
+        return sends
+
+
+def _leaf(transposed: bool):
+    """The per-rank export's stand-in for a BFB base (BFBRows; None: build it whole)."""
+    def leaf(recipe):
+        if recipe.op != "base" or recipe.source != "bfb":
+            return None
+        return BFBRows(build_topology(recipe), transposed)
+    return leaf
+
+
 def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
     """(header, sends, receives) from the expansion rules above subtrees within ``limit``."""
-    ag, _ = certify.construction_rule(recipe, limit, build_schedule)
+    ag, _ = certify.construction_rule(recipe, limit, build_schedule, leaf=_leaf(False))
     made = "expansion rules (topofinder.expansions.rows)"
     agp, ag_steps = ag.shard_chunks, ag.num_steps
     if collective == Collective.ALLGATHER:
@@ -94,7 +126,8 @@ def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
                             p[a[:, 4]]], 1)
         rsp, rs_steps, rs_method = agp, ag_steps, ag.method
     else:                                        # Thm 1: the construction on G^T, reversed
-        tr, _ = certify.construction_rule(recipe, limit, transposed_schedule)
+        tr, _ = certify.construction_rule(recipe, limit, transposed_schedule,
+                                          leaf=_leaf(True))
         a = _around(tr, ranks)
         rs_rows = np.stack([tr.num_steps + 1 - a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 5],
                             a[:, 4]], 1)
