@@ -112,3 +112,15 @@ def test_cli_rank_files_checked_together(tmp_path, capsys):
 def test_bad_block_refused():
     with pytest.raises(TopofinderError):
         per_rank.rank_document(apply("line", (base("Pi(3,12)"),)), [36])
+
+
+def test_rank_document_matches_its_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+    schema = json.loads(resources.files("topofinder.schemas")
+                        .joinpath("rank_schedule.schema.json").read_text())
+    doc = per_rank.rank_document(apply("line", (base("Pi(3,12)"),)), [3, 4],
+                                 Collective.ALLREDUCE)
+    doc = json.loads(json.dumps({k: v.tolist() if isinstance(v, np.ndarray) else v
+                                 for k, v in doc.items()}))
+    jsonschema.validate(doc, schema)
