@@ -115,3 +115,35 @@ def test_every_fault_kind_is_exercised():
     assert len(rows.FAULTS) >= 10
     covered = {f for _, fs in PLANTED for f in fs}
     assert covered == set(rows.FAULTS)
+
+
+def test_verified_by_option():
+    from topofinder.api.search import verification
+    assert verification("full,symmetry", None, None) is None
+    assert verification("full,symmetry,construction", None, None) == (
+        certify.DEFAULT_SAMPLE, certify.DEFAULT_SEED)
+    assert verification("construction,full,symmetry", 64, 3) == (64, 3)
+    for bad in (("full", None, None), ("full,symmetry,guess", None, None),
+                ("full,symmetry,construction", 0, None), ("full,symmetry", 8, None),
+                ("full,symmetry,construction", 8, -1)):
+        with pytest.raises(TopofinderError):
+            verification(*bad)
+
+
+def test_construction_point_within_a_small_limit(monkeypatch):
+    """verify_candidate's construction branch, forced at N = 4096 by a lower replay limit:
+    the point carries the theorems' (T_L, τ) — equal to the full replay's — and a certificate;
+    its reduce-scatter is the transposed construction's when G is not reverse-symmetric."""
+    from topofinder.finder import verify
+    from topofinder.finder.growth import Candidate
+    recipe = _line(base("Pi(4,1024)"))
+    whole = build_schedule(recipe)
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 1024 * 1024 * 4)
+    cand = Candidate(recipe=recipe, n=4096, d=4, t_l=whole.num_steps, tau=whole.tau)
+    assert verify.unverifiable_reason(cand, construction=True) is None
+    assert verify.unverifiable_reason(cand) is not None
+    point = verify.verify_candidate(cand, False, (8, 1))
+    assert point.verified_by == "construction" and point.certificate["sample"] == 8
+    assert (point.T_L, point.tau) == (whole.num_steps, whole.tau)
+    rs = point.certificate.get("reduce_scatter")
+    assert point.allreduce_T_L == point.T_L + (rs["T_L"] if rs else point.T_L)

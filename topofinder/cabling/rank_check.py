@@ -7,6 +7,7 @@ union of their rows is then checked against the plan like any schedule (cabling.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.npz import _array_sizes
 from topofinder.families.build import document_topology
 from topofinder.finder.per_rank import RANK_COLLECTIVES, RANK_FORMAT, RANK_VERSION
-from topofinder.model.inputs import read_input, read_json
+from topofinder.model.inputs import read_input
 from topofinder.model.topology import MAX_NODES
 
 #: fields every rank file carries that must agree across the set
@@ -45,10 +46,28 @@ def _read(path) -> dict:
             if k in doc:
                 doc[k] = str(doc[k])
         return doc
-    doc = read_json(read_input(path, "rank schedule"), str(path))
+    doc = _json(read_input(path, "rank schedule"), str(path))
     if not isinstance(doc, dict):
         raise TopofinderError(f"rank schedule {path}: not a JSON object")
     return doc
+
+
+def _json(text, where: str):
+    """The JSON value of ``text``, parsed by the C decoder (a rank file holds millions of
+    integers: model.inputs.read_json's per-integer length check costs minutes there; Python's
+    own limit on integer digits applies, and every value is range-checked after); a repeated
+    key in an object is refused."""
+    def unique(pairs: list) -> dict:
+        doc = dict(pairs)
+        if len(doc) != len(pairs):
+            raise ValueError("a key appears twice in one object")
+        return doc
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise TopofinderError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        raise TopofinderError(f"{where}: not a usable JSON document ({exc})") from None
 
 
 def _int(doc, key, path, lo, hi=None) -> int:
