@@ -17,7 +17,7 @@ from topofinder.finder.recipe import apply, base
 from topofinder.finder.verify import (build_schedule, build_topology, collective_schedule,
                                       transposed_schedule)
 from topofinder.model.collectives import Collective
-from topofinder.model.schedule import allreduce, reduce_scatter, validate
+from topofinder.model.schedule import allreduce, reduce_scatter, relabel, validate
 
 COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 
@@ -48,6 +48,7 @@ def test_union_of_rank_documents_is_the_whole_export(collective):
 
 #: (recipe, reverse-symmetric?) — the rule path covers Thm 2 and Thm 1 reduce-scatters
 RULED = [apply("degree", (apply("line", (base("Pi(4,125)"),)),), 2),
+         apply("degree", (apply("line", (apply("line", (base("Pi(4,25)"),)),)),), 2),
          apply("line", (apply("power", (base("C(6,{1,2})"),), 2),))]
 
 
@@ -64,7 +65,8 @@ def test_rule_generated_blocks_are_the_construction(recipe, collective):
         rs = reduce_scatter(ag)
     else:
         tr, _ = certify.construction_rule(recipe, 0, transposed_schedule)
-        rs = reduce_scatter(tr.materialise(), topology=topo)
+        pi = per_rank.transposed_map(recipe, tr, 0)
+        rs = reduce_scatter(relabel(tr.materialise(), pi, topo.transpose()), topology=topo)
     whole = {Collective.ALLGATHER: ag, Collective.REDUCE_SCATTER: rs,
              Collective.ALLREDUCE: allreduce(rs, ag)}[collective]
     validate(whole)

@@ -7,8 +7,8 @@ Beyond it, a point verified by construction is generated receiver by receiver fr
 expansion rules (topofinder.expansions.rows): the allgather's rows into and out of the block;
 the reduce-scatter the allgather reversed and relabelled by the reverse isomorphism p
 (Thm 2: row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or,
-when G is not reverse-symmetric, the same construction on the operands' transposes reversed
-(Thm 1); the allreduce the reduce-scatter then the allgather, both cut into P = lcm chunks,
+when G is not reverse-symmetric, the same construction on the operands' transposes,
+relabelled onto G^T (`transposed_map`) and reversed (Thm 1); the allreduce the reduce-scatter then the allgather, both cut into P = lcm chunks,
 the allgather's steps after the reduce-scatter's (Appendix B). A BFB base is not built whole
 either: its rows into the few base nodes the block needs come from their own LPs at the
 base's step loads (BFBRows). Time and memory O(|block|·N·d) plus the base's score.""" 
@@ -128,9 +128,10 @@ def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
     else:                                        # Thm 1: the construction on G^T, reversed
         tr, _ = certify.construction_rule(recipe, limit, transposed_schedule,
                                           leaf=_leaf(True))
-        a = _around(tr, ranks)
-        rs_rows = np.stack([tr.num_steps + 1 - a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 5],
-                            a[:, 4]], 1)
+        pi = transposed_map(recipe, tr, limit)   # its nodes → G's
+        a = _around(tr, np.argsort(pi)[ranks])
+        rs_rows = np.stack([tr.num_steps + 1 - a[:, 0], pi[a[:, 1]], a[:, 2], a[:, 3],
+                            pi[a[:, 5]], pi[a[:, 4]]], 1)
         rsp, rs_steps, rs_method = tr.shard_chunks, tr.num_steps, tr.method
     if collective == Collective.REDUCE_SCATTER:
         return (dict(shard_chunks=rsp, num_steps=rs_steps, method=rs_method, reduce_steps=0,
@@ -144,6 +145,36 @@ def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
     method = ag.method if rs_method == ag.method else f"{rs_method}+{ag.method}"
     return (dict(shard_chunks=p_all, num_steps=rs_steps + ag_steps, method=method,
                  reduce_steps=rs_steps, made=made), *_touching(rows, ranks))
+
+
+def transposed_map(recipe, rule, limit: int = REPLAY_LIMIT) -> np.ndarray:
+    """π: node x of the construction on the operands' transposes (``rule``'s topology) ↦ the
+    node of G = the recipe's topology it is, so that π maps that topology onto G^T. The
+    operators commute with transposition up to this relabelling: L(H^T) ≅ L(H)^T by arc a'
+    = x'→y' of H^T ↦ the arc π_H(y') → π_H(x') of H (parallel arcs matched in order), G*n
+    and G^p coordinate-wise, Bi(G) alike; an operand built whole on its transpose is
+    numbered as it is."""
+    n, d = certify._size(recipe)
+    if recipe.op == "base" or n * n * d <= limit:
+        return np.arange(rule.topology.n)
+    inner = transposed_map(recipe.children[0], rule.child, limit)
+    if recipe.op == "line":
+        g, h = build_topology(recipe.children[0]), rule.child.topology
+        mine = np.argsort(inner[h.dst] * g.n + inner[h.src], kind="stable")
+        theirs = np.argsort(g.src * g.n + g.dst, kind="stable")
+        out = np.empty(h.num_arcs, np.int64)
+        out[mine] = theirs
+        return out
+    if recipe.op == "degree":
+        m = inner.size
+        return (np.arange(recipe.k)[:, None] * m + inner[None, :]).reshape(-1)
+    if recipe.op == "power":
+        m, x = inner.size, np.arange(rule.topology.n)
+        out = np.zeros_like(x)
+        for j in range(recipe.k):
+            out += inner[(x // m ** j) % m] * m ** j
+        return out
+    return inner
 
 
 def _around(rule, block: np.ndarray) -> np.ndarray:

@@ -536,8 +536,9 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     the allgather's (T_L, τ) from the theorems over the replayed operands, checked against
     the prediction and by a sampled exact replay of ``sample`` receivers (``seed``); the
     reduce-scatter the allgather reversed (Thm 2) when G is reverse-symmetric, else the same
-    construction on the operands' transposes (BFB on G_0^T; (L(G))^T = L(G^T), (G*n)^T =
-    G^T*n, (G^p)^T = (G^T)^p node for node) reversed (Thm 1), certified alike. ForestColl's
+    construction on the operands' transposes (BFB on G_0^T; (L(G))^T ≅ L(G^T), (G*n)^T =
+    G^T*n, (G^p)^T = (G^T)^p, up to the relabelling per_rank.transposed_map, which keeps
+    T_L and τ) reversed (Thm 1), certified alike. ForestColl's
     τ_FC, the all-to-all and the diameter need the whole graph's cuts or distances: not
     computed (None) at this size."""
     recipe = candidate.recipe
