@@ -14,6 +14,7 @@ from topofinder.api.topology import Source, emit, recipe
 from topofinder.cabling.check import CheckReport, apply_diff, check
 from topofinder.cabling.patch_panel import PatchPlan, read_plan
 from topofinder.cabling.rank_check import combined_sends, is_rank_document
+from topofinder.compute.output import write_bytes
 from topofinder.errors import TopofinderError
 from topofinder.finder.per_rank import rank_document
 from topofinder.model.collectives import Collective
@@ -60,8 +61,7 @@ def export_rank_schedule(source: Source, block: tuple[int, int],
                   for k, v in doc.items() if k not in ("columns",)}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **arrays)
-        with open(path, "wb") as fh:
-            fh.write(buffer.getvalue())
+        write_bytes(path, buffer.getvalue())           # whole or not at all
     return doc
 
 
