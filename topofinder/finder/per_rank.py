@@ -23,8 +23,8 @@ from topofinder.errors import TopofinderError
 from topofinder.expansions import rows as rules
 from topofinder.finder import certify
 from topofinder.finder.verify import (
-    REPLAY_LIMIT, _orbit_form, _reversible, build_schedule, build_topology, collective_schedule,
-    transposed_schedule,
+    REPLAY_LIMIT, _reversible, build_schedule, build_topology, by_construction,
+    collective_schedule, transposed_schedule,
 )
 from topofinder.model import operations
 from topofinder.model.collectives import Collective
@@ -59,12 +59,12 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
         sends, receives = _touching(s.sends, ranks)
         head = dict(shard_chunks=s.shard_chunks, num_steps=s.num_steps, method=s.method,
                     reduce_steps=s.reduce_steps, made="whole schedule, cut")
-    elif not _orbit_form(recipe) and certify.constructible(recipe, REPLAY_LIMIT):
+    elif by_construction(recipe):
         head, sends, receives = _constructed(recipe, topo, ranks, collective)
     else:
         raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
-                              f"{REPLAY_LIMIT:.2g} and is not built by expansion rules "
-                              f"(its orbit-form schedule is exported whole)")
+                              f"{REPLAY_LIMIT:.2g} and is not verified by construction "
+                              f"(an orbit-form schedule is exported whole, as npz)")
     doc = {"format": RANK_FORMAT, "version": RANK_VERSION, "kind": "rank-steps",
            "collective": collective, "topology": topo.expr, "num_nodes": topo.n,
            "shard_chunks": head["shard_chunks"], "method": head["method"],

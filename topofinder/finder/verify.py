@@ -413,8 +413,7 @@ def unverifiable_reason(candidate, construction: bool = False) -> str | None:
     n2d = candidate.n * candidate.n * candidate.d
     if n2d <= REPLAY_LIMIT:
         return None
-    if construction and candidate.exact and not _orbit_form(candidate.recipe) \
-            and certify.constructible(candidate.recipe, REPLAY_LIMIT):
+    if construction and candidate.exact and by_construction(candidate.recipe):
         return None
     if not _orbit_form(candidate.recipe):
         return (f"not verified: no orbit form (no automorphism group the replay by symmetry "
@@ -427,6 +426,17 @@ def unverifiable_reason(candidate, construction: bool = False) -> str | None:
                 f"~{rows:.2g} rows (allgather{'' if reversible else ' and BFB on G^T'})"
                 f" > {SYMMETRY_REPLAY_LIMIT:.2g}")
     return None
+
+
+def by_construction(recipe: Recipe) -> bool:
+    """Whether a point is verified by construction when that is allowed: beyond REPLAY_LIMIT,
+    built by expansion rules above replayable operands (certify.constructible), and without
+    an orbit form whose replay by symmetry fits SYMMETRY_REPLAY_LIMIT. `export --rank`
+    generates exactly these points' schedules from the rules (topofinder.finder.per_rank)."""
+    n, d = certify._size(recipe)
+    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, REPLAY_LIMIT):
+        return False
+    return not _orbit_form(recipe) or _symmetry_rows(recipe)[1] > SYMMETRY_REPLAY_LIMIT
 
 
 #: The automorphism search (bliss) that ForestColl's and the all-to-all's orbit reductions
@@ -442,7 +452,7 @@ def verify_work(candidate, construction: tuple[int, int] | None = None) -> int:
     receivers' and their senders' rows, ~sample·(d + 1)·N·d. Only for candidates that
     `unverifiable_reason` passes."""
     n, d = candidate.n, candidate.d
-    if construction and n * n * d > REPLAY_LIMIT and not _orbit_form(candidate.recipe):
+    if construction and by_construction(candidate.recipe):
         return construction[0] * (d + 1) * n * d
     rows = n * n * d if n * n * d <= REPLAY_LIMIT else _symmetry_rows(candidate.recipe)[1]
     return rows + AUTOMORPHISM_ROWS_PER_ARC * n * d
@@ -491,9 +501,7 @@ def verify_candidate(candidate, full_alltoall: bool = False,
     bound only) unless ``full_alltoall``. ``construction`` = (sample, seed): beyond the limit
     without an orbit form, a point built by expansion rules is verified by construction
     (`construction_point`)."""
-    if construction and candidate.n * candidate.n * candidate.d > REPLAY_LIMIT \
-            and not _orbit_form(candidate.recipe) \
-            and certify.constructible(candidate.recipe, REPLAY_LIMIT):
+    if construction and by_construction(candidate.recipe):
         return construction_point(candidate, *construction)
     point = _symmetric_point(candidate)
     if point is not None:
