@@ -36,6 +36,11 @@ from topofinder.model.schedule import ScheduleError, link_capacity, validate
 #: costs ~(d + 1)·N rows; a fault touching 10 % of the receivers is caught with probability
 #: ≥ 1 − 0.9^32 = 96.6 %, one touching a quarter with ≥ 99.99 %
 DEFAULT_SAMPLE = 32
+#: largest N²·d of an operand (other than a base) built whole and replayed in full for a
+#: construction, well below the replay limit (4096²·8): L^7(C(4,{1,2})) at N = 65536 builds
+#: L^4(C(4,{1,2})) (4.2e6) and generates the three line graphs above it by rule rather than
+#: building L^5 (6.7e7 rows, GBs)
+OPERAND_LIMIT = 1 << 24
 #: the sample's default seed (search --verify-seed): recorded with every certificate
 DEFAULT_SEED = 0
 

@@ -110,7 +110,7 @@ def _leaf(transposed: bool):
     return leaf
 
 
-def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
+def _constructed(recipe, topo, ranks, collective, limit: int = certify.OPERAND_LIMIT):
     """(header, sends, receives) from the expansion rules above subtrees within ``limit``."""
     ag, _ = certify.construction_rule(recipe, limit, build_schedule, leaf=_leaf(False))
     made = "expansion rules (topofinder.expansions.rows)"
@@ -147,7 +147,7 @@ def _constructed(recipe, topo, ranks, collective, limit: int = REPLAY_LIMIT):
                  reduce_steps=rs_steps, made=made), *_touching(rows, ranks))
 
 
-def transposed_map(recipe, rule, limit: int = REPLAY_LIMIT) -> np.ndarray:
+def transposed_map(recipe, rule, limit: int = certify.OPERAND_LIMIT) -> np.ndarray:
     """π: node x of the construction on the operands' transposes (``rule``'s topology) ↦ the
     node of G = the recipe's topology it is, so that π maps that topology onto G^T. The
     operators commute with transposition up to this relabelling: L(H^T) ≅ L(H)^T by arc a'

@@ -434,7 +434,7 @@ def by_construction(recipe: Recipe) -> bool:
     an orbit form whose replay by symmetry fits SYMMETRY_REPLAY_LIMIT. `export --rank`
     generates exactly these points' schedules from the rules (topofinder.finder.per_rank)."""
     n, d = certify._size(recipe)
-    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, REPLAY_LIMIT):
+    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, certify.OPERAND_LIMIT):
         return False
     return not _orbit_form(recipe) or _symmetry_rows(recipe)[1] > SYMMETRY_REPLAY_LIMIT
 
@@ -551,13 +551,13 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     computed (None) at this size."""
     recipe = candidate.recipe
     topo = build_topology(recipe)
-    cert = certify.certify(recipe, candidate.t_l, candidate.tau, REPLAY_LIMIT, build_schedule,
-                           sample, seed)
+    cert = certify.certify(recipe, candidate.t_l, candidate.tau, certify.OPERAND_LIMIT,
+                           build_schedule, sample, seed)
     if _reversible(topo):
         rs_t_l, rs_tau = candidate.t_l, Fraction(candidate.tau)
     else:
-        rs = certify.certify(recipe, None, None, REPLAY_LIMIT, transposed_schedule, sample,
-                             seed)
+        rs = certify.certify(recipe, None, None, certify.OPERAND_LIMIT, transposed_schedule,
+                             sample, seed)
         cert["reduce_scatter"] = {k: rs[k] for k in ("T_L", "tau", "rows_checked", "bases")}
         rs_t_l, rs_tau = rs["T_L"], Fraction(rs["tau"])
     t_l, tau = candidate.t_l, Fraction(candidate.tau)
