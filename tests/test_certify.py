@@ -147,3 +147,12 @@ def test_construction_point_within_a_small_limit(monkeypatch):
     assert (point.T_L, point.tau) == (whole.num_steps, whole.tau)
     rs = point.certificate.get("reduce_scatter")
     assert point.allreduce_T_L == point.T_L + (rs["T_L"] if rs else point.T_L)
+
+
+def test_the_1e5_point_is_verified_by_construction():
+    """search --n 100000 --d 8 left L^2(Pi(4,3125))*2 (T_L 9) out; it is now verified by
+    construction (its base, Pi(4,3125), within the replay limit)."""
+    from topofinder.finder.recipe import from_expression
+    from topofinder.finder.verify import by_construction
+    assert by_construction(from_expression("L^2(Pi(4,3125))*2"))
+    assert not by_construction(from_expression("L^3(C(16,{1,6}))"))     # replayed in full

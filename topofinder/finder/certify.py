@@ -95,13 +95,13 @@ def _size(recipe) -> tuple[int, int]:
     return kids[0]
 
 
-def constructible(recipe, limit: int) -> bool:
+def constructible(recipe, limit: int, base_limit: int) -> bool:
     """Whether ``recipe`` is built by expansion rules (RULES) above subtrees within ``limit``
-    (N²·d): what `certify` verifies."""
+    (N²·d) or a base within ``base_limit`` (the replay limit): what `certify` verifies."""
     n, d = _size(recipe)
-    if n * n * d <= limit:
-        return True                      # a base beyond the limit is not built whole
-    return recipe.op in rules.RULES and constructible(recipe.children[0], limit)
+    if n * n * d <= (base_limit if recipe.op == "base" else limit):
+        return True
+    return recipe.op in rules.RULES and constructible(recipe.children[0], limit, base_limit)
 
 
 def _check_preconditions(recipe, child) -> None:

@@ -434,7 +434,8 @@ def by_construction(recipe: Recipe) -> bool:
     an orbit form whose replay by symmetry fits SYMMETRY_REPLAY_LIMIT. `export --rank`
     generates exactly these points' schedules from the rules (topofinder.finder.per_rank)."""
     n, d = certify._size(recipe)
-    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, certify.OPERAND_LIMIT):
+    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, certify.OPERAND_LIMIT,
+                                                                   REPLAY_LIMIT):
         return False
     return not _orbit_form(recipe) or _symmetry_rows(recipe)[1] > SYMMETRY_REPLAY_LIMIT
 
