@@ -8,6 +8,7 @@ union of their rows is then checked against the plan like any schedule (cabling.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -25,21 +26,29 @@ _SHARED = ("collective", "topology", "num_nodes", "shard_chunks", "num_steps")
 
 
 def is_rank_document(path) -> bool:
-    """Whether ``path`` is a per-rank schedule file (by its format field)."""
+    """Whether ``path`` looks like a per-rank schedule file, from its head alone (the format
+    field `export --rank` writes first, or an .npz member of that name): no file is parsed
+    here, so a schedule that is not one goes to its own reader whole."""
+    path = Path(path)
     try:
-        return _read(path)["format"] == RANK_FORMAT
-    except TopofinderError:
+        if path.suffix == ".npz":
+            with zipfile.ZipFile(path) as z:
+                return "kind.npy" in z.namelist() and "ranks.npy" in z.namelist()
+        with open(path, "rb") as fh:
+            head = fh.read(200)
+    except (OSError, zipfile.BadZipFile):
         return False
+    return f'"format": "{RANK_FORMAT}"'.encode() in head
 
 
 def _read(path) -> dict:
     path = Path(path)
     if path.suffix == ".npz":
-        _array_sizes(path)
         try:
+            _array_sizes(path)
             with np.load(path, allow_pickle=False) as z:
                 raw = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise TopofinderError(f"cannot read rank schedule {path}: {exc}") from None
         doc = {k: (v.item() if v.ndim == 0 else v) for k, v in raw.items()}
         for k in ("format", "topology", "collective", "kind", "method", "made"):
