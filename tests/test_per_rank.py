@@ -126,3 +126,18 @@ def test_rank_document_matches_its_schema():
     doc = json.loads(json.dumps({k: v.tolist() if isinstance(v, np.ndarray) else v
                                  for k, v in doc.items()}))
     jsonschema.validate(doc, schema)
+
+
+@pytest.mark.parametrize("expr", ["Pi(3,12)", "Pi(4,125)", "Aff(12,5,{1,3})"])
+def test_bfb_rows_of_a_few_receivers_are_the_whole_schedules(expr):
+    """bfb_receiver_rows at the whole topology's step loads gives exactly bfb_schedule's rows
+    into those receivers (and its P), on G and on G^T (not vertex-transitive)."""
+    from topofinder.families.build import parse
+    from topofinder.scoring.allgather.bfb import bfb_receiver_rows, bfb_schedule, bfb_score
+    g = parse(expr)
+    for topo in (g, g.transpose()):
+        whole = bfb_schedule(topo)
+        r = np.array([0, topo.n // 3, topo.n - 1])
+        p, rows = bfb_receiver_rows(topo, r, bfb_score(topo).step_load)
+        assert p == whole.shard_chunks
+        assert np.array_equal(_canon(rows), _canon(whole.sends[np.isin(whole.sends[:, 5], r)]))
