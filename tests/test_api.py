@@ -80,7 +80,8 @@ def test_load_networkx_graphs_keeps_the_arcs():
 
 def test_score_of_an_expression_equals_the_cli(capsys):
     assert main(["score", "C(16,{1,6})", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == topofinder.score("C(16,{1,6})")
+    prices = topofinder.collective_prices("C(16,{1,6})", topofinder.Workload())
+    assert json.loads(capsys.readouterr().out) == {**topofinder.score("C(16,{1,6})"), **prices}
 
 
 def test_records_are_flat_and_match_the_document():

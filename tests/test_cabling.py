@@ -228,6 +228,7 @@ def test_check_after_diff(tmp_path, capsys, old, new, fmt):
         assert s.topology.same_arcs(Topology(b.n, phys[b.src], phys[b.dst]))
     # the old cabling's schedule does not fit the new plan
     assert main(["export", old, "--what", "schedule", "-o", str(p / "old.json")]) == 0
+    assert "dependency-driven" in capsys.readouterr().err       # export's price line
     assert main(["check", str(p / "old.csv"), str(p / "old.json"), "--diff",
                  str(p / "diff.csv")]) == 2
     line = capsys.readouterr().err.strip()

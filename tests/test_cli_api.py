@@ -41,7 +41,8 @@ def test_score_cli_equals_api_for_a_file(tmp_path, capsys):
     path = tmp_path / "ring.txt"
     path.write_text("0 1\n1 2\n2 3\n3 4\n4 0\n")
     cli = json.loads(_cli(capsys, "score", str(path), "--undirected", "--json"))
-    api = tf.score(tf.load(str(path), undirected=True))
+    topo = tf.load(str(path), undirected=True)
+    api = {**tf.score(topo), **tf.collective_prices(topo, tf.Workload())}
     assert cli == json.loads(json.dumps(api))
     jsonschema.validate(cli, _schema("score.schema.json"))
     assert cli["d"] == 2 and cli["diameter"] == 2          # the undirected 5-cycle

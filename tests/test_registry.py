@@ -120,7 +120,9 @@ def test_the_disk_cache_does_not_miss_a_family_registered_later(tmp_path, monkey
 def test_search_document_is_unchanged_by_the_typed_records(capsys):
     """`search --n 16 --d 3 --json` (baselines on, the default) prints exactly the document
     the code printed before the search result became a typed record (tests/data/
-    search_n16_d3.json, written by that code), and it validates against the shipped schema."""
+    search_n16_d3.json, written by that code; rewritten when issue 41 added the price fields
+    `allgather_time_s`, `*_async_s`, `workload.price` and `speedup.allreduce_async`, every
+    other value checked equal first), and it validates against the shipped schema."""
     assert main(["search", "--n", "16", "--d", "3", "--json", "--jobs", "1",
                  "--no-cache"]) == 0
     doc = json.loads(capsys.readouterr().out)

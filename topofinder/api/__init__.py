@@ -33,6 +33,7 @@ from topofinder.api.cabling import (
 from topofinder.api.catalog import (
     AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,
 )
+from topofinder.api.prices import collective_prices, export_chakra, schedule_price
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
 from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (

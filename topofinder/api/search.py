@@ -93,6 +93,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
            gpus_per_node: int | None = None, intra: str = DEFAULT_INTRA,
            baseline_progress: Callable[[int, int, list[str]], None] | None = None,
            robust: bool = False, rank_by_robust: bool = False,
+           price: str = "lockstep",
            cabled_from: str | os.PathLike | None = None, max_moves: int | None = None,
            moves_method: str | None = None,
            phases: str | os.PathLike | None = None,
@@ -118,7 +119,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     with all-to-all scores when a phase has an all-to-all share. ``verified_by``: the ways a
     point may be verified, comma-separated from full, symmetry, construction (full and
     symmetry always apply; construction: topofinder.finder.certify, with ``verify_sample``
-    receivers replayed exactly, default DEFAULT_SAMPLE, and ``verify_seed``)."""
+    receivers replayed exactly, default DEFAULT_SAMPLE, and ``verify_seed``). ``price``:
+    "lockstep" (default) ranks by T_L·α + τ·M/B, "async" by the dependency-driven time
+    (docs/model.md); every point and baseline carries both."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
@@ -147,7 +150,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress,
-                     construction=construction)
+                     price=price, construction=construction)
     if robust:
         result = robust_search(result, workload, rank_by_robust)
     if spec is not None:

@@ -40,6 +40,9 @@ from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.scoring.oneroot.summary import oneroot_score
 from topofinder.model.collectives import Collective
+from topofinder.scoring.async_time import async_time
+from topofinder.workload.async_price import baseline_schedules, point_schedules, prices
+from topofinder.workload.cost import Workload
 
 
 @dataclass(frozen=True)
@@ -566,3 +569,35 @@ def _oneroot_c10000(topo):
 def _oneroot_torus_multi(topo):
     out = oneroot_score(topo, Collective.BROADCAST, 0, "multi", compare=False)
     assert out["TP_exact"] == "4/1"
+
+
+# issue 41: both prices everywhere. The cold search above now also replays every point and
+# baseline dependency-driven; its target stays 3.0 s and this case states the 1.2× budget.
+case("search --n 1024 --d 4 --price async, cold cache (subprocess; both prices, ranked by "
+     "the dependency-driven allreduce)", 3.6, group="search", repeat=3)(
+    _search_cli(_fresh_cache_dir, "--price", "async"))
+
+
+def _frontier_1024_asyncs(_):
+    """The dependency-driven prices search adds at N = 1024, d = 4: the four frontier points'
+    orbit forms and the three baselines (DBT in full: 6·10^6 rows), no cache, one process."""
+    w = Workload()
+    points = [("L^4(C(4,{1,2}))", 5, Fraction(341, 256)),
+              ("L^3(C(16,{1,6}))", 6, Fraction(261, 256)),
+              ("L^2(Aff(64,17,{7,21,29,31}))", 7, Fraction(1)),
+              ("L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))", 11, Fraction(1023, 1024))]
+    for expr, t_l, tau in points:
+        prices(point_schedules(expr, t_l, tau), w.alpha_s, w.bandwidth_Bps, w.sizes)
+    for expr, schedule in (("ShiftedRing(4,1024)", "ring"), ("DBT(1024)", "double-binary-tree"),
+                           ("Torus(32,32)", "bfb")):
+        prices(baseline_schedules(expr, schedule), w.alpha_s, w.bandwidth_Bps, w.sizes)
+
+
+case("dependency-driven prices of the N = 1024, d = 4 frontier and baselines (orbit forms; "
+     "DBT in full)", None, group="search", repeat=3)(_frontier_1024_asyncs)
+
+
+@case("dependency-driven allgather of Torus(32,32), full BFB schedule (10^6 rows)", None,
+      group="scale", repeat=3, setup=lambda: bfb_schedule(torus(32, 32)))
+def _torus_async(schedule):
+    return async_time(schedule, 1e-6, 12.5e9, 2 ** 20)

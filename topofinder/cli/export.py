@@ -29,7 +29,9 @@ def add(sub) -> None:
                         "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o), "
+                        "chakra (ASTRA-sim: one Chakra ET per rank and the configuration "
+                        "files, -o DIR); "
                         "cross-connects: csv (default), sonic-ocs (SONiC CONFIG_DB JSON), "
                         "netconf (Polatis-style edit-config XML, delete then create per wave); "
                         "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
@@ -59,7 +61,7 @@ def _check_outputs(args) -> None:
         if path:
             api.note_input(path)
     for path in outputs:
-        if path and path != "-":
+        if path and path != "-" and not (path == args.output and args.format == "chakra"):
             api.check_output(path)
 
 

@@ -73,11 +73,14 @@ def add_options(p) -> None:
                    help="schedule xml: largest message size it may be picked for "
                         "(default unbounded)")
     p.add_argument("--alpha", default="10us",
-                   help="schedule xml: per-step latency α of the stated price (default 10us)")
+                   help="schedule: per-step latency α of the stated prices and of the Chakra "
+                        "network's link latency (default 10us)")
     p.add_argument("--bandwidth", default="100Gbps",
-                   help="schedule xml: node bandwidth B of the stated price (default 100Gbps)")
+                   help="schedule: node bandwidth B = d·b of the stated prices and of the "
+                        "Chakra network's links (b each; default 100Gbps)")
     p.add_argument("--size", default="1MB",
-                   help="schedule xml: message size M of the stated price (default 1MB)")
+                   help="schedule: collective size M of the stated prices and of the Chakra "
+                        "trace (default 1MB)")
     p.add_argument("--step-overhead", default="0s", metavar="TIME",
                    help="schedule xml: the runtime's cost per instruction, stated apart from "
                         "the α-β time as TIME × most steps in one threadblock (default 0s: "
@@ -110,9 +113,33 @@ def _state_price(price: dict) -> None:
           file=sys.stderr)
 
 
+def _run_chakra(args, renaming) -> int:
+    """--format chakra: the ASTRA-sim bundle in the directory -o, its prices on stderr."""
+    if not args.output or args.output == "-" or renaming is not None:
+        raise api.TopofinderError("export --format chakra writes a directory: give -o DIR "
+                                  "(and no --relabel)")
+    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+    info = api.export_chakra(source(args), args.output, args.collective, workload,
+                             kind=args.kind, low_trees=args.low_trees,
+                             trees_per_root=args.trees_per_root)
+    print(f"Chakra ET: {info['ranks']} ranks ({info['prefix']}.<rank>.et), {info['sends']} "
+          f"sends, {info['bytes']} bytes, with workload.<rank>.et, system.json, network.yml, "
+          f"remote_memory.json in {info['directory']}; {_prices(info)}", file=sys.stderr)
+    return 0
+
+
+def _prices(price: dict) -> str:
+    timed = ("not timed (beyond the replay limit)" if price["async_s"] is None
+             else f"{price['async_s'] * 1e6:.6g} us")
+    return f"lock-step {price['time_s'] * 1e6:.6g} us, dependency-driven {timed}"
+
+
 def run(args, renaming=None) -> int:
-    """Build, rename and write the schedule; for all-to-all one stderr line compares its
-    bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
+    """Build, rename and write the schedule; one stderr line states both prices (lock-step
+    and dependency-driven); for all-to-all it compares its bandwidth time Σ_t max-load
+    (units of (M/N)/b) with the LP bound 1/f."""
+    if args.format == "chakra":
+        return _run_chakra(args, renaming)
     start = time.perf_counter()
     if args.rank is not None or args.ranks is not None:
         if args.kind != "steps" or renaming is not None:
@@ -146,9 +173,15 @@ def run(args, renaming=None) -> int:
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
+    price = api.schedule_price(schedule, api.Workload.from_strings(args.alpha, args.bandwidth,
+                                                                   args.size))
+    prices = _prices(price)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
               f"bandwidth time {schedule.bandwidth_time:.6g} (M/N)/b, LP bound 1/f = "
               f"{schedule.bound:.6g}, gap {schedule.gap:.2e}, {schedule.num_sends} sends, "
-              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+              f"{time.perf_counter() - start:.1f} s; {prices}", file=sys.stderr)
+    else:
+        print(f"price of {price['expr']}'s {price['collective']} for the workload: {prices}",
+              file=sys.stderr)
     return 0

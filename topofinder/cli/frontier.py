@@ -12,15 +12,15 @@ from topofinder.api import Collective
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
     rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
-             "all-to-all", "schedule", "verified")]
+             "allreduce async", "all-to-all", "schedule", "verified")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
             "D" if p["bidirectional"] else "-")
         fc = "" if p["tau_fc"] is None else f"{p['tau_fc']:.4f}"
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, "" if p["diameter"] is None else str(p["diameter"]),
-                     flags, _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"],
-                     _verified(p)))
+                     flags, _us(p["allreduce_time_s"]), _us(p.get("allreduce_async_s")),
+                     _us(p["alltoall_time_s"]), p["schedule"], _verified(p)))
     if any(Collective.BROADCAST in p for p in result["frontier"]):
         rows[0] += ("broadcast TP", Collective.BROADCAST)
         for i, p in enumerate(result["frontier"]):
@@ -51,7 +51,9 @@ def format_frontier(result: dict) -> str:
                      "ForestColl's allgather optimum M/T over all GPUs (< marks the best)")
     lines += table(rows)
     best = result["frontier"][result["recommended"]]
-    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex); "
+                 "allreduce: lock-step T_L*alpha + tau*M/B, async: dependency-driven "
+                 f"(ranked by {result['workload'].get('price', 'lockstep')})")
     for p in result["frontier"]:
         if p.get("certificate"):
             lines.append(f"verified by construction: {p['expr']}: operands replayed in full "
@@ -164,8 +166,9 @@ def _format_iterations(result: dict) -> list[str]:
 def _format_baselines(result: dict) -> list[str]:
     """Each baseline's times and how much faster the recommendation is (paper 001 Fig. 7)."""
     moe = "moe" in result
-    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE, "all-to-all",
-             "speedup allreduce", "speedup all-to-all")
+    rows = [("baseline", "expression", "T_L", "tau", "schedule", Collective.ALLREDUCE,
+             "allreduce async", "all-to-all", "speedup allreduce", "speedup async",
+             "speedup all-to-all")
             + (("speedup iteration",) if moe else ())]
     notes = []
     for b in result["baselines"]:
@@ -174,8 +177,9 @@ def _format_baselines(result: dict) -> list[str]:
             continue
         sp = b["speedup"]
         rows.append((b["name"], b["expr"], str(b["T_L"]), f"{float(Fraction(b['tau'])):.4f}",
-                     b["schedule"], _us(b["allreduce_time_s"]), _us(b["alltoall_time_s"]),
-                     _speed(sp[Collective.ALLREDUCE]), _speed(sp[Collective.ALLTOALL]))
+                     b["schedule"], _us(b["allreduce_time_s"]), _us(b.get("allreduce_async_s")),
+                     _us(b["alltoall_time_s"]), _speed(sp[Collective.ALLREDUCE]),
+                     _speed(sp.get("allreduce_async")), _speed(sp[Collective.ALLTOALL]))
                     + ((_speed(sp["objective"]),) if moe else ()))
         if b["note"]:
             notes.append(f"{b['name']}: {b['note']}")

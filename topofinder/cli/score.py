@@ -21,7 +21,11 @@ def add(sub) -> None:
         bound on steps, (N-1)/N on tau); tau_fc, the best tau any tree schedule reaches
         (ForestColl); the all-to-all concurrent flow f per unit link capacity with its
         certified upper bound; and, when the expression names a construction other than BFB
-        (line graph, catalog schedule, ...), that schedule's own T_L and tau.""")
+        (line graph, catalog schedule, ...), that schedule's own T_L and tau. For the
+        workload (--size, --alpha, --bandwidth) the allgather, reduce-scatter and allreduce
+        schedules `export` writes are priced twice: *_time_s lock-step (T_L*alpha +
+        tau*M/B) and *_async_s dependency-driven (each send starts when its data has arrived
+        and its link is free; docs/model.md).""")
     p.add_argument("expr", metavar="EXPR", help="topology expression or file path")
     add_undirected(p)
     p.add_argument("--alltoall", choices=["bracket", "exact", "bound"], default="bracket",
@@ -34,6 +38,14 @@ def add(sub) -> None:
                    help="seconds of ForestColl max-flows before tau_fc is reported as a "
                         "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
                         f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
+    p.add_argument("--alpha", default="10us", help="per-step latency α of the prices "
+                   "(default 10us)")
+    p.add_argument("--bandwidth", default="100Gbps",
+                   help="node bandwidth B = d·b of the prices (default 100Gbps; Gbps = 10^9 "
+                        "bit/s)")
+    p.add_argument("--size", default="1MB",
+                   help="collective size M of the prices (KB/MB/GB = 1024-based bytes), or a "
+                        "weighted list such as 1MB:0.7,64MB:0.3 (default 1MB)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _add_oneroot(p)
     p.set_defaults(run=run)
@@ -89,11 +101,13 @@ def run(args) -> int:
         return _run_oneroot(args)
     if args.node_bandwidth is not None or args.schedule is not None:
         raise api.TopofinderError("score: --node-bandwidth and --schedule need --collective")
+    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
     tty = stderr_is_tty()
     info = api.score(source(args), alltoall=args.alltoall, alltoall_gap=args.alltoall_gap,
                      progress=bracket_progress() if tty else None,
                      stages=stage_progress() if tty else None,
                      fc_time_limit=args.fc_time_limit)
+    info.update(api.collective_prices(source(args), workload))
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

@@ -76,6 +76,13 @@ def add(sub) -> None:
     p.add_argument("--rank-by", choices=["objective", "robust"], default="objective",
                    help="recommend by the intact objective (default) or by the worst "
                         "single-failure objective (needs --robust)")
+    p.add_argument("--price", choices=["lockstep", "async"], default="lockstep",
+                   help="which allreduce time ranks the frontier: lockstep, the paper's "
+                        "T_L*alpha + tau*M/B (default: exact from T_L and tau, the frontier's "
+                        "own axes, and an upper bound on the other), or async, the "
+                        "dependency-driven time of the same schedule (each send starts when "
+                        "its data has arrived and its link is free; what MSCCL and MPI "
+                        "runtimes do); both are reported")
     p.add_argument("--from", dest="cabled_from", default=None, metavar="PLAN.csv",
                    help="the fabric as cabled (a patch-panel plan CSV, or a topology file or "
                         "expression): price every point in fibre moves from it (the remove "
@@ -122,6 +129,7 @@ def run(args) -> int:
                         moe=args.workload, gpus_per_node=args.gpus_per_node,
                         intra=args.intra, baseline_progress=_baseline_progress,
                         robust=args.robust, rank_by_robust=args.rank_by == "robust",
+                        price=args.price,
                         cabled_from=args.cabled_from, max_moves=args.max_moves,
                         moves_method=args.moves_method, phases=args.phases,
                         verified_by=args.verified_by, verify_sample=args.verify_sample,

@@ -7,8 +7,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from topofinder.compute.cache import cached
-from topofinder.compute.parallel import Batch, begin, finish
+from topofinder.compute.parallel import begin, finish
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
+from topofinder.workload.async_price import finish_asyncs, start_baseline_asyncs
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -36,38 +37,47 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
 
 
 def start_baselines(n: int, d: int, full_alltoall: bool, use_cache: bool = True,
-                    jobs: int | None = None) -> tuple[dict, list[str], Batch]:
+                    jobs: int | None = None, workload: Workload | None = None) -> tuple:
     """Start scoring the baselines of (N, d) that the cache does not answer, on a worker in the
     background (topofinder.compute.parallel.begin: a worker that has finished importing takes
-    them while this process verifies the frontier; `priced_baselines` takes the rest). Returns
-    (the cached scores by expression, the expressions being scored, their batch)."""
+    them while this process verifies the frontier; `priced_baselines` takes the rest), and
+    their dependency-driven prices for ``workload`` likewise. Returns (the cached scores by
+    expression, the expressions being scored, their batch, the started prices)."""
     score = cached(score_baseline, use_cache, check_baseline)
     calls = [(s.expr, s.schedule, full_alltoall) for s in baseline_specs(n, d)
              if s.expr is not None]
     # answered from the cache in this process (a worker pool costs more than a warm search)
     scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
     todo = [c for c in calls if c[0] not in scored]
-    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs)
+    asyncs = start_baseline_asyncs([(s.expr, s.schedule) for s in baseline_specs(n, d)
+                                    if s.expr is not None], workload or Workload(),
+                                   use_cache, jobs)
+    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs), asyncs
 
 
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
                      moe: MoEWorkload | None = None, use_cache: bool = True,
                      progress=None, jobs: int | None = None,
-                     started: tuple[dict, list[str], Batch] | None = None) -> list[dict]:
+                     started: tuple | None = None,
+                     price: str = "lockstep") -> list[dict]:
     """One entry per baseline of finder.baseline_scores.baseline_specs: its verified scores, its
     times for ``workload`` (and MoE iteration split), and the speedups of ``best`` (the
     recommended frontier point's dict) over it. A baseline that does not exist at (N, d) is
     listed with ``expr`` None and the reason in ``note``. The baselines are scored on
     ``jobs`` workers (None: all cores), from ``started`` (start_baselines) when given;
-    ``progress(done, count, exprs)`` is told before the first and as each one ends."""
+    ``progress(done, count, exprs)`` is told before the first and as each one ends.
+    Every baseline carries its lock-step and dependency-driven allgather and allreduce times
+    (``*_time_s``, ``*_async_s``); ``price`` "async" ranks and compares by the latter."""
     specs = baseline_specs(n, d)
-    scored, exprs, batch = started or start_baselines(n, d, full_alltoall, use_cache, jobs)
+    scored, exprs, batch, asyncs = started or start_baselines(n, d, full_alltoall, use_cache,
+                                                              jobs, workload)
     scored = dict(scored)
     if progress and exprs:
         progress(0, len(exprs), exprs)
     scores = finish(batch, progress=(lambda k, count: progress(k, count, exprs)) if progress
                     else None, label="scoring baselines")
     scored.update(zip(exprs, scores))
+    asyncs = dict(zip([s.expr for s in specs if s.expr is not None], finish_asyncs(asyncs)))
     out = []
     for spec in specs:
         entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}
@@ -78,6 +88,11 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
         entry.update(v)
         ar_tau = float(Fraction(v["allreduce_tau"]))
         entry["allreduce_time_s"] = workload.collective_time(v["allreduce_T_L"], ar_tau)
+        entry["allgather_time_s"] = workload.collective_time(v["T_L"], float(Fraction(v["tau"])))
+        entry.update(asyncs[spec.expr])
+        ranked = entry["allreduce_time_s"]
+        if price == "async" and entry["allreduce_async_s"] is not None:
+            ranked = entry["allreduce_async_s"]
         # at the bracket's upper f: the fastest the baseline can be (speedups are lower bounds)
         f_fast = v["alltoall_f_upper"]
         entry["alltoall_time_s"] = workload.alltoall_time(n, d, f_fast)
@@ -86,14 +101,14 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
             tp = broadcast_tp(spec.expr)
             bcast_s = workload.broadcast_time(d, tp)
             entry[Collective.BROADCAST] = broadcast_column(tp, bcast_s)
-        entry["objective_s"] = workload.objective(entry["allreduce_time_s"],
-                                                  entry["alltoall_time_s"], bcast_s)
+        entry["objective_s"] = workload.objective(ranked, entry["alltoall_time_s"], bcast_s)
         if moe is not None:
             entry["iteration"] = iteration_split(moe, workload, n, d, v["allreduce_T_L"],
                                                  ar_tau, f_fast)
             if entry["iteration"]["iteration_s"] is not None:
                 entry["objective_s"] = entry["iteration"]["iteration_s"]
         speed = {Collective.ALLREDUCE: _ratio(entry["allreduce_time_s"], best["allreduce_time_s"]),
+                 "allreduce_async": _ratio(entry["allreduce_async_s"], best["allreduce_async_s"]),
                  Collective.ALLTOALL: _ratio(entry["alltoall_time_s"], best["alltoall_time_s"]),
                  "objective": _ratio(entry["objective_s"], best["objective_s"])}
         entry["speedup"] = speed

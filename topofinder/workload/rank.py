@@ -14,6 +14,7 @@ from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import (iteration_split, priced_baselines,
                                                    start_baselines)
+from topofinder.workload.async_price import check_price, point_asyncs
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -34,7 +35,9 @@ class FrontierPoint:
     ``certificate``: a construction's sample, seed and detection statement (else None).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
-    ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
+    ``allreduce_time_s`` prices exactly that schedule in lock-step (T_L·α + τ·M/B),
+    ``allgather_time_s`` its allgather; ``*_async_s`` the same schedules dependency-driven
+    (topofinder.workload.async_price; None when not replayable). ``robust`` (`search --robust`): the
     worst single failure (topofinder.resilience.robust). ``broadcast`` (a workload with a
     broadcast share): the exact multi-port broadcast TP from root 0 and its time
     (topofinder.workload.broadcast); absent from the document otherwise."""
@@ -68,6 +71,9 @@ class FrontierPoint:
     verified_by: str | None = None
     robust: dict | None = None
     broadcast: dict | None = None
+    allgather_time_s: float | None = None
+    allgather_async_s: float | None = None
+    allreduce_async_s: float | None = None
     moves: int | None = None
     moves_lower_bound: int | None = None
     cabled: bool | None = None
@@ -176,6 +182,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
            progress: Callable | None = None, kstep: bool = False, baselines: bool = False,
            moe: MoEWorkload | None = None, baseline_progress: Callable | None = None,
+           price: str = "lockstep",
            construction: tuple[int, int] | None = None) -> SearchResult:
     """The ranked verified frontier of target (n, d) (`search`, docs/cli.md). The verified
     frontier does not depend on the workload, so it is cached whole: a repeated search only
@@ -184,19 +191,26 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
     (topofinder.finder.baseline_scores), priced for the workload, with the recommendation's
-    speedup over each (paper 001 Fig. 7). ``construction`` = (sample, seed): also points
-    verified by construction (topofinder.finder.certify); None: full replay or symmetry."""
+    speedup over each (paper 001 Fig. 7). ``price``: "lockstep" (default) ranks by the
+    allreduce's T_L·α + τ·M/B, "async" by its dependency-driven time (docs/model.md).
+    ``construction`` = (sample, seed): also points verified by construction
+    (topofinder.finder.certify); None: full replay or symmetry."""
+    check_price(price)
     n, d = validate_target(n, d, bidirectional)
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
     full_alltoall = with_alltoall
     # the baselines do not depend on the frontier: a worker starts on them while this
     # process verifies (they are priced below, once the recommendation is known)
-    started = start_baselines(n, d, full_alltoall, use_cache, jobs) if baselines else None
+    started = start_baselines(n, d, full_alltoall, use_cache, jobs,
+                              workload) if baselines else None
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress, construction=construction)
-    points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
+    asyncs = point_asyncs([(c.expr, v.T_L, v.tau) for c, v in frontier], workload,
+                          use_cache, jobs)
+    points = _pareto_points([_point(c, v, workload, moe, a, price)
+                             for (c, v), a in zip(frontier, asyncs)],
                             by_alltoall=with_alltoall,
                             by_broadcast=workload.broadcast_share > 0)
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
@@ -204,22 +218,27 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     if baselines:
         priced = tuple(priced_baselines(n, d, workload, asdict(points[best]), full_alltoall,
                                         moe, use_cache=use_cache, progress=baseline_progress,
-                                        jobs=jobs, started=started))
-    return SearchResult(n, d, bidirectional, workload.describe(), tuple(points), best, priced,
-                        None if moe is None else moe.describe(),
+                                        jobs=jobs, started=started, price=price))
+    return SearchResult(n, d, bidirectional, {**workload.describe(), "price": price},
+                        tuple(points), best, priced, None if moe is None else moe.describe(),
                         skipped=tuple(skipped_bases(n, d)), unverified=tuple(unverified))
 
 
 def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
-           moe: MoEWorkload | None = None) -> FrontierPoint:
+           moe: MoEWorkload | None = None, asyncs: dict | None = None,
+           price: str = "lockstep") -> FrontierPoint:
     allreduce_tau = float(v.allreduce_tau)
     allreduce = workload.collective_time(v.allreduce_T_L, allreduce_tau)
+    asyncs = asyncs or {}
+    ranked = allreduce
+    if price == "async" and asyncs.get("allreduce_async_s") is not None:
+        ranked = asyncs["allreduce_async_s"]
     alltoall = workload.alltoall_time(c.n, c.d, v.alltoall_f)
     broadcast = None
     if workload.broadcast_share > 0:
         tp = broadcast_tp(c.expr)
         broadcast = broadcast_column(tp, workload.broadcast_time(c.d, tp))
-    objective = workload.objective(allreduce, alltoall, broadcast and broadcast["time_s"])
+    objective = workload.objective(ranked, alltoall, broadcast and broadcast["time_s"])
     iteration = None
     if moe is not None:
         iteration = iteration_split(moe, workload, c.n, c.d, v.allreduce_T_L, allreduce_tau,
@@ -240,7 +259,9 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         alltoall_method=v.alltoall_method, allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=objective,
         alltoall_gap=v.alltoall_gap, iteration=iteration, verified_by=v.verified_by,
-        broadcast=broadcast, certificate=v.certificate)
+        broadcast=broadcast, allgather_time_s=workload.collective_time(v.T_L, float(v.tau)),
+        allgather_async_s=asyncs.get("allgather_async_s"),
+        allreduce_async_s=asyncs.get("allreduce_async_s"), certificate=v.certificate)
 
 
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,

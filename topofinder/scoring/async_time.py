@@ -1,0 +1,271 @@
+"""Dependency-driven ("async") completion time of a step schedule (docs/model.md
+"Dependency-driven time"), next to the lock-step price T_L·α + τ·M/B.
+
+Model. Every send row is one message of (hi − lo)·M/(N·P) bytes (all-to-all: amount·M/N) on
+its link u→w (parallel arcs merged, capacity c, bandwidth c·b with b = B/d, d the node
+bandwidth in capacity units). A send starts when every chunk it forwards (allgather: the
+chunk's first copy at u) or reduces (reduce-scatter: every partial of the chunk u received
+before this step) has arrived at its sender u, and its link is free; it holds the link for
+bytes/(c·b) and arrives α after it leaves the link. A link serves its sends in step order;
+within a step, in the order their data is ready (the order a dependency-driven runtime
+issues them), ties by chunk index, then by the source's label relative to the sender,
+γ_u⁻¹(v) (γ_u the element of the schedule's symmetry group taking u's orbit representative to
+u; v itself without a group). Times are integers of TICK seconds (1 fs; α and each chunk's
+link time rounded to it), so equal times tie exactly whatever order they were summed in and
+the replay by orbits gives the whole schedule's times bit for bit. An allreduce's allgather
+phase starts each shard's chunk at its owner when the owner's reduce-scatter receives of it
+have arrived; links stay busy across the phases. The completion time is the last arrival.
+
+It is never above the lock-step price (by induction every step-t send ends by the lock-step
+start of step t + 1; up to the rounding of chunk times to ticks) and never below diameter·α.
+
+Orbit schedules (topofinder.model.symmetric) are replayed on their representatives' shards
+only: with a free abelian group every row's times equal those of its images, a link's sends
+are the images of the representatives' rows moved onto the link's orbit representative by
+γ_u⁻¹, and the order above is invariant under the group, so the representatives' rows carry
+every time of the whole schedule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topofinder.errors import TopofinderError
+from topofinder.model.alltoall_schedule import AllToAllSchedule
+from topofinder.model.collectives import Collective
+from topofinder.model.schedule import StepSchedule
+from topofinder.model.symmetric import OrbitSchedule, transversal
+from topofinder.scoring.links import Links
+
+#: Largest N² for which link indices are looked up in a dense N×N table (int32, 64 MB)
+_DENSE_LINKS = 1 << 24
+#: Most (node, shard, chunk) arrival times, and chunk sends, one replay holds (int64 each)
+_MAX_CELLS = 10 ** 8
+#: The replay's unit of time in seconds: times are exact int64 counts of it (to 2^62 ticks,
+#: about 4.6·10^3 s).
+TICK = 1e-15
+_NEVER = np.iinfo(np.int64).max
+_LONGEST = 2 ** 62
+
+
+def async_time(schedule, alpha_s: float, bandwidth_Bps: float, size_bytes: float,
+               generators=None) -> float:
+    """Seconds until the last arrival of ``schedule`` (StepSchedule, OrbitSchedule or
+    AllToAllSchedule) run dependency-driven (module docstring) with per-hop latency
+    ``alpha_s``, node bandwidth B = ``bandwidth_Bps`` (b = B/d per capacity unit) and
+    collective size M = ``size_bytes`` (allgather/reduce-scatter/allreduce: the whole vector,
+    M/N per shard; all-to-all: M per node, M/N per piece). ``generators``: the symmetry group
+    of a full StepSchedule, so its ties break as its orbit form's do (an OrbitSchedule uses
+    its own)."""
+    if not alpha_s >= 0 or not bandwidth_Bps > 0 or not size_bytes > 0:
+        raise TopofinderError("async time: α must be >= 0, bandwidth and size > 0")
+    if isinstance(schedule, AllToAllSchedule):
+        return _alltoall(schedule, alpha_s, bandwidth_Bps, size_bytes)
+    if isinstance(schedule, OrbitSchedule):
+        generators = schedule.generators
+    elif not isinstance(schedule, StepSchedule):
+        raise TopofinderError(f"async time: not a step schedule ({type(schedule).__name__})")
+    return _ReplayState(schedule, alpha_s, bandwidth_Bps, size_bytes, generators).run()
+
+
+def async_profile(schedule, workload, generators=None) -> float:
+    """Expected dependency-driven seconds over ``workload``'s size profile
+    (topofinder.workload.cost.Workload: α, B and [(M, weight)])."""
+    return sum(w * async_time(schedule, workload.alpha_s, workload.bandwidth_Bps, m, generators)
+               for m, w in workload.sizes)
+
+
+def _phases(schedule) -> list[tuple[np.ndarray, str]]:
+    """(rows, collective) per phase, steps kept global (links stay ordered across phases)."""
+    s = schedule.sends
+    if schedule.collective != Collective.ALLREDUCE:
+        return [(s, schedule.collective)]
+    first = s[:, 0] <= schedule.reduce_steps
+    return [(s[first], Collective.REDUCE_SCATTER), (s[~first], Collective.ALLGATHER)]
+
+
+class _ReplayState:
+    """One replay: link free times, and per phase the arrival of every (node, shard, chunk)."""
+
+    def __init__(self, schedule, alpha, bandwidth, size, generators):
+        topo = schedule.topology
+        self.n, self.p, self.alpha = topo.n, schedule.shard_chunks, _ticks(alpha)
+        self.schedule = schedule
+        self.orbit = isinstance(schedule, OrbitSchedule)
+        self.links = Links.of(topo)
+        b = float(bandwidth) / topo.node_bandwidth                # bytes/s per capacity unit
+        chunk = float(size) / (self.n * self.p) / b / TICK       # one chunk on capacity 1
+        self.chunk_ticks = np.rint(chunk / np.maximum(self.links.cap, 1)).astype(np.int64)
+        self.free = np.zeros(self.links.num, np.int64)
+        self.dense = None                 # link index by u·N + w, when N² is small enough
+        if self.n * self.n <= _DENSE_LINKS:
+            self.dense = np.full(self.n * self.n, -1, np.int32)
+            self.dense[self.links.keys] = np.arange(self.links.num, dtype=np.int32)
+        gens = [np.asarray(g, np.int64) for g in (generators or ())]
+        self.back = transversal(self.n, gens) if gens else None
+        if self.back is not None:
+            from_orbits = np.asarray(self.back(np.arange(self.n), np.arange(self.n)))
+            self.orbit_rep = from_orbits                           # smallest node of the orbit
+        else:
+            self.orbit_rep = np.arange(self.n)
+
+    def _link(self, u, w) -> np.ndarray:
+        if self.dense is not None:
+            return self.dense[u * self.n + w].astype(np.int64)
+        return self.links.index(u, w)
+
+    def _canonical(self, v, u, w):
+        """(link, γ_u⁻¹(v)) of rows with sender u: an orbit schedule's rows stand for their
+        images, so their link is moved onto u's orbit representative by γ_u⁻¹ too."""
+        if self.back is None:
+            return self._link(u, w), v
+        if self.orbit:
+            return self._link(self.back(u, u), self.back(u, w)), self.back(u, v)
+        return self._link(u, w), self.back(u, v)
+
+    def run(self) -> float:
+        done, last = None, 0
+        for rows, collective in _phases(self.schedule):
+            if rows.shape[0] == 0:
+                continue
+            sources = np.unique(rows[:, 1])
+            cells = self.n * sources.size * self.p
+            if cells > _MAX_CELLS or int((rows[:, 3] - rows[:, 2]).sum()) > _MAX_CELLS:
+                raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
+                                      f"(P = {self.p}); more than {_MAX_CELLS:.0e} are not "
+                                      f"timed")
+            reduce = collective == Collective.REDUCE_SCATTER
+            arrival = np.full((self.n, sources.size, self.p), 0 if reduce else _NEVER,
+                              np.int64)
+            if not reduce:
+                arrival[sources, np.arange(sources.size), :] = (
+                    0 if done is None else done(sources))
+            last = max(last, self._phase(rows, sources, arrival, reduce))
+            if reduce:
+                done = self._reduced(arrival, sources)
+        return last * TICK
+
+    def _reduced(self, arrival: np.ndarray, sources: np.ndarray):
+        """shards ↦ (shards, P) times their reduction is complete at their owner: that of the
+        reduce-scatter source in the same orbit (equal by symmetry)."""
+        own = arrival[sources, np.arange(sources.size), :]
+        by_orbit = dict(zip(self.orbit_rep[sources].tolist(), range(sources.size)))
+
+        def done(shards):
+            return own[[by_orbit[int(r)] for r in self.orbit_rep[shards]]]
+        return done
+
+    def _phase(self, rows: np.ndarray, sources: np.ndarray, arrival: np.ndarray,
+               reduce: bool) -> float:
+        if np.any(rows[1:, 0] < rows[:-1, 0]):
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        t, v, lo, hi, u, w = rows.T
+        index = np.zeros(self.n, np.int64)
+        index[sources] = np.arange(sources.size)
+        vi = index[v]
+        link, rel = self._canonical(v, u, w)
+        key = lo * self.n + rel
+        count = hi - lo
+        dur = count * self.chunk_ticks[link]
+        if not float(dur.sum()) + float(self.alpha) * (int(t[-1]) + 1) < _LONGEST:
+            raise TopofinderError(f"async time: the schedule may take more than "
+                                  f"{_LONGEST * TICK:.3g} s; too long to time")
+        flat = arrival.reshape(-1)
+        p, r = self.p, sources.size
+        read = (u * r + vi) * p + lo                 # flat cell of each row's first chunk
+        write = (w * r + vi) * p + lo
+        combine = np.maximum if reduce else np.minimum
+        last = 0
+        single = bool(np.all(count == 1))
+        for a, b in _runs(t):
+            if single:                                # one chunk per row: no expansion
+                ready = flat[read[a:b]]
+            else:
+                cnt = count[a:b]
+                offsets = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+                cell_row = np.repeat(np.arange(b - a), cnt)
+                within = np.arange(cell_row.size) - offsets[cell_row]
+                ready = np.maximum.reduceat(flat[read[a:b][cell_row] + within], offsets)
+            if ready.max() == _NEVER:
+                raise TopofinderError("async time: a send forwards a chunk its sender never "
+                                      "received; validate the schedule first")
+            arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b]) + self.alpha
+            last = max(last, int(arrive.max()))
+            if single:
+                combine.at(flat, write[a:b], arrive)
+            else:
+                combine.at(flat, write[a:b][cell_row] + within, arrive[cell_row])
+        return last
+
+
+def _runs(t: np.ndarray):
+    """(start, end) of each run of equal values in the sorted array ``t``."""
+    cuts = np.flatnonzero(np.diff(t)) + 1
+    return zip(np.concatenate(([0], cuts)).tolist(), np.append(cuts, t.size).tolist())
+
+
+def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray,
+          dur: np.ndarray) -> np.ndarray:
+    """Finish times of one step's sends: each link (``free``: when it is next free, updated)
+    takes its sends in order of (ready, key), each starting at max(ready, previous finish)
+    and holding the link ``dur`` seconds."""
+    low = int(ready.min())
+    bits = int(key.max()).bit_length()
+    if (int(ready.max()) - low) >> (62 - bits) == 0:   # (ready, key) packed in one int64
+        order = np.lexsort((((ready - low) << bits) | key, link))
+    else:
+        order = np.lexsort((key, ready, link))
+    lk, rd, du = link[order], ready[order], dur[order]
+    first = np.concatenate(([True], lk[1:] != lk[:-1]))
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], lk.size) - 1
+    fin = np.empty(lk.size, free.dtype)
+    fin[starts] = np.maximum(rd[starts], free[lk[starts]]) + du[starts]
+    sizes = ends - starts + 1
+    if sizes.max() > 1:                  # the k-th send of every queue longer than k, in turn
+        by_size = np.argsort(-sizes, kind="stable")
+        first, longest = starts[by_size], -sizes[by_size]
+        for k in range(1, -int(longest[0])):
+            at = first[:np.searchsorted(longest, -k, side="left")] + k
+            fin[at] = np.maximum(rd[at], fin[at - 1]) + du[at]
+    free[lk[ends]] = fin[ends]
+    out = np.empty_like(fin)
+    out[order] = fin
+    return out
+
+
+def _alltoall(schedule: AllToAllSchedule, alpha: float, bandwidth: float, size: float) -> float:
+    """All-to-all rows (t, u, w, src, dst) with amounts: a send of piece (src, dst) is ready when
+    every receive of that piece at u from an earlier step has arrived (at 0 when u = src)."""
+    topo = schedule.topology
+    n, s, amounts = topo.n, schedule.sends, schedule.amounts
+    if s.shape[0] == 0:
+        return 0.0
+    links = Links.of(topo)
+    piece = float(size) / n / (float(bandwidth) / topo.node_bandwidth) / TICK
+    if not s[:, 0].max() * _ticks(alpha) + piece * float(amounts.sum()) < _LONGEST:
+        raise TopofinderError(f"async time: the schedule may take more than "
+                              f"{_LONGEST * TICK:.3g} s; too long to time")
+    alpha = _ticks(alpha)
+    held = np.unique((s[:, 2] * n + s[:, 3]) * n + s[:, 4])       # (node, src, dst) received
+    arrival = np.zeros(held.size, np.int64)
+    free = np.zeros(links.num, np.int64)
+    order = np.argsort(s[:, 0], kind="stable")
+    s, amounts = s[order], amounts[order]
+    last = 0
+    for step in np.split(np.arange(s.shape[0]), np.flatnonzero(np.diff(s[:, 0])) + 1):
+        t, u, w, src, dst = s[step].T
+        key = (u * n + src) * n + dst
+        at = np.minimum(np.searchsorted(held, key), held.size - 1)
+        ready = np.where(held[at] == key, arrival[at], 0)
+        link = links.index(u, w)
+        dur = np.rint(amounts[step] * piece / links.cap[link]).astype(np.int64)
+        arrive = serve(free, link, ready, src * n + dst, dur) + alpha
+        last = max(last, int(arrive.max()))
+        np.maximum.at(arrival, np.searchsorted(held, (w * n + src) * n + dst), arrive)
+    return last * TICK
+
+
+def _ticks(seconds: float) -> int:
+    """``seconds`` as a whole number of TICKs."""
+    return int(round(float(seconds) / TICK))

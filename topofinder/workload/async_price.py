@@ -1,0 +1,207 @@
+"""The dependency-driven price of a search point or baseline (topofinder.scoring.async_time,
+docs/model.md "Dependency-driven time") for a workload, next to its lock-step price.
+
+Which schedule is priced, while N²·d ≤ REPLAY_LIMIT (beyond it the fields are null): a
+frontier point's orbit form (finder.verify.symmetric_collective, or BFB made equivariant when
+BFB beats the construction, as search verifies it; replayed on one source per orbit) when it
+has one with the point's verified (T_L, τ), else its full exported schedule. The baselines:
+the ring's orbit form (beyond 4096 steps its lock-step time, :func:`ring_prices`), the
+torus's equivariant BFB, the two-tree schedule in full; their reduce-scatter is their
+allgather reversed on the same (bidirectional) topology (Thm 2), and the allreduce runs it,
+then the allgather.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from topofinder.compute.cache import cached
+from topofinder.compute.parallel import begin, finish
+from topofinder.errors import TopofinderError
+from topofinder.families.build import parse
+from topofinder.finder.recipe import from_expression
+from topofinder.finder.verify import (
+    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, symmetric_collective,
+    symmetric_reduce_scatter,
+)
+from topofinder.model.collectives import Collective
+from topofinder.model.schedule import ScheduleError, StepSchedule
+from topofinder.model.symmetric import OrbitSchedule, rotation
+from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
+from topofinder.scoring.async_time import async_time
+from topofinder.workload.cost import Workload
+
+#: Rings of more steps take their dependency-driven time from ring_prices (a replay spends
+#: about 0.1 ms per step: N = 10^5 rings would take tens of seconds).
+RING_REPLAY_STEPS = 4096
+#: The frontier is ranked by the lock-step price unless `search --price async` says otherwise.
+PRICES = ("lockstep", "async")
+
+
+def _allreduce(allgather, rs=None):
+    """Reduce-scatter then the allgather as one schedule (orbit or step, as ``allgather``).
+    ``rs`` default: the allgather's rows reversed (Thm 2 on a bidirectional topology: the
+    same topology, group and representatives). None when the chunk counts differ."""
+    s, k = allgather.sends, allgather.num_steps
+    if rs is None:
+        first = np.column_stack((k + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5], s[:, 4]))
+        steps = k
+    else:
+        if rs.shard_chunks != allgather.shard_chunks:
+            return None
+        first, steps = rs.sends, rs.num_steps
+    ag = s.copy()
+    ag[:, 0] += steps
+    rows = np.vstack((first, ag))
+    if isinstance(allgather, OrbitSchedule):
+        return OrbitSchedule(allgather.topology, allgather.shard_chunks, rows,
+                             allgather.generators, method=allgather.method,
+                             collective=Collective.ALLREDUCE, reduce_steps=steps)
+    return StepSchedule(allgather.topology, allgather.shard_chunks, rows,
+                        collective=Collective.ALLREDUCE, method=allgather.method,
+                        reduce_steps=steps)
+
+
+def _allgather_of(allreduce):
+    """The allgather phase of an allreduce schedule, steps renumbered from 1."""
+    s = allreduce.sends[allreduce.sends[:, 0] > allreduce.reduce_steps].copy()
+    s[:, 0] -= allreduce.reduce_steps
+    if isinstance(allreduce, OrbitSchedule):
+        return OrbitSchedule(allreduce.topology, allreduce.shard_chunks, s,
+                             allreduce.generators, method=allreduce.method)
+    return StepSchedule(allreduce.topology, allreduce.shard_chunks, s,
+                        method=allreduce.method)
+
+
+def point_schedules(expr: str, t_l: int, tau: Fraction):
+    """(allgather, allreduce) schedules priced for a frontier point (module docstring), or
+    None when it has neither an orbit form of (t_l, tau) nor fits the full replay."""
+    recipe = from_expression(expr)
+    topo = parse(expr)
+    if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+        return None                       # orbit forms there take minutes (docs/model.md)
+    ag = symmetric_collective(recipe, Collective.ALLGATHER)
+    if ag is not None and not (ag.num_steps == t_l and ag.tau == tau):
+        ag = orbit_bfb(topo, recipe_group(recipe))   # BFB beat the construction, as search
+    if ag is not None and ag.num_steps == t_l and ag.tau == tau:
+        if topo.bidirectional:
+            return ag, _allreduce(ag)
+        rs = symmetric_reduce_scatter(ag, recipe)
+        ar = None if rs is None else _allreduce(ag, rs)
+        if ar is not None:
+            return ag, ar
+    ar = collective_schedule(recipe, Collective.ALLREDUCE)
+    return _allgather_of(ar), ar
+
+
+def baseline_schedules(expr: str, schedule: str):
+    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it;
+    None beyond REPLAY_LIMIT except for the ring (:func:`ring_prices` needs no replay)."""
+    topo = parse(expr)
+    if schedule == "ring":
+        ag = ring_orbit(topo.degree, topo.n)
+    elif topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+        return None
+    elif schedule == "double-binary-tree":
+        ag = two_tree_allgather(topo.n)
+    else:
+        dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+        try:
+            ag = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+        except ScheduleError:
+            ag = None
+        if ag is None:
+            return point_schedules(expr, *_bfb(expr))
+    return ag, _allreduce(ag)
+
+
+def _bfb(expr: str):
+    sched = collective_schedule(from_expression(expr), Collective.ALLGATHER)
+    return sched.num_steps, sched.tau
+
+
+def prices(schedules, alpha_s: float, bandwidth_Bps: float, sizes: tuple) -> dict:
+    """{allgather_async_s, allreduce_async_s}: expected dependency-driven seconds over the
+    size profile ``sizes`` ((M, weight) pairs); null when ``schedules`` is None."""
+    if schedules is None:
+        return {"allgather_async_s": None, "allreduce_async_s": None}
+    out = {}
+    for name, sched in zip(("allgather_async_s", "allreduce_async_s"), schedules):
+        out[name] = sum(w * async_time(sched, alpha_s, bandwidth_Bps, m) for m, w in sizes)
+    return out
+
+
+def _point_prices(expr: str, t_l: int, tau: str, alpha_s: float, bandwidth_Bps: float,
+                  sizes: list) -> dict:
+    return prices(point_schedules(expr, t_l, Fraction(tau)), alpha_s, bandwidth_Bps,
+                  tuple(map(tuple, sizes)))
+
+
+def _baseline_prices(expr: str, schedule: str, alpha_s: float, bandwidth_Bps: float,
+                     sizes: list) -> dict:
+    scheds = baseline_schedules(expr, schedule)
+    if schedule == "ring" and scheds[0].num_steps > RING_REPLAY_STEPS:
+        return ring_prices(scheds[0], alpha_s, bandwidth_Bps, sizes)
+    return prices(scheds, alpha_s, bandwidth_Bps, tuple(map(tuple, sizes)))
+
+
+def ring_prices(ring: OrbitSchedule, alpha_s: float, bandwidth_Bps: float, sizes) -> dict:
+    """The ring baseline's dependency-driven times without a replay: equal to lock-step.
+    Every link of ring k carries one chunk per step, of one size, and the send at step t
+    forwards the chunk that arrived over the previous link of its ring at step t − 1; so by
+    induction (all links alike under the rotation) every step-t send starts at
+    (t − 1)·(α + chunk time), the lock-step start, and the allreduce (the allgather reversed,
+    then the allgather) continues the same chain. tests/test_async_time.py checks it against
+    the replay."""
+    one = sum(w * (ring.num_steps * alpha_s + float(ring.tau) * m / bandwidth_Bps)
+              for m, w in sizes)
+    return {"allgather_async_s": one, "allreduce_async_s": 2 * one}
+
+
+def point_asyncs(points, workload: Workload, use_cache: bool = True,
+                 jobs: int | None = None) -> list[dict]:
+    """Each frontier point's (expr, T_L, τ) dependency-driven allgather and allreduce seconds,
+    disk-cached per point and workload: cached ones answered here, the rest on ``jobs``
+    workers."""
+    calls = [(expr, t_l, f"{Fraction(tau).numerator}/{Fraction(tau).denominator}",
+              *_workload_args(workload)) for expr, t_l, tau in points]
+    return finish_asyncs(_start(_point_prices, calls, use_cache, jobs))
+
+
+def start_baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
+                          jobs: int | None = None) -> tuple:
+    """Start pricing each baseline's (expr, schedule) dependency-driven allgather and
+    allreduce (they do not depend on the frontier: workers take them while the search
+    verifies); :func:`finish_asyncs` collects them."""
+    calls = [(expr, schedule, *_workload_args(workload)) for expr, schedule in specs]
+    return _start(_baseline_prices, calls, use_cache, jobs)
+
+
+def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
+    priced = cached(fn, use_cache)
+    known = {i: priced(*c) for i, c in enumerate(calls) if use_cache and priced.in_cache(*c)}
+    todo = [i for i in range(len(calls)) if i not in known]
+    # a warm search starts no worker pool
+    batch = begin(priced, [calls[i] for i in todo], jobs=jobs) if todo else None
+    return len(calls), known, todo, batch
+
+
+def finish_asyncs(started: tuple) -> list[dict]:
+    """The results of :func:`start_baseline_asyncs` (or a point batch), in call order."""
+    count, known, todo, batch = started
+    if batch is not None:
+        known.update(zip(todo, finish(batch, label="dependency-driven prices")))
+    return [known[i] for i in range(count)]
+
+
+def _workload_args(workload: Workload) -> tuple:
+    return (float(workload.alpha_s), float(workload.bandwidth_Bps),
+            [[float(m), float(w)] for m, w in workload.sizes])
+
+
+def check_price(price: str) -> str:
+    if price not in PRICES:
+        raise TopofinderError(f"price {price!r}; accepted: {', '.join(PRICES)}")
+    return price
