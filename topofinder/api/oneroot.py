@@ -22,7 +22,8 @@ def score_oneroot(source: Source, collective: str = Collective.BROADCAST, *, roo
     >>> score_oneroot("C(8,{1,3})", "broadcast")["TP_exact"]
     '1/1'
     """
-    return oneroot_score(load(source), collective, root, port_model, node_bandwidth, compare)
+    topo = load(source, collective=collective, root=root)
+    return oneroot_score(topo, collective, root, port_model, node_bandwidth, compare)
 
 
 def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
@@ -30,7 +31,8 @@ def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, 
                      path: str | os.PathLike | None = None) -> PeriodicSchedule:
     """The periodic broadcast (or reduce) schedule at the optimal TP, replayed (weighted trees
     and, under one-port, matchings; docs/formats.md); its JSON also written to ``path``."""
-    sched = oneroot_schedule(load(source), collective, root, port_model, node_bandwidth)
+    topo = load(source, collective=collective, root=root)
+    sched = oneroot_schedule(topo, collective, root, port_model, node_bandwidth)
     if path is not None:
         emit(sched.to_json() + "\n", path)
     return sched

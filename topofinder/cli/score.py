@@ -63,9 +63,12 @@ def _add_oneroot(p) -> None:
 def _run_oneroot(args) -> int:
     options = {"root": args.root, "port_model": args.port_model,
                "node_bandwidth": args.node_bandwidth}
-    info = api.score_oneroot(source(args), args.collective, **options)
+    # read once (a pipe such as <(cat f.edges) cannot be read twice), checked for what the
+    # collective needs: reachability from (to) the root, not strong connectivity
+    topo = api.load(args.expr, args.undirected, collective=args.collective, root=args.root)
+    info = api.score_oneroot(topo, args.collective, **options)
     if args.schedule:
-        api.schedule_oneroot(source(args), args.collective, path=args.schedule, **options)
+        api.schedule_oneroot(topo, args.collective, path=args.schedule, **options)
         info["schedule"] = args.schedule
     if args.json:
         print(json_text(info))

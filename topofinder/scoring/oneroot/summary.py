@@ -16,6 +16,7 @@ from topofinder.scoring.oneroot.steady import Throughput, throughput
 from topofinder.scoring.oneroot.structures import best_dag, weighted_trees
 from topofinder.scoring.oneroot.tree_heuristic import best_tree
 from topofinder.model.collectives import Collective
+from topofinder.model.needs import TO_ROOT
 
 #: Beyond this many nodes the best-DAG comparison is skipped (one LP per tried order).
 DAG_MAX_NODES = 2048
@@ -54,7 +55,7 @@ def oneroot_score(topo: Topology, collective: str = Collective.BROADCAST, root: 
     """TP exact with its certificate, plus the best tree and DAG for broadcast/reduce.
     TP is in unit messages per unit time (a unit message takes 1/C on a capacity-C link):
     a stream of H-byte messages runs at TP·b/H messages per second."""
-    pl = from_topology(topo, root, port_model, bandwidth)
+    pl = from_topology(topo, root, port_model, bandwidth, collective in TO_ROOT)
     res = throughput(pl, collective)
     out = {"expr": topo.expr, "n": topo.n, "collective": collective, "root": root,
            "port_model": port_model,
@@ -73,7 +74,8 @@ def oneroot_schedule(topo: Topology, collective: str = Collective.BROADCAST, roo
     if collective not in (Collective.BROADCAST, Collective.REDUCE):
         raise TopofinderError(f"periodic schedules are built for broadcast and reduce, not "
                               f"{collective!r}")
-    res = throughput(from_topology(topo, root, port_model, bandwidth), collective)
+    res = throughput(from_topology(topo, root, port_model, bandwidth, collective in TO_ROOT),
+                     collective)
     pl = res.platform
     if res.certificate.get("primal") == "tree":
         trees = [(res.value, _tree_of(res))]
