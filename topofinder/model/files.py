@@ -68,11 +68,7 @@ def topology_text(topo: Topology, fmt: str) -> str:
                 f"# one line per arc: u v{' capacity' if topo.heterogeneous or unit else ''}\n")
         names = [str(i) for i in range(topo.n)]
         if topo.labels is not None:
-            bad = next((x for x in topo.labels if not re.fullmatch(r"[^\s#]+", x)), None)
-            if bad is not None:
-                raise TopofinderError(f"node name {bad!r} has a space or '#'; write this "
-                                      "topology as json or graphml")
-            names = list(topo.labels)
+            names = [_token(x) for x in topo.labels]
             head += "".join(f"# node {i} {x}\n" for i, x in enumerate(names))
         if topo.has_switches:
             head += "switch " + " ".join(names[s] for s in topo.switches.tolist()) + "\n"
@@ -247,25 +243,76 @@ def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
     raise TopofinderError(f"{path}: bandwidths finer than 1 Mbps are not supported")
 
 
+#: Words with a meaning in the first field of an edge-list line.
+_KEYWORDS = ("switch", "node_bandwidth")
+_PLAIN = re.compile(r'[^\s#"][^\s#]*')
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _token(name: str) -> str:
+    """A node name as an edge-list field: as it is when it is one plain word, else (spaces,
+    '#', a leading '"', a keyword such as ``switch``) a JSON string literal."""
+    if _PLAIN.fullmatch(name) and name.lower() not in _KEYWORDS:
+        return name
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _fields(line: str, where: str) -> tuple[list[str], bool]:
+    """The fields of an edge-list line up to a '#' comment (a field starting with '"' is a
+    JSON string literal, so it may hold spaces and '#'), and whether the first was quoted."""
+    fields, quoted, at = [], False, 0
+    while True:
+        while at < len(line) and line[at].isspace():
+            at += 1
+        if at == len(line) or line[at] == "#":
+            return fields, quoted
+        m = (_QUOTED if line[at] == '"' else _PLAIN).match(line, at)
+        if m is None:
+            raise TopofinderError(f"{where}: unterminated quoted name")
+        if line[at] == '"':
+            try:
+                fields.append(json.loads(m.group()))
+            except ValueError:
+                raise TopofinderError(f"{where}: bad escape in a quoted name") from None
+            quoted = quoted or not fields[1:]
+        else:
+            fields.append(m.group())
+        at = m.end()
+        if at < len(line) and not line[at].isspace() and line[at] != "#":
+            raise TopofinderError(f"{where}: a quoted name must be followed by a space")
+
+
+def _directive(line: str, where: str) -> tuple[int, str] | None:
+    """(rank, name) of a '# node RANK NAME' line (NAME one field, maybe quoted), else None."""
+    m = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(.*?)\s*", line)
+    if m is None:
+        return None
+    try:
+        fields, _ = _fields(m.group(2), where)
+    except TopofinderError:
+        return None
+    return (int(m.group(1)), fields[0]) if len(fields) == 1 else None
+
+
 def _read_edgelist(path: str, text: str, undirected: bool | None, need: Need) -> Topology:
     arcs, declared, switches, cap_b = [], {}, [], None
     for lineno, line in enumerate(text.splitlines(), 1):
-        directive = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(\S+)\s*", line)
+        directive = _directive(line, f"{path}:{lineno}")
         if directive:
-            rank, name = int(directive.group(1)), directive.group(2)
+            rank, name = directive
             if rank in declared:
                 raise TopofinderError(f"{path}:{lineno}: rank {rank} is declared twice")
             declared[rank] = name
             continue
-        fields = line.split("#", 1)[0].split()
+        fields, quoted = _fields(line, f"{path}:{lineno}")
         if not fields:
             continue
-        if fields[0].lower() == "switch":
+        if fields[0].lower() == "switch" and not quoted:
             if len(fields) < 2:
                 raise TopofinderError(f"{path}:{lineno}: 'switch' needs at least one node")
             switches += fields[1:]
             continue
-        if fields[0].lower() == "node_bandwidth":
+        if fields[0].lower() == "node_bandwidth" and not quoted:
             if len(fields) != 2 or cap_b is not None:
                 raise TopofinderError(f"{path}:{lineno}: expected one 'node_bandwidth B' line "
                                       f"with one value")
