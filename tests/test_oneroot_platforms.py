@@ -91,3 +91,18 @@ def test_json_cost_attribute(tmp_path):
                                        for u, w, c in edges]}))
     assert load_topology(str(f), need=Need("broadcast")).same_arcs(
         load_topology(FIG1, need=Need("broadcast")))
+
+
+def test_process_substitution_is_read_once(tmp_path):
+    """`score <(cat f.edges) --collective broadcast --schedule S`: a pipe at /dev/fd/N is read
+    (once: score and schedule share the topology; a pipe cannot be re-read)."""
+    import subprocess
+    import sys
+    out = tmp_path / "s.json"
+    cmd = (f"{sys.executable} -m topofinder score <(cat {FIG1}) --collective broadcast "
+           f"--schedule {out} --json")
+    run = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["TP_exact"] == "1/1"
+    assert json.loads(out.read_text())["throughput"] == "1/1"
