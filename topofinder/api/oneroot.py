@@ -12,18 +12,22 @@ from topofinder.model.collectives import Collective
 
 
 def score_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
-                  port_model: str = "one", node_bandwidth=None, compare: bool = True) -> dict:
+                  port_model: str = "one", node_bandwidth=None, compare: bool = True,
+                  progress=None) -> dict:
     """The steady-state throughput of a one-root ``collective`` (broadcast, reduce, scatter,
     gather) from ``root`` under ``port_model`` ("one", "multi", or "node" with
     ``node_bandwidth`` B in units of b), as `topofinder score --collective` prints it: TP
     exact ("p/q", unit messages per unit time) with its certificate, and for broadcast and
-    reduce the best single tree (heuristic) and best DAG next to it.
+    reduce the best single tree (heuristic) and best DAG next to it, with their ratios to
+    TP. ``progress(round, bound, violated cuts)`` follows the cut generation of large
+    one-port / node-capacity broadcasts.
 
     >>> score_oneroot("C(8,{1,3})", "broadcast")["TP_exact"]
     '1/1'
     """
     topo = load(source, collective=collective, root=root)
-    return oneroot_score(topo, collective, root, port_model, node_bandwidth, compare)
+    return oneroot_score(topo, collective, root, port_model, node_bandwidth, compare,
+                         progress)
 
 
 def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,

@@ -410,15 +410,18 @@ def scatter(pl: Platform) -> Throughput:
                                            zip(_destinations(pl), sol.y[first:]) if y}})
 
 
-def throughput(pl: Platform, collective: str = Collective.BROADCAST) -> Throughput:
-    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``)."""
+def throughput(pl: Platform, collective: str = Collective.BROADCAST,
+               progress=None) -> Throughput:
+    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``);
+    ``progress(round, bound, violated cuts)`` follows broadcast/reduce cut generation."""
     if collective not in COLLECTIVES:
         raise TopofinderError(f"collective {collective!r} unknown; use one of "
                               f"{', '.join(COLLECTIVES)}")
     if collective in (Collective.REDUCE, Collective.GATHER):
         pl = pl.reversed()
     if collective in (Collective.BROADCAST, Collective.REDUCE):
-        res = multiport_broadcast(pl) if pl.port_model == "multi" else lp_broadcast(pl)
+        res = (multiport_broadcast(pl) if pl.port_model == "multi"
+               else lp_broadcast(pl, progress=progress))
     else:
         res = scatter(pl)
     return Throughput(collective, res.value, res.rates, pl, res.certificate)
