@@ -91,7 +91,8 @@ def check_primal(pl, res) -> None:
                if v != pl.root) >= res.value * den
 
 
-CASES = [(n, seed, pm) for n in (8, 16, 24, 32) for seed in range(4) for pm in ("one", "node")]
+CASES = [(n, seed, pm) for n in (8, 16, 24, 32) for seed in range(4)
+         for pm in ("one", "node")] + [(64, 0, "one"), (64, 1, "node")]
 
 
 @pytest.mark.parametrize("n,seed,port_model", CASES)
@@ -132,3 +133,24 @@ def test_large_platform_certified(n):
     res = steady.throughput(pl)
     check_primal(pl, res)
     assert res.value <= steady.port_bound(pl)[0]
+
+
+def _schedule_replays(n: int, seed: int) -> None:
+    from topofinder.model.oneroot_schedule import replay
+    from topofinder.scoring.oneroot.summary import oneroot_schedule
+    topo = random_platform(n, 4, seed)
+    sched = oneroot_schedule(topo, "broadcast", 0, "one")
+    tp = steady.throughput(from_topology(topo, 0, "one")).value
+    assert sched.throughput == tp and replay(sched).throughput == tp
+
+
+def test_heterogeneous_schedule_replays_to_tp():
+    """Weighted trees and one-port matchings of a heterogeneous platform whose optimum is
+    not one tree (seed 1 at N = 32: TP 2, best tree 10/7), replayed to TP."""
+    _schedule_replays(32, 1)
+
+
+@pytest.mark.slow
+def test_n1024_schedule_replays_to_tp():
+    """Issue 40: the periodic schedule of an N = 1024 heterogeneous platform (minutes, 2.5 GB)."""
+    _schedule_replays(1024, 1)
