@@ -96,8 +96,7 @@ CASES = [(n, seed, pm) for n in (8, 16, 24, 32) for seed in range(4)
 
 
 @pytest.mark.parametrize("n,seed,port_model", CASES)
-def test_cut_generation_equals_independent_ssb(n, seed, port_model, monkeypatch):
-    monkeypatch.setattr(steady, "FLOW_FORM_CELLS", 0)
+def test_cut_generation_equals_independent_ssb(n, seed, port_model):
     pl = from_topology(random_platform(n, 4, seed), 0, port_model,
                        3 if port_model == "node" else None)
     res = steady.lp_broadcast(pl)
@@ -107,9 +106,8 @@ def test_cut_generation_equals_independent_ssb(n, seed, port_model, monkeypatch)
         assert res.value == steady.port_bound(pl)[0]
 
 
-def test_both_certificates_occur(monkeypatch):
+def test_both_certificates_occur():
     """The cases above reach both ends of lp_broadcast: a port-row bound and an LP dual."""
-    monkeypatch.setattr(steady, "FLOW_FORM_CELLS", 0)
     kinds = set()
     for n, seed, pm in CASES:
         pl = from_topology(random_platform(n, 4, seed), 0, pm, 3 if pm == "node" else None)

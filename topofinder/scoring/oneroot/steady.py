@@ -211,13 +211,9 @@ def port_bound(pl: Platform) -> tuple[Fraction, tuple[int, str]]:
     return best
 
 
-#: Up to this many flow variables (destinations × links) broadcast is solved in 003's own SSB
-#: form (one flow per destination, link rate ≥ each flow), beyond by cut generation.
-FLOW_FORM_CELLS = 200_000
-
-
 def flow_broadcast(pl: Platform) -> Throughput:
-    """003 §5.2 SSB as max TP: per destination i a flow x_i of value TP from the root,
+    """003 §5.2 SSB as max TP (the tests' second method; :func:`lp_broadcast` is 25–200×
+    faster on heterogeneous Pi(4,64) and answers where this one needs (N−1)·|E| columns): per destination i a flow x_i of value TP from the root,
     x_{i,e} ≤ n_e, port rows on n. Columns: n_e (0..m−1), TP (m), then x_{i,e}. Certified
     by its rounded dual (exactly dual feasible: an upper bound b·y) and link rates n from a
     second solve with TP fixed at b·y minimising Σ n_e·c_e (a cleaner vertex), rounded, which
@@ -276,9 +272,8 @@ def _ports_hold(pl: Platform, rates: list[Fraction]) -> bool:
 
 def lp_broadcast(pl: Platform, max_rounds: int = 500, progress=None) -> Throughput:
     """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact. The greedy
-    tree (tree_heuristic) answers when its rate meets a port-row bound B; small platforms
-    ((N−1)·|E| ≤ FLOW_FORM_CELLS) go to :func:`flow_broadcast`. Otherwise rounds on a warm
-    GLOP LP (glop_lp) at a target U, first U = B: the rates with TP = U that use the ports
+    tree (tree_heuristic) answers when its rate meets a port-row bound B. Otherwise rounds on
+    a warm GLOP LP (glop_lp) at a target U, first U = B: the rates with TP = U that use the ports
     most (max Σ c_e·n_e under ``one``, Σ n_e under ``node``), a point deep in the optimal
     face (the max-TP vertex puts rate on as few links as it can and violates hundreds of cuts
     a round: a heterogeneous N = 512 platform took over 400 s), are separated by max-flows
@@ -295,8 +290,6 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500, progress=None) -> Throughp
                           _tree_rates(pl, parent, tree_tp), pl,
                           {"kind": "port-row", "primal": "tree", "node": row[0],
                            "row": row[1], "bound": bound})
-    if (pl.n - 1) * pl.m <= FLOW_FORM_CELLS:
-        return flow_broadcast(pl)
     lp = cut_lp(pl)
     cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
     first_cut_row = len(lp.rows) - len(cuts)
