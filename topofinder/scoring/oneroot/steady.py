@@ -333,16 +333,40 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500, progress=None) -> Throughp
     raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
 
 
+def _within_ports(pl: Platform, rates: list[Fraction]) -> list[Fraction]:
+    """``rates`` with every over-full port row scaled down to its bound (send rows, then
+    receive rows; scaling only lowers rates, so rows already met stay met), negatives 0."""
+    rates = [max(r, Fraction(0)) for r in rates]
+    coef, bound = pl.port_coefficients(), pl.port_bound()
+    if coef is None:
+        return rates
+    for ends in (pl.src, pl.dst):
+        load = [Fraction(0)] * pl.n
+        for e, r in enumerate(rates):
+            load[int(ends[e])] += coef[e] * r
+        rates = [r * bound / load[int(ends[e])] if load[int(ends[e])] > bound else r
+                 for e, r in enumerate(rates)]
+    if pl.link_bounds():
+        rates = [min(r, Fraction(int(c))) for r, c in zip(rates, pl.cap)]
+    return rates
+
+
 def _rounded(pl: Platform, x: np.ndarray, tp: Fraction):
-    """(rates, None): the first rounding of float rates ``x`` meeting the port rows and
-    min_v maxflow ≥ tp exactly; else (None, a cut they violate exactly, or None)."""
+    """(rates, None): the first rounding of float rates ``x`` (denominators up to each of
+    DENOMINATORS, over-full port rows scaled back to their bound: a rounding 10⁻¹⁵ above a
+    tight row) meeting the port rows and min_v maxflow ≥ tp exactly; else (None, a cut the
+    last rounding violates exactly, or None)."""
     side = None
     for q in DENOMINATORS:
         rates = [Fraction(float(t)).limit_denominator(q) for t in x]
-        if _ports_hold(pl, rates):
+        if not _ports_hold(pl, rates):
+            rates = _within_ports(pl, rates)
+        try:
             side = _exact_feasible(pl, rates, tp)
-            if side is None:
-                return rates, None
+        except TopofinderError:              # denominators beyond 64-bit max-flow
+            continue
+        if side is None:
+            return rates, None
     return None, side
 
 
@@ -367,6 +391,10 @@ def _certify(pl: Platform, warm: WarmLP, lp: LP, target: Fraction, at_bound: boo
             raise TopofinderError("could not certify the broadcast LP's bound exactly")
         x = sol[0][:pl.m]
     rates, side = _rounded(pl, x, target)
+    if rates is None:                        # the vertex of least port use rounds cleaner
+        lean = warm.solve({e: -c for e, c in fat.items()}, {pl.m: target})
+        if lean is not None:
+            rates, side = _rounded(pl, lean[0][:pl.m], target)
     if rates is not None:
         return target, rates, y
     if side is None:
