@@ -45,7 +45,8 @@ _SCALE = 2**40
 #: Relative tolerance under which a float cut counts as violated.
 _TOL = 1e-9
 #: Cut generation also adds the cuts within this relative margin of TP at phase 2's rates
-#: (valid cuts all, so the bound is unchanged; they save rounds).
+#: (valid cuts all, so the bound is unchanged; random N = 200, 8 arcs a node: 59 rounds
+#: and 62 s without, 8 rounds and 5 s at 0.05; 0.15 takes 32 rounds).
 NEAR_CUTS = 0.05
 
 
@@ -152,25 +153,32 @@ def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float,
                    margin: float = 0.0) -> list[np.ndarray]:
     """Root cuts whose float rate is below TP·(1 + ``margin``): the sink side of each
     max-flow that falls short (the smallest such set around v, so disjoint deficient regions
-    each get their own cut), skipping sinks inside a sink side found in this round."""
+    each get their own cut), skipping sinks inside the sink side of a cut found violated
+    (below TP) in this round; a cut only within the margin hides none."""
     scale = _SCALE / max(float(rates.max()), 1e-300)
     from ortools.graph.python import max_flow   # loaded when a max-flow runs, not per command
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
                               np.floor(np.maximum(rates, 0) * scale).astype(np.int64))
-    need = tp * scale * (1 + margin if margin else 1 - _TOL)
+    short = tp * scale * (1 - _TOL)
+    need = max(short, tp * scale * (1 + margin))
     covered = np.zeros(pl.n, bool)
-    cuts = []
+    cuts, seen = [], set()
     for v in _destinations(pl):
         if covered[v]:
             continue
         mf.solve(pl.root, int(v))
-        if mf.optimal_flow() < need:
+        flow = mf.optimal_flow()
+        if flow < need:
             sink = np.asarray(mf.get_sink_side_min_cut(), np.int64)
             side = np.ones(pl.n, bool)
             side[sink] = False
-            cuts.append(side)
-            covered[sink] = True
+            key = side.tobytes()
+            if key not in seen:
+                seen.add(key)
+                cuts.append(side)
+            if flow < short:
+                covered[sink] = True
     return cuts
 
 
@@ -311,10 +319,12 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500, progress=None) -> Throughp
                                                       "tree"))
             continue
         rates_f, u = sol[0][:pl.m], float(target)
-        new = _violated_cuts(pl, rates_f, u)
+        new = _violated_cuts(pl, rates_f, u, NEAR_CUTS)
+        short = sum(rates_f[side[pl.src] & ~side[pl.dst]].sum() < u * (1 - _TOL)
+                    for side in new)
         if progress is not None:
-            progress(rnd, u, len(new))
-        if not new:
+            progress(rnd, u, short)
+        if not short:
             done = _certify(pl, warm, lp, target, target == bound, fat, rates_f)
             if isinstance(done, tuple):
                 tp, rates, y = done
