@@ -529,7 +529,7 @@ def _hetero_tp(n: int, seeds) -> None:
         assert throughput(pl).certificate["kind"] in ("port-row", "lp-dual")
 
 
-for _n, _worst in ((512, 13), (1024, 16)):
+for _n, _worst in ((512, 12), (1024, 17)):
     case(f"one-port broadcast, random heterogeneous N={_n} (ring + 3 random arcs/node, "
          f"caps {{1,2,3,5,8}}), seed {_worst} (slowest of 0..19 on the shared machine)", 60.0,
          group="oneroot", repeat=1)(lambda _, n=_n, w=_worst: _hetero_tp(n, [w]))
