@@ -36,7 +36,8 @@ API_NAMES = ("Source", "load", "score", "schedule", "load_schedule", "relabel", 
              "AllToAllSchedule", "FC_TIME_LIMIT", "DEFAULT_INTRA", "SCHEDULE_FORMATS",
              "CATALOG_PRESETS", "AFFINE_TRIES", "AFFINE_SEED", "MAX_BENCH_REPEAT",
              "RUN_DESCRIPTION", "failed", "fail", "bypass", "spare", "PAIR_BUDGET",
-             "Collective")
+             "Collective", "export_rank_schedule", "check_rank_schedules", "is_rank_document",
+             "rank_block")
 
 __all__ = ["Topology", "TopofinderError", "__version__", *API_NAMES]
 

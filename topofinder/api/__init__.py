@@ -39,6 +39,9 @@ from topofinder.api.schedules import (
     SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,
     schedule,
 )
+from topofinder.api.rank_schedules import (
+    check_rank_schedules, export_rank_schedule, is_rank_document, rank_block,
+)
 from topofinder.api.search import (
     DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,
 )

@@ -15,6 +15,7 @@ from decimal import Decimal
 
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
+from topofinder.finder.certify import DEFAULT_SAMPLE, DEFAULT_SEED
 from topofinder.families.build import load_topology
 from topofinder.resilience.moves import move_aware
 from topofinder.resilience.phases import load_phases, phase_plan
@@ -62,6 +63,29 @@ def hierarchy(frontier: tuple[FrontierPoint, ...], gpus_per_node: int, intra: st
     return Hierarchy(gpus_per_node, intra, scores, best)
 
 
+def verification(verified_by: str, sample: int | None, seed: int | None
+                 ) -> tuple[int, int] | None:
+    """(sample, seed) of the verification by construction ``verified_by`` allows, or None
+    (`search --verified-by`, --verify-sample, --verify-seed)."""
+    ways = {w.strip() for w in str(verified_by).split(",") if w.strip()}
+    unknown = ways - {"full", "symmetry", "construction"}
+    if unknown or not {"full", "symmetry"} <= ways:
+        raise TopofinderError(f"search: --verified-by {verified_by}: give full,symmetry or "
+                              f"full,symmetry,construction")
+    if sample is not None and (int(sample) != sample or sample < 1):
+        raise TopofinderError(f"search: --verify-sample must be a positive integer, got "
+                              f"{sample}")
+    if seed is not None and (int(seed) != seed or seed < 0):
+        raise TopofinderError(f"search: --verify-seed must be >= 0, got {seed}")
+    if "construction" not in ways:
+        if sample is not None:
+            raise TopofinderError("search: --verify-sample needs construction in "
+                                  "--verified-by")
+        return None
+    return (int(DEFAULT_SAMPLE if sample is None else sample),
+            int(DEFAULT_SEED if seed is None else seed))
+
+
 def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True, progress: bool = False,
            kstep: bool = False, baselines: bool = False,
@@ -71,7 +95,9 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
            robust: bool = False, rank_by_robust: bool = False,
            cabled_from: str | os.PathLike | None = None, max_moves: int | None = None,
            moves_method: str | None = None,
-           phases: str | os.PathLike | None = None) -> SearchResult:
+           phases: str | os.PathLike | None = None,
+           verified_by: str = "full,symmetry,construction", verify_sample: int | None = None,
+           verify_seed: int | None = None) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
@@ -89,7 +115,10 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     only points within that many moves (topofinder.resilience.moves). ``phases``: a phases
     TOML (topofinder.resilience.phases): ``.phases`` answers one fabric for all phases or one
     per phase with the switch cost counted, and the break-even; the frontier is then searched
-    with all-to-all scores when a phase has an all-to-all share."""
+    with all-to-all scores when a phase has an all-to-all share. ``verified_by``: the ways a
+    point may be verified, comma-separated from full, symmetry, construction (full and
+    symmetry always apply; construction: topofinder.finder.certify, with ``verify_sample``
+    receivers replayed exactly, default DEFAULT_SAMPLE, and ``verify_seed``)."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
@@ -114,9 +143,11 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     if robust and workload is not None and workload.broadcast_share:
         raise TopofinderError("search: --robust prices the worst failure's allreduce and "
                               "all-to-all only; drop --broadcast-share or --robust")
+    construction = verification(verified_by, verify_sample, verify_seed)
     result = _search(n, d, workload, bidirectional=bidirectional, jobs=jobs,
                      use_cache=use_cache, progress=progress or None, kstep=kstep,
-                     baselines=baselines, moe=moe, baseline_progress=baseline_progress)
+                     baselines=baselines, moe=moe, baseline_progress=baseline_progress,
+                     construction=construction)
     if robust:
         result = robust_search(result, workload, rank_by_robust)
     if spec is not None:

@@ -463,6 +463,43 @@ for _d in (4, 8, 16):
          120.0, group="scale", repeat=1)(_search_at_scale(100_000, _d, 8.0))
 
 
+def _search_by_construction(n: int, d: int, max_gb: float, want: str):
+    """`search --n N --d D` (issue 39) in a fresh process: no skipped point, the frontier
+    holds a point ``want`` says is there (a Python condition on p), within ``max_gb``."""
+    def run(_):
+        bad = _in_fresh_process(
+            f"r = tf.search({n}, {d}, baselines=True)\n"
+            "bad = [s['expr'] for s in r.unverified]\n"
+            f"bad += [] if any({want} for p in r.frontier) else ['no point: ' + {want!r}]\n",
+            f"search {n} {d}", max_gb)
+        if bad:
+            raise AssertionError(f"search {n} {d}: {', '.join(bad)}")
+    return run
+
+
+case("search --n 100000 --d 8: L^2(Pi(4,3125))*2 verified by construction, nothing skipped "
+     "(<= 8 GiB)", 120.0, group="scale", repeat=1)(_search_by_construction(
+         100_000, 8, 8.0, "p.T_L <= 9 and p.tau <= 1.33289 and p.verified"))
+case("search --n 65536 --d 4: a verified point at T_L <= 10, nothing skipped (<= 8 GiB)",
+     120.0, group="scale", repeat=1)(_search_by_construction(
+         65_536, 4, 8.0, "p.T_L <= 10 and p.verified"))
+
+
+def _export_rank(expr: str, coll: str, max_gb: float):
+    """`export EXPR --what schedule --rank 12345 --collective COLL` (issue 39) in a fresh
+    process, to memory, within ``max_gb`` GiB."""
+    def run(_):
+        _in_fresh_process(f"tf.export_rank_schedule({expr!r}, (12345, 12346), {str(coll)!r}, "
+                          "'json', None)\nbad = []\n", f"export {expr} --rank", max_gb)
+    return run
+
+
+for _coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
+    case(f"export L^2(Pi(4,3125))*2 --rank 12345 --collective {_coll} (N=10^5, from the "
+         f"expansion rules; <= 1 GiB)", 3.0, group="scale", repeat=3)(
+        _export_rank("L^2(Pi(4,3125))*2", _coll, 1.0))
+
+
 @case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",
       repeat=3)
 def _ring_by_symmetry(_):

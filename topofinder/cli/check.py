@@ -19,7 +19,10 @@ def add(sub) -> None:
         --diff, export the schedule with --relabel MAP.csv to check it against the new plan.""")
     p.add_argument("plan", metavar="PLAN.csv", help="patch-panel plan (export --what "
                                                     "patch-panel, or a diff's new plan)")
-    p.add_argument("schedule", metavar="SCHEDULE", help="schedule file (.json, .xml, .npz)")
+    p.add_argument("schedule", metavar="SCHEDULE", nargs="+",
+                   help="schedule file (.json, .xml, .npz), or a set of per-rank files "
+                        "(export --rank/--ranks), checked together: every send between "
+                        "their ranks must be the other file's receive")
     p.add_argument("--diff", default=None, metavar="DIFF.csv",
                    help="first apply this diff (export --what patch-panel --diff) to the plan: "
                         "unplug its remove rows (each must be in the plan), plug its add rows")
@@ -27,7 +30,10 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
-    report = api.check_schedule(args.plan, args.schedule, args.diff)
+    if len(args.schedule) > 1 or api.is_rank_document(args.schedule[0]):
+        report = api.check_rank_schedules(args.plan, args.schedule, args.diff)
+    else:
+        report = api.check_schedule(args.plan, args.schedule[0], args.diff)
     if report.note:
         print(f"check: note: {report.note}", file=sys.stderr)
     print(f"check: ok — {report.sends} sends on {report.pairs} node pairs ride the plan's "

@@ -10,9 +10,18 @@ import time
 from topofinder import api
 from topofinder.cli.common import source
 from topofinder.api import Collective
+from topofinder.errors import TopofinderError
 
 
 def add_options(p) -> None:
+    block = p.add_mutually_exclusive_group()
+    block.add_argument("--rank", type=int, default=None, metavar="R",
+                       help="schedule: only rank R's sends and receives (steps, peers, chunk "
+                            "runs), at any N: a per-rank document (json or npz; "
+                            "docs/formats.md), generated from the expansion rules beyond the "
+                            "replay limit; 'check PLAN FILES...' checks a set of them together")
+    block.add_argument("--ranks", default=None, metavar="A:B",
+                       help="schedule: the per-rank document of ranks A..B-1")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
@@ -105,6 +114,18 @@ def run(args, renaming=None) -> int:
     """Build, rename and write the schedule; for all-to-all one stderr line compares its
     bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
     start = time.perf_counter()
+    if args.rank is not None or args.ranks is not None:
+        if args.kind != "steps" or renaming is not None:
+            raise TopofinderError("export --rank: a per-rank document of a step schedule, "
+                                  "without --kind trees or --relabel")
+        block = api.rank_block(args.rank, args.ranks)
+        doc = api.export_rank_schedule(source(args), block, args.collective,
+                                       args.format or "json", args.output or "-")
+        if args.output not in (None, "-"):
+            print(f"ranks {block[0]}..{block[1] - 1} of {doc['topology']}: "
+                  f"{len(doc['sends'])} sends, {len(doc['receives'])} receives, "
+                  f"{time.perf_counter() - start:.2f} s", file=sys.stderr)
+        return 0
     xml = dict(channels=args.channels, protocol=args.protocol, runtime=args.runtime,
                inplace=args.inplace, max_steps=args.max_steps, min_bytes=args.min_bytes,
                max_bytes=args.max_bytes,

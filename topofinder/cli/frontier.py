@@ -12,14 +12,15 @@ from topofinder.api import Collective
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
     rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
-             "all-to-all", "schedule")]
+             "all-to-all", "schedule", "verified")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
             "D" if p["bidirectional"] else "-")
         fc = "" if p["tau_fc"] is None else f"{p['tau_fc']:.4f}"
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
-                     f"{p['tau']:.4f}", fc, str(p["diameter"]), flags,
-                     _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"]))
+                     f"{p['tau']:.4f}", fc, "" if p["diameter"] is None else str(p["diameter"]),
+                     flags, _us(p["allreduce_time_s"]), _us(p["alltoall_time_s"]), p["schedule"],
+                     _verified(p)))
     if any(Collective.BROADCAST in p for p in result["frontier"]):
         rows[0] += ("broadcast TP", Collective.BROADCAST)
         for i, p in enumerate(result["frontier"]):
@@ -51,6 +52,12 @@ def format_frontier(result: dict) -> str:
     lines += table(rows)
     best = result["frontier"][result["recommended"]]
     lines.append("flags: B = BW-optimal, M = Moore-optimal, D = bidirectional (duplex)")
+    for p in result["frontier"]:
+        if p.get("certificate"):
+            lines.append(f"verified by construction: {p['expr']}: operands replayed in full "
+                         f"({', '.join(p['certificate']['bases'])}), preconditions checked, "
+                         f"{p['certificate']['sample']} receivers replayed exactly (seed "
+                         f"{p['certificate']['seed']}): {p['certificate']['detection']}")
     if not all(p["verified"] or p.get("cabled") for p in result["frontier"]):
         lines.append("note: schedules too large to replay in memory were not built; their T_L "
                      "and tau are the exact BFB scores / theorem values (verified: false)")
@@ -105,6 +112,13 @@ def _format_phases(ph: dict) -> list[str]:
             + ("per-phase fabrics never pay (no saving)" if even is None else
                f"per-phase fabrics pay from {even:.4g} operations per cycle "
                f"({_ms(ph['break_even_s'])} of communication) on")]
+
+
+def _verified(p: dict) -> str:
+    """How a point was verified: full, symmetry, construction (k receivers sampled), no."""
+    how = p.get("verified_by") or "no"
+    cert = p.get("certificate")
+    return f"{how} (k={cert['sample']})" if cert else how
 
 
 def _ms(x) -> str:

@@ -91,6 +91,22 @@ def add(sub) -> None:
                         "reconfiguration cost: 'cost' for an OCS, 'per_move' for a patch "
                         "panel; docs/formats.md): answer one fabric for all phases or one "
                         "per phase with the switch cost counted, and the break-even")
+    p.add_argument("--verified-by", default="full,symmetry,construction", metavar="WAYS",
+                   help="how a frontier point may be verified: full (its schedule replayed), "
+                        "symmetry (one source per orbit replayed), construction (a point built "
+                        "by line-graph, degree or Cartesian expansions beyond the replay "
+                        "limit: its operand replayed in full, each theorem's preconditions "
+                        "checked, and a uniform sample of receivers replayed exactly from the "
+                        "expansion rule; tau_fc, all-to-all and diameter are then not "
+                        "computed). 'full,symmetry' keeps construction-only points under "
+                        "skipped_points (default full,symmetry,construction)")
+    p.add_argument("--verify-sample", type=int, default=None, metavar="K",
+                   help="receivers replayed exactly per point verified by construction: a "
+                        "fault touching a fraction p of the receivers is caught with "
+                        "probability >= 1 - (1 - p)^K (default 32)")
+    p.add_argument("--verify-seed", type=int, default=None, metavar="S",
+                   help="seed of that sample (default 0; recorded in the point's "
+                        "certificate)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=run)
 
@@ -107,7 +123,9 @@ def run(args) -> int:
                         intra=args.intra, baseline_progress=_baseline_progress,
                         robust=args.robust, rank_by_robust=args.rank_by == "robust",
                         cabled_from=args.cabled_from, max_moves=args.max_moves,
-                        moves_method=args.moves_method, phases=args.phases)
+                        moves_method=args.moves_method, phases=args.phases,
+                        verified_by=args.verified_by, verify_sample=args.verify_sample,
+                        verify_seed=args.verify_seed)
     if args.plot:
         api.plot(result, args.plot)
     doc = result.to_dict()

@@ -170,15 +170,17 @@ def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | No
     return final
 
 
-def verifiable_frontier(predicted: list[Candidate]) -> tuple[list[Candidate], list[dict]]:
+def verifiable_frontier(predicted: list[Candidate], construction: bool = False
+                        ) -> tuple[list[Candidate], list[dict]]:
     """The Pareto frontier (flags ignored) of the candidates that can be verified within the
     budget (verify.unverifiable_reason), and the frontier points left out, with their exact
     predicted (T_L, τ) and the reason ({"expr", "T_L", "tau_exact", "reason"}): when a
-    frontier point is dropped, the candidates it alone dominated come back."""
+    frontier point is dropped, the candidates it alone dominated come back. ``construction``:
+    points verified by construction count as verifiable (topofinder.finder.certify)."""
     pool, skipped = list(predicted), []
     while True:
         front = growth.pareto(pool, with_flags=False)
-        reasons = {c.expr: unverifiable_reason(c) for c in front}
+        reasons = {c.expr: unverifiable_reason(c, construction) for c in front}
         bad = [c for c in front if reasons[c.expr]]
         if not bad:
             return front, skipped
@@ -205,23 +207,26 @@ def skipped_bases(n: int, d: int) -> list[dict]:
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
-                      progress: Callable | None = None
+                      progress: Callable | None = None,
+                      construction: tuple[int, int] | None = None
                       ) -> tuple[list[tuple[Candidate, VerifiedPoint]], list[dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored; and the
     predicted points left out because they cannot be replayed within the budget
     (`verifiable_frontier`). The workers that help verify start importing first, while this
-    process predicts (prestart)."""
+    process predicts (prestart). ``construction`` = (sample, seed): also verify points by
+    construction (topofinder.finder.certify); None: by full replay or symmetry only."""
     prestart(verify_candidate, verify_jobs(n, d, jobs))
     predicted, skipped = verifiable_frontier(
-        final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep))
+        final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep),
+        construction is not None)
     if not predicted:
         raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")
     verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
-                            [(c, full_alltoall) for c in predicted],
+                            [(c, full_alltoall, construction) for c in predicted],
                             jobs=verify_jobs(n, d, jobs), progress=progress,
                             label="verifying frontier", share=True,
-                            weights=[verify_work(c) for c in predicted] if progress else None)
+                            weights=[verify_work(c, construction) for c in predicted] if progress else None)
     return list(zip(predicted, verified)), skipped
 
 

@@ -45,6 +45,8 @@ class Operator:
     bounds; ``operand_limits(limit, operands, k)`` → the T_L below which an operand can still
     give T_L < limit; ``accepts(candidate)``: may be an operand; ``flags(operands, k)`` → the
     result's Candidate flags. ``associative``: nested applications flatten (products).
+    ``preconditions(g, a)``: (name, holds) of each precondition of the operator's theorem on
+    its operand topology g and allgather a (its T_L, τ exact; topofinder.finder.certify).
     ``symbol``: the grammar's operator it expands (topofinder.families.syntax: "L", "*", "^",
     "Bi", "x"; None: not written in expressions); ``repeats``: the grammar's k counts
     applications (L^k) rather than being the operator's own k."""
@@ -65,6 +67,7 @@ class Operator:
     associative: bool = False
     symbol: str | None = None
     repeats: bool = False
+    preconditions: Callable[[Topology, Any], list[tuple[str, bool]]] = lambda g, a: []
 
 
 OPERATORS: dict[str, Operator] = {}
@@ -131,6 +134,27 @@ def _line_text(recipe) -> str:
     return f"L({node.expr})" if times == 1 else f"L^{times}({node.expr})"
 
 
+def _line_pre(g: Topology, a) -> list[tuple[str, bool]]:
+    """Def 12, Thm 7, 10: homogeneous links; every out-neighbourhood above one node (τ exact)."""
+    return [("homogeneous links (Def 12)", not g.heterogeneous),
+            ("every out-neighbourhood has more than one node (Thm 10: tau exact)",
+             bool(g.link_matrix.getnnz(axis=1).min() > 1))]
+
+
+def _degree_pre(g: Topology, a) -> list[tuple[str, bool]]:
+    """Def 13, Thm 11: no self-loops, d-regular, homogeneous links."""
+    return [("no self-loops (Def 13)", g.self_loops == 0), ("d-regular (Thm 11)", g.is_regular),
+            ("homogeneous links (Thm 11)", not g.heterogeneous)]
+
+
+def _bi_pre(g: Topology, a) -> list[tuple[str, bool]]:
+    """App. A.6: a known reverse isomorphism; no 2-cycles (then τ' = τ exactly)."""
+    m = g.link_matrix
+    return [("a known reverse isomorphism (App. A.6)",
+             operations.known_reverse_isomorphism(g) is not None),
+            ("no 2-cycles (App. A.6: tau exact)", m.multiply(m.T).nnz == 0)]
+
+
 def _one(c) -> tuple:
     return c.n, c.d, c.t_l, c.tau
 
@@ -172,7 +196,7 @@ def _register_builtins() -> None:
         flags=lambda cs, k: dict(exact=cs[0].exact and cs[0].lg_exact,
                                  reverse_symmetric=cs[0].reverse_symmetric,
                                  lg_exact=cs[0].lg_exact, loop_free=cs[0].loop_free),
-        symbol="L", repeats=True))
+        symbol="L", repeats=True, preconditions=_line_pre))
     register(Operator(
         "degree", "degree", lambda r: f"{operand_text(r.children[0].expr)}*{r.k}",
         lambda ts, k: operations.degree_expansion(ts[0], k),
@@ -183,7 +207,7 @@ def _register_builtins() -> None:
         accepts=lambda c: c.loop_free,                # Thm 11 needs a base without self-loops
         flags=lambda cs, k: dict(exact=cs[0].exact, bidirectional=cs[0].bidirectional,
                                  reverse_symmetric=cs[0].reverse_symmetric, loop_free=True),
-        symbol="*"))
+        symbol="*", preconditions=_degree_pre))
     register(Operator(
         "power", "cartesian-power", lambda r: f"{operand_text(r.children[0].expr)}^{r.k}",
         lambda ts, k: operations.cartesian_power(ts[0], k),
@@ -195,7 +219,7 @@ def _register_builtins() -> None:
                                  reverse_symmetric=cs[0].reverse_symmetric,
                                  bfb_bw_optimal=cs[0].bfb_bw_optimal,
                                  loop_free=cs[0].loop_free),
-        symbol="^"))
+        symbol="^", preconditions=lambda g, a: [("an operand of N >= 2 (Def 14)", g.n >= 2)]))
     register(Operator(
         "bi", "bidirectional", lambda r: f"Bi({r.children[0].expr})",
         lambda ts, k: operations.bidirectional(ts[0]),
@@ -206,7 +230,7 @@ def _register_builtins() -> None:
         accepts=lambda c: c.reverse_symmetric and not c.bidirectional,
         flags=lambda cs, k: dict(exact=False, bidirectional=True, reverse_symmetric=True,
                                  loop_free=cs[0].loop_free),
-        symbol="Bi"))
+        symbol="Bi", preconditions=_bi_pre))
     register(Operator(
         "product", "bfb", lambda r: " x ".join(operand_text(c.expr) for c in r.children),
         lambda ts, k: operations.cartesian_product(*ts),

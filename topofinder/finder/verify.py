@@ -23,6 +23,7 @@ from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
+from topofinder.finder import certify
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import (
@@ -403,12 +404,16 @@ def _symmetry_rows(recipe: Recipe) -> tuple[int, int, bool]:
     return orbits, orbits * topo.n * topo.degree * (1 if reversible else 2), reversible
 
 
-def unverifiable_reason(candidate) -> str | None:
+def unverifiable_reason(candidate, construction: bool = False) -> str | None:
     """Why a predicted frontier point cannot be replayed within the budget (None: it can):
     its schedule is beyond REPLAY_LIMIT and has no orbit form (replay by symmetry), or the
-    replay by symmetry would itself replay more than SYMMETRY_REPLAY_LIMIT rows."""
+    replay by symmetry would itself replay more than SYMMETRY_REPLAY_LIMIT rows — unless
+    ``construction`` and it is verified by construction (exactly predicted, built by
+    expansion rules above a replayable operand: topofinder.finder.certify)."""
     n2d = candidate.n * candidate.n * candidate.d
     if n2d <= REPLAY_LIMIT:
+        return None
+    if construction and candidate.exact and by_construction(candidate.recipe):
         return None
     if not _orbit_form(candidate.recipe):
         return (f"not verified: no orbit form (no automorphism group the replay by symmetry "
@@ -423,18 +428,33 @@ def unverifiable_reason(candidate) -> str | None:
     return None
 
 
+def by_construction(recipe: Recipe) -> bool:
+    """Whether a point is verified by construction when that is allowed: beyond REPLAY_LIMIT,
+    built by expansion rules above replayable operands (certify.constructible), and without
+    an orbit form whose replay by symmetry fits SYMMETRY_REPLAY_LIMIT. `export --rank`
+    generates exactly these points' schedules from the rules (topofinder.finder.per_rank)."""
+    n, d = certify._size(recipe)
+    if n * n * d <= REPLAY_LIMIT or not certify.constructible(recipe, certify.OPERAND_LIMIT,
+                                                                   REPLAY_LIMIT):
+        return False
+    return not _orbit_form(recipe) or _symmetry_rows(recipe)[1] > SYMMETRY_REPLAY_LIMIT
+
+
 #: The automorphism search (bliss) that ForestColl's and the all-to-all's orbit reductions
 #: start with, in replayed rows per arc: measured at N = 10^5, d = 4, 9 s for 4e5 arcs
 #: against 0.6 µs per replayed row.
 AUTOMORPHISM_ROWS_PER_ARC = 35
 
 
-def verify_work(candidate) -> int:
+def verify_work(candidate, construction: tuple[int, int] | None = None) -> int:
     """The work of `verify_candidate` in replayed rows, for a progress bar's ETA: N²·d in full
     within REPLAY_LIMIT, else the replay by symmetry's (`_symmetry_rows`), plus the
-    automorphism search (AUTOMORPHISM_ROWS_PER_ARC per arc). Only for candidates that
+    automorphism search (AUTOMORPHISM_ROWS_PER_ARC per arc); by construction, the sampled
+    receivers' and their senders' rows, ~sample·(d + 1)·N·d. Only for candidates that
     `unverifiable_reason` passes."""
     n, d = candidate.n, candidate.d
+    if construction and by_construction(candidate.recipe):
+        return construction[0] * (d + 1) * n * d
     rows = n * n * d if n * n * d <= REPLAY_LIMIT else _symmetry_rows(candidate.recipe)[1]
     return rows + AUTOMORPHISM_ROWS_PER_ARC * n * d
 
@@ -445,8 +465,9 @@ class VerifiedPoint:
     """The verified numbers of one frontier point (docs/formats.md, `search` frontier fields):
     T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
     schedule (False beyond REPLAY_LIMIT without a symmetry: the exact predicted values);
-    ``verified_by``: "full" or "symmetry" (topofinder.model.symmetric), None when not
-    replayed. ``allreduce_*``: the
+    ``verified_by``: "full", "symmetry" (topofinder.model.symmetric) or "construction"
+    (topofinder.finder.certify; ``certificate`` then holds its sample, seed and detection
+    statement, and τ_FC, the all-to-all and the diameter are None), None when not replayed. ``allreduce_*``: the
     reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
     of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
     concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
@@ -459,24 +480,30 @@ class VerifiedPoint:
     allreduce_T_L: int
     allreduce_tau: Fraction
     schedule: str
-    diameter: int
+    diameter: int | None
     bidirectional: bool
     moore_T_L: int
-    tau_fc: Fraction
+    tau_fc: Fraction | None
     alltoall_f: float | None
     alltoall_f_upper: float | None
     alltoall_bound: float | None
     alltoall_method: str
     alltoall_gap: float | None
+    certificate: dict | None = None
 
 
-def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
+def verify_candidate(candidate, full_alltoall: bool = False,
+                     construction: tuple[int, int] | None = None) -> VerifiedPoint:
     """Build, replay and score one candidate: the verified numbers of a frontier point. The
     allgather is replayed by symmetry when the recipe has an orbit form that is the schedule
     `export` writes (``_symmetric_point``), else in full up to REPLAY_LIMIT; beyond it the
     schedule is not materialised and T_L, τ stay the exact predicted ones.
     All-to-all: cheap (exact when the symmetry-reduced LP is small, else a certified upper
-    bound only) unless ``full_alltoall``."""
+    bound only) unless ``full_alltoall``. ``construction`` = (sample, seed): beyond the limit
+    without an orbit form, a point built by expansion rules is verified by construction
+    (`construction_point`)."""
+    if construction and by_construction(candidate.recipe):
+        return construction_point(candidate, *construction)
     point = _symmetric_point(candidate)
     if point is not None:
         topo, t_l, tau, verified_by, method, rs_t_l, rs_tau = point
@@ -511,6 +538,43 @@ def verify_candidate(candidate, full_alltoall: bool = False) -> VerifiedPoint:
         alltoall_f=a2a["alltoall_f"], alltoall_f_upper=a2a["alltoall_f_upper"],
         alltoall_bound=a2a["alltoall_bound"], alltoall_method=a2a["alltoall_method"],
         alltoall_gap=a2a["alltoall_gap"])
+
+
+def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
+    """The verified numbers of a point verified by construction (topofinder.finder.certify):
+    the allgather's (T_L, τ) from the theorems over the replayed operands, checked against
+    the prediction and by a sampled exact replay of ``sample`` receivers (``seed``); the
+    reduce-scatter the allgather reversed (Thm 2) when G is reverse-symmetric, else the same
+    construction on the operands' transposes (BFB on G_0^T; (L(G))^T ≅ L(G^T), (G*n)^T =
+    G^T*n, (G^p)^T = (G^T)^p, up to the relabelling per_rank.transposed_map, which keeps
+    T_L and τ) reversed (Thm 1), certified alike. ForestColl's
+    τ_FC, the all-to-all and the diameter need the whole graph's cuts or distances: not
+    computed (None) at this size."""
+    recipe = candidate.recipe
+    topo = build_topology(recipe)
+    cert = certify.certify(recipe, candidate.t_l, candidate.tau, certify.OPERAND_LIMIT,
+                           build_schedule, sample, seed)
+    if _reversible(topo):
+        rs_t_l, rs_tau = candidate.t_l, Fraction(candidate.tau)
+    else:
+        rs = certify.certify(recipe, None, None, certify.OPERAND_LIMIT, transposed_schedule,
+                             sample, seed)
+        cert["reduce_scatter"] = {k: rs[k] for k in ("T_L", "tau", "rows_checked", "bases")}
+        rs_t_l, rs_tau = rs["T_L"], Fraction(rs["tau"])
+    t_l, tau = candidate.t_l, Fraction(candidate.tau)
+    return VerifiedPoint(
+        expr=candidate.expr, T_L=t_l, tau=tau, verified=True, verified_by="construction",
+        allreduce_T_L=rs_t_l + t_l, allreduce_tau=rs_tau + tau, schedule=recipe.method,
+        diameter=None, bidirectional=bool(topo.bidirectional),
+        moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=None, alltoall_f=None,
+        alltoall_f_upper=None, alltoall_bound=None, alltoall_method="not computed",
+        alltoall_gap=None, certificate=cert)
+
+
+def transposed_schedule(recipe: Recipe) -> StepSchedule:
+    """The allgather of a construction's operand on its transpose: BFB on G^T (Thm 1's
+    reduce-scatter of a topology that is not reverse-symmetric, before reversal)."""
+    return bfb.bfb_schedule(build_topology(recipe).transpose())
 
 
 def _symmetric_point(candidate):

@@ -30,7 +30,8 @@ SEARCH_VERSION = 1
 class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
     from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT);
-    ``verified_by``: how it was replayed ("full"; None when not).
+    ``verified_by``: how it was verified ("full", "symmetry", "construction"; None when not);
+    ``certificate``: a construction's sample, seed and detection statement (else None).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
     ``allreduce_time_s`` prices exactly that schedule. ``robust`` (`search --robust`): the
@@ -47,7 +48,7 @@ class FrontierPoint:
     allreduce_tau_exact: str
     tau_fc: float | None
     tau_fc_exact: str | None
-    diameter: int
+    diameter: int | None
     schedule: str
     verified: bool
     predicted_T_L: int
@@ -70,11 +71,13 @@ class FrontierPoint:
     moves: int | None = None
     moves_lower_bound: int | None = None
     cabled: bool | None = None
+    certificate: dict | None = None
 
 
 #: Point fields left out of the document when None (present only with the option that sets
-#: them: a broadcast share, `search --from`).
-OPTIONAL_FIELDS = (Collective.BROADCAST, "moves", "moves_lower_bound", "cabled")
+#: them: a broadcast share, `search --from`, verification by construction).
+OPTIONAL_FIELDS = (Collective.BROADCAST, "moves", "moves_lower_bound", "cabled",
+                   "certificate")
 
 
 @dataclass(frozen=True)
@@ -172,8 +175,8 @@ def _flat(point: dict) -> dict:
 def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
            jobs: int | None = None, use_cache: bool = True,
            progress: Callable | None = None, kstep: bool = False, baselines: bool = False,
-           moe: MoEWorkload | None = None, baseline_progress: Callable | None = None
-           ) -> SearchResult:
+           moe: MoEWorkload | None = None, baseline_progress: Callable | None = None,
+           construction: tuple[int, int] | None = None) -> SearchResult:
     """The ranked verified frontier of target (n, d) (`search`, docs/cli.md). The verified
     frontier does not depend on the workload, so it is cached whole: a repeated search only
     re-ranks.
@@ -181,7 +184,8 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     ``moe``: rank by the MoE iteration time of topofinder.workload.moe (paper 001 App. A.4)
     and report each point's split. ``baselines``: also ShiftedRing, DBT and the closest torus
     (topofinder.finder.baseline_scores), priced for the workload, with the recommendation's
-    speedup over each (paper 001 Fig. 7)."""
+    speedup over each (paper 001 Fig. 7). ``construction`` = (sample, seed): also points
+    verified by construction (topofinder.finder.certify); None: full replay or symmetry."""
     n, d = validate_target(n, d, bidirectional)
     workload = workload or Workload()
     with_alltoall = workload.alltoall_share > 0 or (moe is not None and moe.alltoall_count > 0)
@@ -191,7 +195,7 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     started = start_baselines(n, d, full_alltoall, use_cache, jobs) if baselines else None
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
-        progress=progress)
+        progress=progress, construction=construction)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall,
                             by_broadcast=workload.broadcast_share > 0)
@@ -226,7 +230,8 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         expr=c.expr, T_L=v.T_L, tau=float(v.tau), tau_exact=exact(v.tau),
         allreduce_T_L=v.allreduce_T_L, allreduce_tau=allreduce_tau,
         allreduce_tau_exact=exact(v.allreduce_tau),
-        tau_fc=float(v.tau_fc), tau_fc_exact=exact(v.tau_fc), diameter=v.diameter,
+        tau_fc=None if v.tau_fc is None else float(v.tau_fc),
+        tau_fc_exact=None if v.tau_fc is None else exact(v.tau_fc), diameter=v.diameter,
         schedule=v.schedule, verified=v.verified, predicted_T_L=c.t_l,
         predicted_tau=float(c.tau),
         bidirectional=v.bidirectional, bw_optimal=v.tau == Fraction(c.n - 1, c.n),
@@ -235,7 +240,7 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         alltoall_method=v.alltoall_method, allreduce_time_s=allreduce,
         alltoall_time_s=alltoall, objective_s=objective,
         alltoall_gap=v.alltoall_gap, iteration=iteration, verified_by=v.verified_by,
-        broadcast=broadcast)
+        broadcast=broadcast, certificate=v.certificate)
 
 
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,

@@ -514,6 +514,24 @@ def bfb_orbit_plans(topo: Topology, receivers, *, shard_chunks: int | None = Non
     return p, sends
 
 
+def bfb_receiver_rows(topo: Topology, receivers, step_loads) -> tuple[int, np.ndarray]:
+    """(P, sends into ``receivers``) of :func:`bfb_schedule` of ``topo`` — the same rows —
+    given its step loads U_t (``bfb_score(topo).step_load``): each receiver's LP (1) is
+    solved at those U_t, as the whole schedule solves it, from one search per receiver and
+    in-neighbour (O(|R|·d·N) time and memory, no N×N matrix)."""
+    slots, caps = _generator_slots(topo)
+    r = np.unique(np.asarray(receivers, np.int64))
+    dist, table, slot_rows = _receiver_tables(topo, r, slots, None)
+    steps, masks, counts, _, _ = _receiver_loads(dist, table, slot_rows, caps[r])
+    k = slots.shape[1]
+    q, p, pid, stretches = _flow_plan(counts, caps[r], tuple(step_loads), k, None)
+    parts = [_sends_block(lo, hi, dist, masks, slots[r], pid, stretches, q, p, k, steps)
+             for lo, hi in _blocks(dist.shape[0], topo.n * 8)]
+    sends = _columns(parts)
+    sends[:, 5] = r[sends[:, 5]]
+    return p, sends
+
+
 def bfb_orbit_score(topo: Topology, receivers, *, inverse=None) -> BFBScore:
     """The optimal BFB cost (T_L in steps, U_t in shards per unit capacity) of a topology in
     which every node is the image of one of ``receivers`` under an automorphism: T_L and
