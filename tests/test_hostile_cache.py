@@ -151,3 +151,17 @@ def test_an_impossible_cell_file_is_not_published(tmp_path, monkeypatch):
     best = (out / "best.csv").read_text()
     assert "forged" not in best and "forged" not in (out / "frontier.csv").read_text()
     assert json.loads(planted.read_text())["frontier"][0]["T_L"] >= moore_bound_steps(16, 2)
+
+
+@pytest.mark.parametrize("loop", ["self", "pair", "below"])
+def test_a_symlink_loop_is_one_line(tmp_path, monkeypatch, capsys, loop):
+    """A TOPOFINDER_CACHE that is (or passes through) a symlink loop: one line, no traceback
+    (Path.resolve raised RuntimeError before Python 3.13)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(a if loop == "self" else b)
+    if loop != "self":
+        b.symlink_to(a)
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(a / "sub" if loop == "below" else a))
+    assert main(["search", "--n", "16", "--d", "2", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "symlink loop" in err and "\n" not in err and "Traceback" not in err

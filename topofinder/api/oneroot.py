@@ -12,17 +12,22 @@ from topofinder.model.collectives import Collective
 
 
 def score_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
-                  port_model: str = "one", node_bandwidth=None, compare: bool = True) -> dict:
+                  port_model: str = "one", node_bandwidth=None, compare: bool = True,
+                  progress=None) -> dict:
     """The steady-state throughput of a one-root ``collective`` (broadcast, reduce, scatter,
     gather) from ``root`` under ``port_model`` ("one", "multi", or "node" with
     ``node_bandwidth`` B in units of b), as `topofinder score --collective` prints it: TP
     exact ("p/q", unit messages per unit time) with its certificate, and for broadcast and
-    reduce the best single tree (heuristic) and best DAG next to it.
+    reduce the best single tree (heuristic) and best DAG next to it, with their ratios to
+    TP. ``progress(round, bound, violated cuts)`` follows the cut generation of large
+    one-port / node-capacity broadcasts.
 
     >>> score_oneroot("C(8,{1,3})", "broadcast")["TP_exact"]
     '1/1'
     """
-    return oneroot_score(load(source), collective, root, port_model, node_bandwidth, compare)
+    topo = load(source, collective=collective, root=root)
+    return oneroot_score(topo, collective, root, port_model, node_bandwidth, compare,
+                         progress)
 
 
 def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, root: int = 0,
@@ -30,7 +35,8 @@ def schedule_oneroot(source: Source, collective: str = Collective.BROADCAST, *, 
                      path: str | os.PathLike | None = None) -> PeriodicSchedule:
     """The periodic broadcast (or reduce) schedule at the optimal TP, replayed (weighted trees
     and, under one-port, matchings; docs/formats.md); its JSON also written to ``path``."""
-    sched = oneroot_schedule(load(source), collective, root, port_model, node_bandwidth)
+    topo = load(source, collective=collective, root=root)
+    sched = oneroot_schedule(topo, collective, root, port_model, node_bandwidth)
     if path is not None:
         emit(sched.to_json() + "\n", path)
     return sched

@@ -25,6 +25,7 @@ from topofinder.finder.recipe import from_expression
 from topofinder.model.failures import split_expression
 from topofinder.model.files import topology_text
 from topofinder.model.inputs import read_input, read_json
+from topofinder.model.needs import Need
 from topofinder.model.topology import Topology
 
 Source = str | os.PathLike | Topology | nx.Graph
@@ -40,11 +41,15 @@ def read_json_document(path: str | os.PathLike, what: str):
     the input limits of docs/formats.md "Inputs"; TopofinderError (one line) otherwise."""
     return read_json(read_input(path, what), os.fspath(path))
 
-def load(source: Source, undirected: bool | None = None) -> Topology:
+def load(source: Source, undirected: bool | None = None, *, collective: str | None = None,
+         root: int = 0) -> Topology:
     """A topology from an expression (``"Pi(4,1024)"``), a topology file (edge list,
     node-link JSON, GraphML; ``undirected=True`` reads every edge as one cable, i.e. two
     arcs), a networkx graph (undirected edges become arc pairs; a ``capacity`` edge attribute
-    is honoured; node names kept as labels) or a Topology (returned as it is).
+    is honoured; node names kept as labels) or a Topology (returned as it is). A file is
+    checked for what ``collective`` from ``root`` needs (broadcast/scatter: every node reached
+    from the root; reduce/gather: every node reaching it; else, and by default, strong
+    connectivity; topofinder.model.needs).
 
     >>> load("Torus(4,4)").n
     16
@@ -63,13 +68,13 @@ def load(source: Source, undirected: bool | None = None) -> Topology:
     if not isinstance(source, str):
         raise TopofinderError(f"load: expected an expression, a file path, a networkx graph "
                               f"or a Topology, got {type(source).__name__}")
-    return load_topology(source, undirected)
+    return load_topology(source, undirected, Need(collective, root))
 
 
 def recipe(source: Source):
     """The construction an expression names (None for files, graphs, Topology objects and
     degraded fabrics ``Fail(...)``, which BFB schedules as a whole)."""
-    if isinstance(source, str) and not os.path.isfile(source) \
+    if isinstance(source, str) and not os.path.exists(source) \
             and split_expression(source) is None:
         return from_expression(source)
     return None

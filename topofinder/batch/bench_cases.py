@@ -39,6 +39,9 @@ from topofinder.scoring.trees.forestcoll import optimal_trees
 from topofinder.scoring.trees.forestcoll import ratio_by_networkx_bisection
 from topofinder.scoring.trees.forestcoll import throughput_optimum
 from topofinder.scoring.oneroot.summary import oneroot_score
+from topofinder.scoring.oneroot.platform import from_topology
+from topofinder.scoring.oneroot.steady import throughput
+from topofinder.families.hetero import random_platform
 from topofinder.model.collectives import Collective
 from topofinder.scoring.async_time import async_time
 from topofinder.workload.async_price import baseline_schedules, point_schedules, prices
@@ -556,6 +559,23 @@ for _fmt in ("json", "npz"):
 def _oneroot_pi1024(topo):
     out = oneroot_score(topo, Collective.BROADCAST, 0, "one")
     assert out["TP_exact"] == "1/1" and out["certificate"]["kind"] == "port-row"
+
+
+def _hetero_tp(n: int, seeds) -> None:
+    """Exact one-port broadcast TP of random heterogeneous platforms (families/hetero.py),
+    each certified (port-row or LP dual, rates checked exactly)."""
+    for seed in seeds:
+        pl = from_topology(random_platform(n, 4, seed), 0, "one")
+        assert throughput(pl).certificate["kind"] in ("port-row", "lp-dual")
+
+
+for _n, _worst in ((512, 12), (1024, 17)):
+    case(f"one-port broadcast, random heterogeneous N={_n} (ring + 3 random arcs/node, "
+         f"caps {{1,2,3,5,8}}), seed {_worst} (slowest of 0..19 on the shared machine)", 60.0,
+         group="oneroot", repeat=1)(lambda _, n=_n, w=_worst: _hetero_tp(n, [w]))
+    case(f"one-port broadcast, random heterogeneous N={_n}, seeds 0..19 (target: 60 s a "
+         f"seed)", 20 * 60.0, group="oneroot", repeat=1)(
+        lambda _, n=_n: _hetero_tp(n, range(20)))
 
 
 @case("one-port broadcast C(10000,{1,5,25,125}) (N=10^4 vertex-transitive)", 60.0,

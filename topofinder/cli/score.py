@@ -75,9 +75,15 @@ def _add_oneroot(p) -> None:
 def _run_oneroot(args) -> int:
     options = {"root": args.root, "port_model": args.port_model,
                "node_bandwidth": args.node_bandwidth}
-    info = api.score_oneroot(source(args), args.collective, **options)
+    # read once (a pipe such as <(cat f.edges) cannot be read twice), checked for what the
+    # collective needs: reachability from (to) the root, not strong connectivity
+    topo = api.load(args.expr, args.undirected, collective=args.collective, root=args.root)
+    bar = _RoundsBar() if stderr_is_tty() else None
+    info = api.score_oneroot(topo, args.collective, progress=bar and bar.show, **options)
+    if bar:
+        bar.close()
     if args.schedule:
-        api.schedule_oneroot(source(args), args.collective, path=args.schedule, **options)
+        api.schedule_oneroot(topo, args.collective, path=args.schedule, **options)
         info["schedule"] = args.schedule
     if args.json:
         print(json_text(info))
@@ -88,6 +94,25 @@ def _run_oneroot(args) -> int:
                                                       if "cuts" in cert else "")
     _print_table(info)
     return 0
+
+
+class _RoundsBar:
+    """tqdm on stderr over cut-generation rounds: the bound and the cuts still violated;
+    elapsed time and rate, no ETA (the number of rounds is not known in advance)."""
+
+    def __init__(self):
+        self.bar = None
+
+    def show(self, rnd, bound, violated):
+        from tqdm import tqdm
+        if self.bar is None:
+            self.bar = tqdm(desc="cut generation", unit="round", file=sys.stderr, leave=False)
+        self.bar.set_postfix_str(f"bound {bound:.6g}, {violated} cuts violated")
+        self.bar.update(rnd - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _print_table(info: dict) -> None:

@@ -174,7 +174,12 @@ def _checked_location(location: str) -> Path:
     """The entries folder under ``location``, created and vetted, with a probe file written
     once per process; TopofinderError when it is unsafe or not writable."""
     where = Path(location)
-    if where.resolve() == Path(where.resolve().anchor):
+    try:
+        real = where.resolve()
+    except (RuntimeError, OSError):          # a symlink loop (RuntimeError before 3.13)
+        raise TopofinderError(f"the cache directory {location} is a symlink loop; set "
+                              f"TOPOFINDER_CACHE to a directory or pass --no-cache") from None
+    if real == Path(real.anchor):
         raise TopofinderError(f"refusing the cache directory {location}: it is the root "
                               f"directory; set TOPOFINDER_CACHE to a private directory")
     try:

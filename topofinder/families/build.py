@@ -17,6 +17,7 @@ from topofinder.families.syntax import Leaf, PositionedError, Product, parse_tre
 from topofinder.model import operations
 from topofinder.model.failures import degrade, split_expression
 from topofinder.model.files import read_topology
+from topofinder.model.needs import Need
 from topofinder.model.topology import MAX_NODES, Topology
 
 
@@ -152,15 +153,19 @@ def parse(text: str) -> Topology:
         raise TopofinderError("topology expression nested too deeply") from None
 
 
-def load_topology(expr_or_path: str, undirected: bool | None = None) -> Topology:
+def load_topology(expr_or_path: str, undirected: bool | None = None,
+                  need: Need | None = None) -> Topology:
     """A topology from an existing file (edge list, node-link JSON, GraphML; see
     topofinder.model.files.read_topology, which ``undirected`` is passed to) or else from an
-    expression. ``Fail(EXPR; ITEMS)`` is EXPR after those failures (model/failures.py)."""
+    expression. ``Fail(EXPR; ITEMS)`` is EXPR after those failures (model/failures.py).
+    ``need``: what the command needs of a file's connectivity (model/needs.py). A path that
+    exists and is not a directory (a regular file, or a pipe such as ``<(cat f.edges)``) is
+    read as a file."""
     failed = split_expression(expr_or_path)
     if failed is not None:
         return degrade(load_topology(failed[0], undirected), failed[1])
-    if os.path.isfile(expr_or_path):
-        return read_topology(expr_or_path, undirected)
+    if os.path.exists(expr_or_path) and not os.path.isdir(expr_or_path):
+        return read_topology(expr_or_path, undirected, need)
     if undirected:
         raise TopofinderError(f"--undirected applies to topology files; {expr_or_path!r} is "
                               "not an existing file")

@@ -3,8 +3,9 @@ GraphML.
 
 Edge list: one ``u v [capacity]`` line per arc u→v (a k-fold multi-arc is k lines, a duplex
 link two lines), ``#`` starts a comment; capacity is an integer in units of the base link
-bandwidth b (default 1), or a physical bandwidth such as ``300GB/s`` or ``200Gbps`` (then every
-capacity must carry a unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s);
+bandwidth b (default 1), a cost ``c=1/k`` (paper 003's time per unit message: capacity k), or
+a physical bandwidth such as ``300GB/s`` or ``200Gbps`` (then every capacity must carry a
+unit); a line ``switch X [Y ...]`` marks switch nodes (paper 002 V_s);
 a line ``node_bandwidth B`` states the per-node send and receive cap of the ``node`` port model
 (one-root collectives; B a positive integer, decimal or ``p/q`` in capacity units, or with a
 unit such as ``400GB/s`` when the capacities carry units). JSON is networkx's node-link format
@@ -18,8 +19,10 @@ name ↔ rank map, so a file written and read back has the same ranks and names.
 
 Undirected input: ``undirected=True`` reads every line / edge as one cable, i.e. a pair of
 arcs (``networkx.write_edgelist`` writes one line per undirected edge). When an edge list read
-as arcs is not strongly connected but is connected as cables, reading stops with a message
-that names a node that cannot be reached and suggests ``--undirected``.
+as arcs does not meet what the command needs (model/needs.py: reachability from the root for
+broadcast/scatter, to it for reduce/gather, else strong connectivity) but would as cables,
+reading stops with a message that names a node that cannot be reached and suggests
+``--undirected``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
 from topofinder.model.inputs import read_input, read_json
 from topofinder.model.names import check_name
+from topofinder.model.needs import Need
 from topofinder.model.topology import Topology
 
 FORMATS = ("edgelist", "json", "graphml")
@@ -64,11 +68,7 @@ def topology_text(topo: Topology, fmt: str) -> str:
                 f"# one line per arc: u v{' capacity' if topo.heterogeneous or unit else ''}\n")
         names = [str(i) for i in range(topo.n)]
         if topo.labels is not None:
-            bad = next((x for x in topo.labels if not re.fullmatch(r"[^\s#]+", x)), None)
-            if bad is not None:
-                raise TopofinderError(f"node name {bad!r} has a space or '#'; write this "
-                                      "topology as json or graphml")
-            names = list(topo.labels)
+            names = [_token(x) for x in topo.labels]
             head += "".join(f"# node {i} {x}\n" for i, x in enumerate(names))
         if topo.has_switches:
             head += "switch " + " ".join(names[s] for s in topo.switches.tolist()) + "\n"
@@ -94,19 +94,29 @@ def write_topology(topo: Topology, fmt: str, path: str | None) -> None:
     write_text(path, topology_text(topo, fmt))
 
 
-def read_topology(path: str, undirected: bool | None = None) -> Topology:
+def read_topology(path: str, undirected: bool | None = None, need: Need | None = None
+                  ) -> Topology:
     """Read an edge list, node-link JSON or GraphML file (recognised by its first character:
     ``{`` JSON, ``<`` GraphML, else edge list). The topology's expr is the path.
     ``undirected``: True reads every edge as one cable (two arcs); False as the file says
-    (arcs for an edge list); None as False, but an edge list that is strongly connected only
-    when read as cables is refused with a hint (module doc)."""
+    (arcs for an edge list); None as False, but an edge list that meets ``need`` only when
+    read as cables is refused with a hint (module doc). ``need`` (model/needs.py; default
+    strong connectivity): a one-root collective's need is checked here, a one-line error
+    naming an unreachable node and the collective."""
+    need = need or Need()
     text = read_input(path, "topology file", MAX_FILE_BYTES)
     head = text.lstrip()[:1]
     if head == "{":
-        return _read_json(path, text, undirected)
-    if head == "<":
-        return _read_graphml(path, text, undirected)
-    return _read_edgelist(path, text, undirected)
+        topo = _read_json(path, text, undirected)
+    elif head == "<":
+        topo = _read_graphml(path, text, undirected)
+    else:
+        topo = _read_edgelist(path, text, undirected, need)
+    if need.collective is not None:
+        gap = need.gap(topo)
+        if gap is not None:
+            raise TopofinderError(f"{path}: {gap}")
+    return topo
 
 
 # bandwidth units accepted on capacities: prefix (GB/s per unit) and bytes (B) or bits (b)
@@ -118,8 +128,32 @@ _OUTPUT_UNITS = (("GB/s", Fraction(1)), ("Gbps", Fraction(1, 8)), ("MB/s", Fract
                  ("Mbps", Fraction(1, 8000)))
 
 
+_COST = re.compile(r"(?:c|cost)=(\d{1,30})(?:/(\d{1,30}))?", re.IGNORECASE)
+
+
+def _from_cost(token, where: str) -> int:
+    """The capacity 1/c of a cost c (paper 003's c_{j,k}: time per unit message) given as
+    'c=1/2' or 'cost=1/2' on an edge-list line, or as a ``cost`` attribute (a number or a
+    string '1/2'); 1/c must be a positive integer."""
+    if isinstance(token, bool) or not isinstance(token, (int, float, str)):
+        raise TopofinderError(f"{where}: cost must be a number such as 1/2, got {token!r}")
+    text = str(token) if isinstance(token, str) else f"c={Fraction(token)}"
+    m = _COST.fullmatch(text.strip() if text.lower().startswith("c") else f"c={text.strip()}")
+    if m is None:
+        raise TopofinderError(f"{where}: cost must be 1/k for a positive integer k (e.g. "
+                              f"c=1/2), got {str(token)[:40]!r}")
+    num, den = int(m.group(1)), int(m.group(2) or 1)
+    if num == 0 or den == 0 or den % num:
+        raise TopofinderError(f"{where}: cost {num}/{den} is not 1/k for a positive integer k "
+                              f"(capacities 1/c are integers in units of b; scale the costs)")
+    return _capacity(den // num, where)
+
+
 def _capacity(token, where: str):
-    """A capacity: positive int (units of b) or a Fraction of GB/s from '300GB/s', '200Gbps'."""
+    """A capacity: positive int (units of b) or a Fraction of GB/s from '300GB/s', '200Gbps';
+    'c=1/k' (a cost) is capacity k."""
+    if isinstance(token, str) and _COST.fullmatch(token.strip()) is not None:
+        return _from_cost(token, where)
     if isinstance(token, int) and not isinstance(token, bool):
         if not 1 <= token <= MAX_CAPACITY:
             raise TopofinderError(f"{where}: capacity must be an integer in 1..{MAX_CAPACITY}, "
@@ -209,25 +243,76 @@ def _unify_capacities(path: str, arcs: list) -> tuple[list, str | None]:
     raise TopofinderError(f"{path}: bandwidths finer than 1 Mbps are not supported")
 
 
-def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
+#: Words with a meaning in the first field of an edge-list line.
+_KEYWORDS = ("switch", "node_bandwidth")
+_PLAIN = re.compile(r'[^\s#"][^\s#]*')
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _token(name: str) -> str:
+    """A node name as an edge-list field: as it is when it is one plain word, else (spaces,
+    '#', a leading '"', a keyword such as ``switch``) a JSON string literal."""
+    if _PLAIN.fullmatch(name) and name.lower() not in _KEYWORDS:
+        return name
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _fields(line: str, where: str) -> tuple[list[str], bool]:
+    """The fields of an edge-list line up to a '#' comment (a field starting with '"' is a
+    JSON string literal, so it may hold spaces and '#'), and whether the first was quoted."""
+    fields, quoted, at = [], False, 0
+    while True:
+        while at < len(line) and line[at].isspace():
+            at += 1
+        if at == len(line) or line[at] == "#":
+            return fields, quoted
+        m = (_QUOTED if line[at] == '"' else _PLAIN).match(line, at)
+        if m is None:
+            raise TopofinderError(f"{where}: unterminated quoted name")
+        if line[at] == '"':
+            try:
+                fields.append(json.loads(m.group()))
+            except ValueError:
+                raise TopofinderError(f"{where}: bad escape in a quoted name") from None
+            quoted = quoted or not fields[1:]
+        else:
+            fields.append(m.group())
+        at = m.end()
+        if at < len(line) and not line[at].isspace() and line[at] != "#":
+            raise TopofinderError(f"{where}: a quoted name must be followed by a space")
+
+
+def _directive(line: str, where: str) -> tuple[int, str] | None:
+    """(rank, name) of a '# node RANK NAME' line (NAME one field, maybe quoted), else None."""
+    m = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(.*?)\s*", line)
+    if m is None:
+        return None
+    try:
+        fields, _ = _fields(m.group(2), where)
+    except TopofinderError:
+        return None
+    return (int(m.group(1)), fields[0]) if len(fields) == 1 else None
+
+
+def _read_edgelist(path: str, text: str, undirected: bool | None, need: Need) -> Topology:
     arcs, declared, switches, cap_b = [], {}, [], None
     for lineno, line in enumerate(text.splitlines(), 1):
-        directive = re.fullmatch(r"\s*#\s*node\s+(\d+)\s+(\S+)\s*", line)
+        directive = _directive(line, f"{path}:{lineno}")
         if directive:
-            rank, name = int(directive.group(1)), directive.group(2)
+            rank, name = directive
             if rank in declared:
                 raise TopofinderError(f"{path}:{lineno}: rank {rank} is declared twice")
             declared[rank] = name
             continue
-        fields = line.split("#", 1)[0].split()
+        fields, quoted = _fields(line, f"{path}:{lineno}")
         if not fields:
             continue
-        if fields[0].lower() == "switch":
+        if fields[0].lower() == "switch" and not quoted:
             if len(fields) < 2:
                 raise TopofinderError(f"{path}:{lineno}: 'switch' needs at least one node")
             switches += fields[1:]
             continue
-        if fields[0].lower() == "node_bandwidth":
+        if fields[0].lower() == "node_bandwidth" and not quoted:
             if len(fields) != 2 or cap_b is not None:
                 raise TopofinderError(f"{path}:{lineno}: expected one 'node_bandwidth B' line "
                                       f"with one value")
@@ -255,15 +340,25 @@ def _read_edgelist(path: str, text: str, undirected: bool | None) -> Topology:
                          node_cap=cap_b)
     topo = _topology(path, labels, arcs, directed=True, ranked=ranked, switches=switches,
                      node_cap=cap_b)
-    if undirected is None and not topo.strongly_connected:
+    gap = need.gap(topo) if undirected is None else None
+    if gap is not None:
         cables = _topology(path, labels, arcs, directed=False, ranked=ranked,
                            switches=switches, node_cap=cap_b)
-        if cables.strongly_connected:
+        if need.gap(cables) is None:
             raise TopofinderError(
-                f"{path}: read as one arc per line (u -> v), {topo.unreachable_text()}, but as "
-                f"one undirected cable per line (networkx.write_edgelist) every node reaches "
-                f"every other: pass --undirected to read it as cables")
+                f"{path}: read as one arc per line (u -> v), {gap}; read as one undirected "
+                f"cable per line (networkx.write_edgelist) it would: pass --undirected to "
+                f"read it as cables")
     return topo
+
+
+def _edge_capacity(attrs: dict, where: str):
+    """A JSON/GraphML edge's capacity: its ``capacity``, else 1/``cost``, else 1."""
+    if "capacity" in attrs and "cost" in attrs:
+        raise TopofinderError(f"{where}: give a capacity or a cost, not both")
+    if "cost" in attrs:
+        return _from_cost(attrs["cost"], where)
+    return _capacity(attrs.get("capacity", 1), where)
 
 
 def _ranked(path: str, nodes: list) -> bool:
@@ -300,7 +395,7 @@ def _read_json(path: str, text: str, undirected: bool | None = None) -> Topology
     for i, edge in enumerate(data[key]):
         if not isinstance(edge, dict) or "source" not in edge or "target" not in edge:
             raise TopofinderError(f"{path}: {key}[{i}] needs 'source' and 'target'")
-        cap = _capacity(edge.get("capacity", 1), f"{path}: {key}[{i}]")
+        cap = _edge_capacity(edge, f"{path}: {key}[{i}]")
         arcs.append((edge["source"], edge["target"], cap))
     graph = data.get("graph") if isinstance(data.get("graph"), dict) else {}
     cap_b = graph.get("node_bandwidth")
@@ -335,7 +430,7 @@ def _read_graphml(path: str, text: str, undirected: bool | None = None) -> Topol
         labels.sort(key=lambda v: g.nodes[v]["rank"])
     arcs = []
     for i, (u, w, data) in enumerate(g.edges(data=True)):
-        cap = _capacity(data.get("capacity", 1), f"{path}: edge {i} ({u} -> {w})")
+        cap = _edge_capacity(data, f"{path}: edge {i} ({u} -> {w})")
         arcs.append((u, w, cap))
     cap_b = g.graph.get("node_bandwidth")
     if cap_b is not None:

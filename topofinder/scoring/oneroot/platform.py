@@ -96,10 +96,12 @@ def check_port_model(port_model: str, bandwidth) -> Fraction | None:
 
 
 def make_platform(n: int, src, dst, cap, root: int, port_model: str = "one",
-                  bandwidth=None, name: str = "the platform") -> Platform:
+                  bandwidth=None, name: str = "the platform", to_root: bool = False
+                  ) -> Platform:
     """A checked Platform from arc lists (parallel arcs summed, self-loops dropped).
     TopofinderError if the root is out of range, a capacity is not a positive integer, or
-    some node cannot be reached from the root."""
+    some node cannot be reached from the root (``to_root``: cannot reach the root, what reduce
+    and gather need)."""
     bw = check_port_model(port_model, bandwidth)
     if not (isinstance(root, (int, np.integer)) and 0 <= int(root) < n):
         raise TopofinderError(f"root {root} out of range: {name} has nodes 0..{n - 1}")
@@ -114,7 +116,11 @@ def make_platform(n: int, src, dst, cap, root: int, port_model: str = "one",
     uniq, inv = np.unique(key, return_inverse=True)
     merged = np.bincount(inv, weights=cap[keep].astype(np.float64)).astype(np.int64)
     s, d = uniq // n, uniq % n
-    _check_reachable(n, s, d, int(root), name)
+    if to_root:
+        _check_reachable(n, d, s, int(root), f"{name} reversed (reduce/gather: every node "
+                         "must reach the root)")
+    else:
+        _check_reachable(n, s, d, int(root), name)
     return Platform(n, s, d, merged, int(root), port_model, bw)
 
 
@@ -129,11 +135,13 @@ def _check_reachable(n: int, src, dst, root: int, name: str) -> None:
 
 
 def from_topology(topo: Topology, root: int = 0, port_model: str = "one",
-                  bandwidth=None) -> Platform:
+                  bandwidth=None, to_root: bool = False) -> Platform:
     """The Platform of a Topology (costs 1/capacity). Under ``node`` a missing ``bandwidth``
-    is the cap the topology file states (Topology.node_cap); a given one overrides it."""
+    is the cap the topology file states (Topology.node_cap); a given one overrides it.
+    ``to_root``: check that every node reaches the root (reduce, gather) instead of being
+    reached from it."""
     if port_model == "node" and bandwidth is None:
         bandwidth = topo.node_cap
     return make_platform(topo.n, topo.src, topo.dst,
                          np.ones(topo.src.size, np.int64) if topo.capacity is None
-                         else topo.capacity, root, port_model, bandwidth, topo.expr)
+                         else topo.capacity, root, port_model, bandwidth, topo.expr, to_root)

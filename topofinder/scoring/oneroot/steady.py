@@ -33,6 +33,7 @@ from topofinder.errors import TopofinderError
 from topofinder.scoring.oneroot.exact_lp import (
     DENOMINATORS, LP, round_dual, solve_exact, solve_float,
 )
+from topofinder.scoring.oneroot.glop_lp import WarmLP
 from topofinder.scoring.oneroot.platform import Platform
 from topofinder.scoring.oneroot.tree_heuristic import greedy_tree
 from topofinder.scoring.symmetry import automorphism_group
@@ -43,6 +44,10 @@ COLLECTIVES = (Collective.BROADCAST, Collective.REDUCE, Collective.SCATTER, Coll
 _SCALE = 2**40
 #: Relative tolerance under which a float cut counts as violated.
 _TOL = 1e-9
+#: Cut generation also adds the cuts within this relative margin of TP at phase 2's rates
+#: (valid cuts all, so the bound is unchanged; random N = 200, 8 arcs a node: 59 rounds
+#: and 62 s without, 8 rounds and 5 s at 0.05; 0.15 takes 32 rounds).
+NEAR_CUTS = 0.05
 
 
 @dataclass(frozen=True)
@@ -144,42 +149,37 @@ def _add_cut(lp: LP, pl: Platform, side: np.ndarray) -> None:
     lp.add(out + [pl.m], [-1] * len(out) + [1], "<=", 0)
 
 
-def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float) -> list[np.ndarray]:
-    """Root cuts whose float rate is below TP: the sink side of each max-flow that falls
-    short (the smallest violated set around v, so disjoint deficient regions each get their
-    own cut), skipping sinks inside a sink side found in this round."""
+def _violated_cuts(pl: Platform, rates: np.ndarray, tp: float,
+                   margin: float = 0.0) -> list[np.ndarray]:
+    """Root cuts whose float rate is below TP·(1 + ``margin``): the sink side of each
+    max-flow that falls short (the smallest such set around v, so disjoint deficient regions
+    each get their own cut), skipping sinks inside the sink side of a cut found violated
+    (below TP) in this round; a cut only within the margin hides none."""
     scale = _SCALE / max(float(rates.max()), 1e-300)
     from ortools.graph.python import max_flow   # loaded when a max-flow runs, not per command
     mf = max_flow.SimpleMaxFlow()
     mf.add_arcs_with_capacity(pl.src.astype(np.int32), pl.dst.astype(np.int32),
                               np.floor(np.maximum(rates, 0) * scale).astype(np.int64))
-    need = tp * scale * (1 - _TOL)
+    short = tp * scale * (1 - _TOL)
+    need = max(short, tp * scale * (1 + margin))
     covered = np.zeros(pl.n, bool)
-    cuts = []
+    cuts, seen = [], set()
     for v in _destinations(pl):
         if covered[v]:
             continue
         mf.solve(pl.root, int(v))
-        if mf.optimal_flow() < need:
+        flow = mf.optimal_flow()
+        if flow < need:
             sink = np.asarray(mf.get_sink_side_min_cut(), np.int64)
             side = np.ones(pl.n, bool)
             side[sink] = False
-            cuts.append(side)
-            covered[sink] = True
+            key = side.tobytes()
+            if key not in seen:
+                seen.add(key)
+                cuts.append(side)
+            if flow < short:
+                covered[sink] = True
     return cuts
-
-
-def _in_out_cuts(pl: Platform, rates: np.ndarray, tp: float, core: tuple):
-    """In-out separation (Ben-Ameur and Neto): look for cuts at the midpoint of the relaxation's
-    optimum and ``core``, a point known to satisfy every cut (first the heuristic tree). A cut
-    violated there but not at the core is violated at the optimum too, and cuts deeper than the
-    optimum's own; if the midpoint violates nothing it becomes the core and the optimum itself
-    is separated. Returns (cuts, core)."""
-    mid = ((rates + core[0]) / 2, (tp + core[1]) / 2)
-    new = _violated_cuts(pl, *mid)
-    if new:
-        return new, core
-    return _violated_cuts(pl, rates, tp), mid
 
 
 def _exact_feasible(pl: Platform, rates: list[Fraction], tp: Fraction) -> np.ndarray | None:
@@ -219,13 +219,9 @@ def port_bound(pl: Platform) -> tuple[Fraction, tuple[int, str]]:
     return best
 
 
-#: Up to this many flow variables (destinations × links) broadcast is solved in 003's own SSB
-#: form (one flow per destination, link rate ≥ each flow), beyond by cut generation.
-FLOW_FORM_CELLS = 200_000
-
-
 def flow_broadcast(pl: Platform) -> Throughput:
-    """003 §5.2 SSB as max TP: per destination i a flow x_i of value TP from the root,
+    """003 §5.2 SSB as max TP (the tests' second method; :func:`lp_broadcast` is 25–200×
+    faster on heterogeneous Pi(4,64) and answers where this one needs (N−1)·|E| columns): per destination i a flow x_i of value TP from the root,
     x_{i,e} ≤ n_e, port rows on n. Columns: n_e (0..m−1), TP (m), then x_{i,e}. Certified
     by its rounded dual (exactly dual feasible: an upper bound b·y) and link rates n from a
     second solve with TP fixed at b·y minimising Σ n_e·c_e (a cleaner vertex), rounded, which
@@ -282,16 +278,19 @@ def _ports_hold(pl: Platform, rates: list[Fraction]) -> bool:
     return True
 
 
-def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
-    """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact with the LP
-    dual as certificate: port-row and link-row multipliers and cut weights w_S, Σ w_S ≥ 1,
-    every link's price ≥ the weight of the cuts it crosses, total price = TP. The dual of the
-    relaxation (the cuts generated so far) bounds TP from above; the primal that meets it is
-    either the relaxation's own rates, once min_v maxflow ≥ TP holds exactly, or the greedy
-    tree (tree_heuristic), when its rate already equals the bound. Small platforms ((N−1)·|E|
-    ≤ FLOW_FORM_CELLS) go to :func:`flow_broadcast` instead: the cut polytope is highly
-    degenerate and cut generation can take hundreds of rounds (heterogeneous Pi(4,64): 272).
-    Cuts are separated in-out (:func:`_in_out_cuts`)."""
+def lp_broadcast(pl: Platform, max_rounds: int = 500, progress=None) -> Throughput:
+    """Broadcast TP under ``one``/``node`` by cut generation (module doc), exact. The greedy
+    tree (tree_heuristic) answers when its rate meets a port-row bound B. Otherwise rounds on
+    a warm GLOP LP (glop_lp) at a target U, first U = B: the rates with TP = U that use the ports
+    most (max Σ c_e·n_e under ``one``, Σ n_e under ``node``), a point deep in the optimal
+    face (the max-TP vertex puts rate on as few links as it can and violates hundreds of cuts
+    a round: a heterogeneous N = 512 platform took over 400 s), are separated by max-flows
+    (:func:`_violated_cuts`) and the cuts added. If TP = U becomes infeasible, U is the
+    relaxation's max TP again. With no cut violated, TP = U exactly: the certificate is the
+    port row when U = B, else the relaxation's rounded duals checked dual feasible in
+    rationals (bound b·y: port-row and link-row multipliers and cut weights w_S); the rates,
+    rounded, meet the port rows and min_v maxflow ≥ TP in integers.
+    ``progress(round, U, violated)`` after each round."""
     tree_tp, parent = greedy_tree(pl)
     bound, row = port_bound(pl)
     if tree_tp == bound:                     # one port row already caps TP at the tree's rate
@@ -299,43 +298,127 @@ def lp_broadcast(pl: Platform, max_rounds: int = 500) -> Throughput:
                           _tree_rates(pl, parent, tree_tp), pl,
                           {"kind": "port-row", "primal": "tree", "node": row[0],
                            "row": row[1], "bound": bound})
-    if (pl.n - 1) * pl.m <= FLOW_FORM_CELLS:
-        return flow_broadcast(pl)
     lp = cut_lp(pl)
     cuts = [~(np.arange(pl.n) == v) for v in _destinations(pl)]
     first_cut_row = len(lp.rows) - len(cuts)
-    core = (np.array([float(r) for r in _tree_rates(pl, parent, tree_tp)]), float(tree_tp))
-    for _ in range(max_rounds):
-        floats = solve_float(lp)
-        if floats[2] <= float(tree_tp) * (1 + _TOL):
-            sol = solve_exact(lp, floats)
-            if sol.value == tree_tp:         # the relaxation's bound is met by one tree
-                return Throughput(Collective.BROADCAST, tree_tp,
-                                  _tree_rates(pl, parent, tree_tp), pl,
-                                  _lp_certificate(lp, sol, cuts, first_cut_row, "tree"))
-        new, core = _in_out_cuts(pl, floats[0][:pl.m], floats[2], core)
-        if not new:
-            sol = solve_exact(lp, floats)
-            side = _exact_feasible(pl, sol.x[:pl.m], sol.value)
-            if side is None:
-                break
-            new = [side]
+    coef = pl.port_coefficients()
+    fat = {e: coef[e] for e in range(pl.m)}
+    warm = WarmLP(lp)
+    target, floats = bound, None             # floats: the last max-TP solve, if any
+    for rnd in range(1, max_rounds + 1):
+        sol = warm.solve(fat, {pl.m: target})
+        if sol is None:                      # TP = target is cut off: max TP again
+            floats = warm.solve()
+            target = Fraction(floats[2])
+            if floats[2] <= float(tree_tp) * (1 + _TOL):
+                exact = solve_exact(lp, floats)
+                if exact.value == tree_tp:   # the relaxation's bound is met by one tree
+                    return Throughput(Collective.BROADCAST, tree_tp,
+                                      _tree_rates(pl, parent, tree_tp), pl,
+                                      _lp_certificate(lp, exact.y, cuts, first_cut_row,
+                                                      "tree"))
+            continue
+        rates_f, u = sol[0][:pl.m], float(target)
+        new = _violated_cuts(pl, rates_f, u, NEAR_CUTS)
+        short = sum(rates_f[side[pl.src] & ~side[pl.dst]].sum() < u * (1 - _TOL)
+                    for side in new)
+        if progress is not None:
+            progress(rnd, u, short)
+        if not short:
+            done = _certify(pl, warm, lp, target, target == bound, fat, rates_f)
+            if isinstance(done, tuple):
+                tp, rates, y = done
+                cert = ({"kind": "port-row", "primal": "rates", "node": row[0],
+                         "row": row[1], "bound": bound} if y is None
+                        else _lp_certificate(lp, y, cuts, first_cut_row, "rates"))
+                return Throughput(Collective.BROADCAST, tp, tuple(rates), pl,
+                                  cert | {"rounds": rnd})
+            if isinstance(done, Fraction):   # the cuts lowered the bound: aim there
+                target = done
+                continue
+            new = [done]
         for side in new:
             _add_cut(lp, pl, side)
             cuts.append(side)
-    else:
-        raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
-    return Throughput(Collective.BROADCAST, sol.value, tuple(sol.x[:pl.m]), pl,
-                      _lp_certificate(lp, sol, cuts, first_cut_row, "lp"))
+    raise TopofinderError(f"cut generation did not converge in {max_rounds} rounds")
 
 
-def _lp_certificate(lp: LP, sol, cuts, first_cut_row: int, primal: str) -> dict:
-    """The nonzero dual multipliers: port/link rows by row index, cuts with their sides;
-    ``primal`` says what meets the bound (the LP's own rates, or a single tree)."""
-    weights = sol.y[first_cut_row:]
+def _within_ports(pl: Platform, rates: list[Fraction]) -> list[Fraction]:
+    """``rates`` with every over-full port row scaled down to its bound (send rows, then
+    receive rows; scaling only lowers rates, so rows already met stay met), negatives 0."""
+    rates = [max(r, Fraction(0)) for r in rates]
+    coef, bound = pl.port_coefficients(), pl.port_bound()
+    if coef is None:
+        return rates
+    for ends in (pl.src, pl.dst):
+        load = [Fraction(0)] * pl.n
+        for e, r in enumerate(rates):
+            load[int(ends[e])] += coef[e] * r
+        rates = [r * bound / load[int(ends[e])] if load[int(ends[e])] > bound else r
+                 for e, r in enumerate(rates)]
+    if pl.link_bounds():
+        rates = [min(r, Fraction(int(c))) for r, c in zip(rates, pl.cap)]
+    return rates
+
+
+def _rounded(pl: Platform, x: np.ndarray, tp: Fraction):
+    """(rates, None): the first rounding of float rates ``x`` (denominators up to each of
+    DENOMINATORS, over-full port rows scaled back to their bound: a rounding 10⁻¹⁵ above a
+    tight row) meeting the port rows and min_v maxflow ≥ tp exactly; else (None, a cut the
+    last rounding violates exactly, or None)."""
+    side = None
+    for q in DENOMINATORS:
+        rates = [Fraction(float(t)).limit_denominator(q) for t in x]
+        if not _ports_hold(pl, rates):
+            rates = _within_ports(pl, rates)
+        try:
+            side = _exact_feasible(pl, rates, tp)
+        except TopofinderError:              # denominators beyond 64-bit max-flow
+            continue
+        if side is None:
+            return rates, None
+    return None, side
+
+
+def _certify(pl: Platform, warm: WarmLP, lp: LP, target: Fraction, at_bound: bool,
+             fat: dict, x: np.ndarray):
+    """After a round with no violated cut at rates ``x`` (TP = ``target``): (TP, rates, y)
+    with rates checked exactly and y the exactly checked duals of the relaxation (None when
+    ``at_bound``: the port row is the bound); or a lower target (the relaxation's max TP fell
+    below it); or the source side of a cut the rounded rates violate exactly."""
+    y = None
+    if not at_bound:
+        floats = warm.solve()
+        if floats[2] < float(target) * (1 - _TOL):
+            return Fraction(floats[2])
+        dual = round_dual(lp, floats[1])
+        if dual is None:
+            raise TopofinderError("could not certify the broadcast LP's bound exactly (dual "
+                                  "rounding)")
+        target, y = dual
+        sol = warm.solve(fat, {pl.m: target})
+        if sol is None:
+            raise TopofinderError("could not certify the broadcast LP's bound exactly")
+        x = sol[0][:pl.m]
+    rates, side = _rounded(pl, x, target)
+    if rates is None:                        # the vertex of least port use rounds cleaner
+        lean = warm.solve({e: -c for e, c in fat.items()}, {pl.m: target})
+        if lean is not None:
+            rates, side = _rounded(pl, lean[0][:pl.m], target)
+    if rates is not None:
+        return target, rates, y
+    if side is None:
+        raise TopofinderError("could not round the broadcast rates exactly")
+    return side
+
+
+def _lp_certificate(lp: LP, y: list, cuts, first_cut_row: int, primal: str) -> dict:
+    """The nonzero dual multipliers ``y``: port/link rows by row index, cuts with their
+    sides; ``primal`` says what meets the bound (the LP's own rates, or a single tree)."""
+    weights = y[first_cut_row:]
     return {"kind": "lp-dual", "primal": primal,
             "rows": len(lp.rows),
-            "row_duals": {i: y for i, y in enumerate(sol.y[:first_cut_row]) if y},
+            "row_duals": {i: w for i, w in enumerate(y[:first_cut_row]) if w},
             "cuts": [(w, np.flatnonzero(side).tolist())
                      for w, side in zip(weights, cuts) if w]}
 
@@ -358,15 +441,18 @@ def scatter(pl: Platform) -> Throughput:
                                            zip(_destinations(pl), sol.y[first:]) if y}})
 
 
-def throughput(pl: Platform, collective: str = Collective.BROADCAST) -> Throughput:
-    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``)."""
+def throughput(pl: Platform, collective: str = Collective.BROADCAST,
+               progress=None) -> Throughput:
+    """Exact TP of a one-root ``collective`` on ``pl`` (reduce/gather on ``pl.reversed()``);
+    ``progress(round, bound, violated cuts)`` follows broadcast/reduce cut generation."""
     if collective not in COLLECTIVES:
         raise TopofinderError(f"collective {collective!r} unknown; use one of "
                               f"{', '.join(COLLECTIVES)}")
     if collective in (Collective.REDUCE, Collective.GATHER):
         pl = pl.reversed()
     if collective in (Collective.BROADCAST, Collective.REDUCE):
-        res = multiport_broadcast(pl) if pl.port_model == "multi" else lp_broadcast(pl)
+        res = (multiport_broadcast(pl) if pl.port_model == "multi"
+               else lp_broadcast(pl, progress=progress))
     else:
         res = scatter(pl)
     return Throughput(collective, res.value, res.rates, pl, res.certificate)

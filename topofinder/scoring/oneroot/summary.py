@@ -16,11 +16,13 @@ from topofinder.scoring.oneroot.steady import Throughput, throughput
 from topofinder.scoring.oneroot.structures import best_dag, weighted_trees
 from topofinder.scoring.oneroot.tree_heuristic import best_tree
 from topofinder.model.collectives import Collective
+from topofinder.model.needs import TO_ROOT
 
 #: Beyond this many nodes the best-DAG comparison is skipped (one LP per tried order).
 DAG_MAX_NODES = 2048
-#: Weighted trees (Bérczi–Frank packing, a max-flow per tree arc) up to this many nodes.
-PACK_MAX_NODES = 512
+#: Weighted trees (Bérczi–Frank packing, a max-flow per tree arc) up to this many nodes
+#: (a heterogeneous N = 1024 platform: 35 trees in 20 s, replayed in minutes; issue 40).
+PACK_MAX_NODES = 1024
 
 
 def _text(value):
@@ -35,27 +37,32 @@ def _text(value):
 
 
 def _compare(res: Throughput) -> dict:
-    """Best single tree (heuristic) and best DAG next to the optimum (003 §3.1)."""
+    """Best single tree (heuristic) and best DAG next to the optimum (003 §3.1), each with
+    its ratio to the optimum TP."""
     pl = res.platform
     tree, parent = best_tree(pl)
     out = {"best_tree": float(tree), "best_tree_exact": exact(tree),
+           "best_tree_ratio": float(tree / res.value),
            "best_tree_method": "exact (widest arborescence)" if pl.port_model == "multi"
            else "heuristic (greedy + Hamiltonian path + re-parenting)"}
     if pl.n <= DAG_MAX_NODES:
         dag, _, exhaustive = best_dag(pl, parent)
         out |= {"best_dag": float(dag), "best_dag_exact": exact(dag),
+                "best_dag_ratio": float(dag / res.value),
                 "best_dag_method": "exact (every vertex order)" if exhaustive
                 else "heuristic (BFS and tree orders)"}
     return out
 
 
 def oneroot_score(topo: Topology, collective: str = Collective.BROADCAST, root: int = 0,
-                  port_model: str = "one", bandwidth=None, compare: bool = True) -> dict:
+                  port_model: str = "one", bandwidth=None, compare: bool = True,
+                  progress=None) -> dict:
     """TP exact with its certificate, plus the best tree and DAG for broadcast/reduce.
     TP is in unit messages per unit time (a unit message takes 1/C on a capacity-C link):
-    a stream of H-byte messages runs at TP·b/H messages per second."""
-    pl = from_topology(topo, root, port_model, bandwidth)
-    res = throughput(pl, collective)
+    a stream of H-byte messages runs at TP·b/H messages per second. ``progress``: see
+    steady.throughput."""
+    pl = from_topology(topo, root, port_model, bandwidth, collective in TO_ROOT)
+    res = throughput(pl, collective, progress)
     out = {"expr": topo.expr, "n": topo.n, "collective": collective, "root": root,
            "port_model": port_model,
            "node_bandwidth": None if pl.bandwidth is None else exact(pl.bandwidth),
@@ -73,7 +80,8 @@ def oneroot_schedule(topo: Topology, collective: str = Collective.BROADCAST, roo
     if collective not in (Collective.BROADCAST, Collective.REDUCE):
         raise TopofinderError(f"periodic schedules are built for broadcast and reduce, not "
                               f"{collective!r}")
-    res = throughput(from_topology(topo, root, port_model, bandwidth), collective)
+    res = throughput(from_topology(topo, root, port_model, bandwidth, collective in TO_ROOT),
+                     collective)
     pl = res.platform
     if res.certificate.get("primal") == "tree":
         trees = [(res.value, _tree_of(res))]
