@@ -8,7 +8,7 @@ candidate is priced unless an already priced point matches or beats one of its b
 it matches or beats its price). Allgather: the predicted (T_L, τ) itself. Allreduce:
 `verify.allreduce_price` (reduce-scatter on Gᵀ or the allgather reversed, then the allgather;
 paper 001 Thm 1, 2, App. B), bounded by allgather + reduce-scatter each taking at least the
-Moore bound, then the diameter, in steps and (N−1)/N in M/B (each node receives N−1 shards of
+Moore bound, then node 0's eccentricities, in steps and (N−1)/N in M/B (each node receives N−1 shards of
 M/N) — the allgather exactly the predicted one for a scored BFB base (elsewhere `export` may
 write BFB where it beats the named construction).
 """
@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
+import numpy as np
+from scipy.sparse.csgraph import shortest_path
+
 from topofinder.errors import TopofinderError
 from topofinder.finder.growth import Candidate, _preference
-from topofinder.finder.verify import REPLAY_LIMIT, allreduce_price, build_topology
+from topofinder.finder.verify import allreduce_price, build_topology
 from topofinder.model.bounds import moore_bound_steps
 from topofinder.model.collectives import Collective
 
@@ -59,12 +62,15 @@ def _allreduce_bound(c: Candidate, steps: int) -> Price:
     return allgather[0] + floor[0], allgather[1] + floor[1]
 
 
-def _diameter(c: Candidate) -> int:
-    """Steps no allgather or reduce-scatter on c's topology can undercut: its diameter, where
-    the topology is built for replay anyway (N²·d ≤ REPLAY_LIMIT), else the Moore bound."""
-    if c.n * c.n * c.d > REPLAY_LIMIT:
-        return moore_bound_steps(c.n, c.d)
-    return build_topology(c.recipe).diameter
+def _eccentricity(c: Candidate) -> int:
+    """Steps no allgather or reduce-scatter on c's topology can undercut: the farthest any
+    node is from node 0 or node 0 from any node (node 0's shard must reach every node; every
+    shard must reach node 0), by two breadth-first searches, O(N·d); the Moore bound if the
+    topology is not strongly connected (then it has no price)."""
+    m = build_topology(c.recipe).link_matrix
+    far = max(shortest_path(m, unweighted=True, indices=0).max(),
+              shortest_path(m.T.tocsr(), unweighted=True, indices=0).max())
+    return int(far) if np.isfinite(far) else moore_bound_steps(c.n, c.d)
 
 
 #: Collective → how it is priced. Another priced collective is one more entry.
@@ -73,7 +79,7 @@ PRICED: dict[str, Priced] = {
     Collective.ALLREDUCE: Priced(
         allreduce_price,
         (lambda c: _allreduce_bound(c, moore_bound_steps(c.n, c.d)),
-         lambda c: _allreduce_bound(c, _diameter(c))),
+         lambda c: _allreduce_bound(c, _eccentricity(c))),
         lambda c: (2 * c.t_l, 2 * c.tau)),
 }
 
