@@ -29,7 +29,7 @@ from topofinder.cabling.relabel import document_mapping, relabel_topology
 from topofinder.export.schedule_xml import parse_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
-from topofinder.model.documents import ONEROOT_FORMAT, check_schedule_document
+from topofinder.model.documents import ONEROOT_FORMAT, check_schedule_document, send_table
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.inputs import read_input, read_json
 from topofinder.model.symmetric import OrbitSchedule, arc_sends, replay_by_symmetry
@@ -78,6 +78,7 @@ def read_sends(path) -> Sends:
     text = read_input(path, "schedule")
     if text.lstrip().startswith("<"):
         doc = parse_msccl_xml(text)
+        send_table(doc["sends"], doc["num_nodes"], doc["shard_chunks"], f"schedule {path}")
         physical = doc.get("physical")
         labels = doc.get("labels")
         topo, note = _named_topology(doc["topology"], physical, labels)

@@ -4,13 +4,13 @@ the union of the frontiers.
 
 Each priced collective has a price — exact (T_L in steps, τ in M/B) of the schedule `export`
 writes for it — and lower bounds, cheapest first. The frontier of a collective is exact: a
-candidate is priced unless an already priced point matches or beats one of its bounds (then
-it matches or beats its price). Allgather: the predicted (T_L, τ) itself. Allreduce:
+candidate is priced unless an already priced point matches or beats one of its bounds (then it
+matches or beats its price). Allgather: the predicted (T_L, τ) itself. Allreduce:
 `verify.allreduce_price` (reduce-scatter on Gᵀ or the allgather reversed, then the allgather;
 paper 001 Thm 1, 2, App. B), bounded by allgather + reduce-scatter each taking at least the
-Moore bound, then node 0's eccentricities, in steps and (N−1)/N in M/B (each node receives N−1 shards of
-M/N) — the allgather exactly the predicted one for a scored BFB base (elsewhere `export` may
-write BFB where it beats the named construction).
+Moore bound, then node 0's eccentricities, in steps and (N−1)/N in M/B (each node receives N−1
+shards of M/N) — the allgather exactly the predicted one for a scored BFB base (elsewhere
+`export` may write BFB where it beats the named construction).
 """
 
 from __future__ import annotations

@@ -175,9 +175,10 @@ def header(doc, where: str, n_key: str = "num_nodes") -> int:
                                f"per node: {n}")
         if len(set(labels)) != n:
             raise _fail(where, "'labels' names two nodes alike")
-    physical = array(doc, "physical", where, n, required=False)
+    physical = doc.get("physical")
     if physical is not None:
-        perm = int_table([[x] for x in physical], 1, "'physical'", where).ravel()
+        ints = isinstance(physical, list) and len(physical) == n and all(map(is_int, physical))
+        perm = np.array(physical if ints else [], np.int64)
         if perm.size != n or not np.array_equal(np.sort(perm), np.arange(n)):
             raise _fail(where, f"'physical' must be a permutation of the nodes 0..{n - 1}")
     if "tau" in doc:
@@ -207,19 +208,33 @@ def check_step_document(doc, where: str) -> np.ndarray:
         raise _fail(where, f"'columns' must be {STEP_COLUMNS}")
     p = integer(doc, "shard_chunks", 1, MAX_CHUNKS, where)
     rows = int_table(array(doc, "sends", where), 6, "'sends'", where)
-    steps = consecutive_steps(rows[:, 0], where, integer(doc, "num_steps", 0, MAX_ROWS, where)
-                              if "num_steps" in doc else None)
+    steps = send_table(rows, n, p, where, integer(doc, "num_steps", 0, MAX_ROWS, where)
+                       if "num_steps" in doc else None)
     reduce = integer(doc, "reduce_scatter_steps", 0, steps, where, default=0)
     if doc["collective"] == Collective.ALLREDUCE and "reduce_scatter_steps" in doc \
             and not 0 < reduce < steps:
         raise _fail(where, f"an allreduce's reduce_scatter_steps must be in 1..{steps - 1}")
+    return rows
+
+
+def send_table(rows: np.ndarray, n: int, p: int, where: str, declared: int | None = None,
+               consecutive: bool = True) -> int:
+    """An (S, 6) send table t, v, lo, hi, u, w of a step schedule on n nodes with p chunks
+    per shard: steps 1..T (each used, unless not ``consecutive``: then 1..MAX_ROWS), nodes
+    0..n−1, 0 ≤ lo < hi ≤ p. Returns T. (Every reader of step sends: JSON, .npz, MSCCL
+    XML.)"""
+    if consecutive:
+        steps = consecutive_steps(rows[:, 0], where, declared)
+    else:
+        in_range(rows[:, 0], 1, MAX_ROWS, "step", where)
+        steps = int(rows[:, 0].max()) if rows.size else 0
     for j, name in ((1, "node v"), (4, "sender u"), (5, "receiver w")):
         in_range(rows[:, j], 0, n - 1, name, where)
     in_range(rows[:, 2], 0, p - 1, "chunk lo", where)
     in_range(rows[:, 3], 1, p, "chunk hi", where)
     if rows.size and (rows[:, 2] >= rows[:, 3]).any():
         raise _fail(where, "a send has lo >= hi: chunks are the range [lo, hi)")
-    return rows
+    return steps
 
 
 def check_tree_document(doc, where: str) -> None:
@@ -231,7 +246,7 @@ def check_tree_document(doc, where: str) -> None:
     if doc.get("kind") != "trees":
         raise _fail(where, "a tree schedule has \"kind\": \"trees\"")
     if doc.get("collective", Collective.ALLGATHER) == Collective.ALLREDUCE:
-        for part in ("reduce_scatter", "allgather"):
+        for part in ("reduce_scatter", Collective.ALLGATHER.value):
             sub = doc.get(part)
             check_tree_document(sub, f"{where} {part}")
             if sub.get("num_nodes") != n:
@@ -268,8 +283,9 @@ def check_tree_document(doc, where: str) -> None:
 
 def check_alltoall_document(doc, where: str) -> np.ndarray:
     """An all-to-all step schedule: rows t, u, w, src, dst (integers, nodes 0..N−1, steps
-    1..T all used) and amount (a finite fraction of the piece in (0, 1]); step_loads of T
-    finite numbers ≥ 0. Returns the rows as (S, 6) t, src, 0, 0, u, w (check's send form)."""
+    1..num_steps — a step budget may leave some empty — or 1..S without it) and amount (a
+    finite fraction of the piece in (0, 1]); step_loads of T finite numbers ≥ 0. Returns
+    the rows as (S, 6) t, src, 0, 0, u, w (check's send form)."""
     n = header(doc, where)
     _format(doc, where)
     if doc.get("kind", "steps") != "steps" or doc.get("collective") != Collective.ALLTOALL:
@@ -284,10 +300,12 @@ def check_alltoall_document(doc, where: str) -> np.ndarray:
     ints = int_table([r[:5] for r in rows], 5, "'sends'", where)
     for r in rows:
         number(r[5], "amount", where, positive=True)
-        if r[5] > 1:
+        if r[5] > 1 + 1e-9:                               # (an LP's rounding above 1)
             raise _fail(where, f"an amount is a fraction of one piece, at most 1: {_show(r[5])}")
+    # a step budget (export --steps) may leave steps empty: steps are 1..num_steps
     declared = integer(doc, "num_steps", 0, MAX_ROWS, where) if "num_steps" in doc else None
-    steps = consecutive_steps(ints[:, 0], where, declared)
+    in_range(ints[:, 0], 1, len(rows) if declared is None else declared, "step", where)
+    steps = declared if declared is not None else int(ints[:, 0].max(initial=0))
     in_range(ints[:, 1:].ravel(), 0, n - 1, "node", where)
     loads = array(doc, "step_loads", where, required=False)
     if loads is not None:
@@ -444,20 +462,11 @@ def check_npz(a: dict, where: str) -> None:
         rows = _npz_ints(a, "sends", (6, None), where).T
         if rows.shape[0] > MAX_ROWS:
             raise _fail(where, f"{rows.shape[0]} sends; at most {MAX_ROWS}")
-        if kind == "steps":
-            steps = consecutive_steps(rows[:, 0], where)
-        else:
-            steps = int(rows[:, 0].max()) if rows.size else 0
-            in_range(rows[:, 0], 1, MAX_ROWS, "step", where)
+        steps = send_table(rows, n, p, where, consecutive=kind == "steps")
+        _npz_int(a, "reduce_steps", 0, steps, where)
+        if kind == "orbit":
             gens = _npz_ints(a, "generators", (None, n), where)
             in_range(gens.ravel(), 0, n - 1, "generator image", where)
-        _npz_int(a, "reduce_steps", 0, steps, where)
-        for j, name in ((1, "node v"), (4, "sender u"), (5, "receiver w")):
-            in_range(rows[:, j], 0, n - 1, name, where)
-        in_range(rows[:, 2], 0, p - 1, "chunk lo", where)
-        in_range(rows[:, 3], 1, p, "chunk hi", where)
-        if rows.size and (rows[:, 2] >= rows[:, 3]).any():
-            raise _fail(where, "a send has lo >= hi: chunks are the range [lo, hi)")
     elif kind == "trees":
         roots, num, den = (_npz_ints(a, k, (None,), where)
                            for k in ("roots", "weight_num", "weight_den"))
