@@ -28,7 +28,7 @@ from topofinder.api.batch import (
 )
 from topofinder.api.cabling import (
     CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,
-    export_patch_panel,
+    export_patch_panel, ocs_tables, wave_plan,
 )
 from topofinder.api.catalog import (
     AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,

@@ -10,20 +10,70 @@ from dataclasses import dataclass
 from topofinder.api.topology import Source, load
 from topofinder.errors import TopofinderError
 from topofinder.cabling.check import CheckReport, apply_diff, check, read_sends
-from topofinder.cabling.patch_panel import (
-    PatchPlan, PlanDiff, diff_plans, plan_patch_panel, read_plan,
+from topofinder.cabling.ocs import (
+    netconf_text, padded, parse_ocs, ports_per_node, sonic_text,
 )
+from topofinder.cabling.patch_panel import (
+    PatchPlan, PlanDiff, diff_plans, parse_plan, plan_patch_panel,
+)
+from topofinder.compute.output import write_text
+from topofinder.model.inputs import read_input
 from topofinder.cabling.physical import (
     Configuration, Layout, configure, connect_changes, make_layout, write_changes,
 )
 from topofinder.model.failures import split_expression
 from topofinder.resilience.cabling import degraded_plan
+from topofinder.resilience.waves import WavePlan, plan_waves
+from topofinder.workload.cost import Workload
 
 Plan = str | os.PathLike | PatchPlan
 
 
-def _plan(plan: Plan) -> PatchPlan:
-    return plan if isinstance(plan, PatchPlan) else read_plan(plan)
+def _plan(plan: Plan, n: int | None = None) -> PatchPlan:
+    """A plan: given, or read from a patch-panel CSV or an OCS table (sonic-ocs, netconf);
+    ``n``: at least that many nodes (growth: nodes without fibres yet)."""
+    if isinstance(plan, PatchPlan):
+        return plan
+    text = read_input(plan, "patch-panel plan")
+    ocs = parse_ocs(text, os.fspath(plan))
+    if ocs is None:
+        return parse_plan(text, n)
+    return padded(ocs, n)
+
+
+def ocs_tables(source: Source, fmt: str, *, old: Plan | None = None,
+               waves: int | None = None, max_down: int | None = None, wave: int | None = None,
+               workload: Workload | None = None, cabling: str = "auto",
+               panel_size: int = 1008, method: str = "exact",
+               undirected: bool | None = None, path: str | os.PathLike | None = None) -> str:
+    """`export --what cross-connects --format sonic-ocs|netconf` (topofinder.cabling.ocs):
+    the topology's cross-connects; with ``old`` the switch taken from the old plan to the
+    new one (with ``waves``/``max_down`` wave by wave; ``wave``: the state after that
+    wave). sonic-ocs is one CONFIG_DB state (the last, or ``wave``'s); netconf every step.
+    Returns the text, also written to ``path`` when given ("-": standard output)."""
+    if fmt not in ("sonic-ocs", "netconf"):
+        raise TopofinderError(f"cross-connects format {fmt!r}: accepted are csv, sonic-ocs, "
+                              "netconf")
+    if old is None:
+        states = [export_patch_panel(source, cabling, panel_size, undirected=undirected)]
+    elif waves is None and max_down is None:
+        diff = diff_plans(_plan(old), load(source, undirected), cabling, panel_size,
+                          method=method)
+        states = [diff.old, diff.new]
+    else:
+        plan = wave_plan(old, source, waves, max_down, workload, cabling=cabling,
+                         panel_size=panel_size, method=method, undirected=undirected,
+                         stats=False)
+        states = [plan.plan_after(i) for i in range(plan.waves + 1)]
+    if wave is not None:
+        if not 0 <= wave < len(states):
+            raise TopofinderError(f"--wave {wave}: the plan has waves 1..{len(states) - 1}")
+        states = states[:wave + 1]
+    d = ports_per_node(states)
+    text = sonic_text(states[-1], d) if fmt == "sonic-ocs" else netconf_text(states, d)
+    if path is not None:
+        write_text(path, text)
+    return text
 
 
 def export_patch_panel(source: Source, cabling: str = "auto", panel_size: int = 1008, *,
@@ -46,7 +96,21 @@ def diff_patch_panel(old: Plan, source: Source, cabling: str = "auto", panel_siz
     else a QAP search; heuristic: iterated linear assignment only). ``.write_csv`` writes the
     remove/add rows, ``.write_mapping`` the relabelling :func:`relabel` reads; ``.moves``,
     ``.isomorphic`` (None: undecided, install pynauty) and ``.method`` summarise it."""
-    return diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+    topo = load(source, undirected)
+    return diff_plans(_plan(old, topo.n), topo, cabling, panel_size, method=method)
+
+
+def wave_plan(old: Plan, source: Source, waves: int | None = None,
+              max_down: int | None = None, workload: Workload | None = None, *,
+              cabling: str = "auto", panel_size: int = 1008, method: str = "exact",
+              undirected: bool | None = None, stats: bool = True) -> WavePlan:
+    """The diff from ``old`` to a topology (:func:`diff_patch_panel`) split into ``waves``
+    waves (or waves of at most ``max_down`` unplugged rows) that keep the fabric strongly
+    connected, ordered to lower the worst allreduce time while a wave is out
+    (topofinder.resilience.waves): ``.write_csv`` writes the diff with a ``wave`` column,
+    ``.plan_after(i)`` the plan as cabled after wave i, ``.stats`` each wave's scores."""
+    diff = diff_plans(_plan(old), load(source, undirected), cabling, panel_size, method=method)
+    return plan_waves(diff, waves, max_down, workload, stats=stats)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from topofinder.compute.output import write_blocks
 from topofinder.model.documents import check_schedule_document
 from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import shape as xml_shape
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_schedule,
                                         relabel_topology)
-from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
+from topofinder.export.ir.steps import trees_as_steps
+from topofinder.export.msccl.fit import check_fits
+from topofinder.export.msccl.rules import shape as xml_shape
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import (REPLAY_LIMIT, allgather_schedule, collective_schedule,
                                       symmetric_collective)
@@ -178,7 +180,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
                     *, physical=None, announce=None, priced=None,
                     **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
-    or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
+    or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.msccl.writer.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); returned
     when ``path`` is None, else streamed to ``path`` ("-": standard output; JSON block by
     block, never held whole) and None returned. ``npz`` (step, orbit or tree schedules) is

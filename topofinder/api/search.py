@@ -16,6 +16,8 @@ from decimal import Decimal
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
 from topofinder.families.build import load_topology
+from topofinder.resilience.moves import move_aware
+from topofinder.resilience.phases import load_phases, phase_plan
 from topofinder.resilience.robust import robust_search
 from topofinder.workload.cost import Workload
 from topofinder.workload.hierarchy import check_gpus, hierarchical_score, parse_intra
@@ -66,7 +68,10 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
            moe: MoEWorkload | str | os.PathLike | None = None,
            gpus_per_node: int | None = None, intra: str = DEFAULT_INTRA,
            baseline_progress: Callable[[int, int, list[str]], None] | None = None,
-           robust: bool = False, rank_by_robust: bool = False) -> SearchResult:
+           robust: bool = False, rank_by_robust: bool = False,
+           cabled_from: str | os.PathLike | None = None, max_moves: int | None = None,
+           moves_method: str | None = None,
+           phases: str | os.PathLike | None = None) -> SearchResult:
     """The Pareto frontier of (T_L, τ) for ``n`` nodes of degree ``d``, every point built,
     replayed and scored, ranked by allreduce time for ``workload`` (default: α = 10 µs,
     B = 100 Gbps, M = 1 MB). ``kstep``: also routed k-step schedules (`search --kstep`).
@@ -76,7 +81,15 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     (:func:`network_workload`). ``gpus_per_node``: also score every point as a cluster of
     servers with that many GPUs on the ``intra`` fabric (``.hierarchy``). ``robust``: a
     ``robust`` column per point, its worst single fibre or node failure, exact by orbits
-    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it."""
+    (topofinder.resilience.robust); ``rank_by_robust``: recommend by it. ``cabled_from``: the
+    fabric as cabled (patch-panel plan CSV, topology file or expression): every point gets
+    ``moves`` (rows the diff from it unplugs, relabelled by ``moves_method``, default exact up
+    to N = 256, else heuristic) and ``moves_lower_bound``, the cabled fabric joins at 0 moves,
+    ``.moves["frontier"]`` lists the (objective, moves) Pareto points; ``max_moves`` keeps
+    only points within that many moves (topofinder.resilience.moves). ``phases``: a phases
+    TOML (topofinder.resilience.phases): ``.phases`` answers one fabric for all phases or one
+    per phase with the switch cost counted, and the break-even; the frontier is then searched
+    with all-to-all scores when a phase has an all-to-all share."""
     if jobs is not None and jobs < 1:
         raise TopofinderError(f"search: --jobs must be >= 1, got {jobs}")
     if gpus_per_node is not None:                # refused before the search, not after it
@@ -84,9 +97,20 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
         parse_intra(intra)
     if rank_by_robust and not robust:
         raise TopofinderError("search: --rank-by robust needs --robust")
+    if max_moves is not None and cabled_from is None:
+        raise TopofinderError("search: --max-moves needs --from PLAN.csv")
+    if cabled_from is not None and (gpus_per_node is not None or robust):
+        raise TopofinderError("search: --from does not combine with --gpus-per-node or "
+                              "--robust")
     if moe is not None and not isinstance(moe, MoEWorkload):
         moe = load_moe(moe)
     workload = network_workload(workload, moe)
+    spec = None
+    if phases is not None:
+        spec = load_phases(phases)
+        need = max(w.alltoall_share for _, _, w in spec.phases)
+        if need > workload.alltoall_share:
+            workload = replace(workload, alltoall_share=need)
     if robust and workload is not None and workload.broadcast_share:
         raise TopofinderError("search: --robust prices the worst failure's allreduce and "
                               "all-to-all only; drop --broadcast-share or --robust")
@@ -95,6 +119,11 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress)
     if robust:
         result = robust_search(result, workload, rank_by_robust)
+    if spec is not None:
+        result = replace(result, phases=phase_plan(result.frontier, result.n, result.d, spec))
+    if cabled_from is not None:
+        result = move_aware(result, os.fspath(cabled_from), workload, max_moves, moves_method,
+                            jobs)
     if gpus_per_node is None:
         return result
     return replace(result, hierarchy=hierarchy(result.frontier, gpus_per_node, intra, workload))

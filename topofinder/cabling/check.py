@@ -26,7 +26,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.npz import load_npz
 from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.cabling.relabel import document_mapping, relabel_topology
-from topofinder.export.schedule_xml import parse_msccl_xml
+from topofinder.export.msccl.reimport import parse_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
 from topofinder.model.documents import ONEROOT_FORMAT, check_schedule_document, send_table
@@ -134,10 +134,13 @@ def apply_diff(plan: PatchPlan, path) -> PatchPlan:
     lines = text.splitlines()
     if not lines or not lines[0].startswith("action,"):
         raise TopofinderError(f"{path}: a diff CSV starts with the header action,panel,...")
-    body = [ln.split(",", 1) for ln in lines[1:] if ln.strip()]
-    if any(len(b) != 2 or b[0] not in ("remove", "add") for b in body):
+    waves = lines[0].startswith("action,wave,")     # a wave plan: the wave column is dropped
+    body = [ln.split(",", 2 if waves else 1) for ln in lines[1:] if ln.strip()]
+    if any(len(b) != (3 if waves else 2) or b[0] not in ("remove", "add") for b in body):
         raise TopofinderError(f"{path}: every row starts with remove or add")
-    table = parse_plan("\n".join([lines[0].split(",", 1)[1]] + [b[1] for b in body]), plan.n)
+    body = [[b[0], b[-1]] for b in body]
+    table = parse_plan("\n".join([lines[0].split(",", 2 if waves else 1)[-1]]
+                                  + [b[1] for b in body]), plan.n)
     keys = [tuple(r) + (int(k),) for r, k in zip(table.rows.tolist(), table.kinds.tolist())]
     have: dict[tuple, list[int]] = {}
     for i, key in enumerate(tuple(r) + (int(k),) for r, k in zip(plan.rows.tolist(),

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from topofinder import api
 from topofinder.cli import export_cabling, export_schedule
 from topofinder.cli.common import add_undirected
@@ -27,6 +30,8 @@ def add(sub) -> None:
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
                         "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "cross-connects: csv (default), sonic-ocs (SONiC CONFIG_DB JSON), "
+                        "netconf (Polatis-style edit-config XML, delete then create per wave); "
                         "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     export_schedule.add_options(p)
     export_cabling.add_options(p)
@@ -47,7 +52,8 @@ def add(sub) -> None:
 def _check_outputs(args) -> None:
     """Refuse, before any work, outputs that name one file twice, an input (EXPR, --pick's
     result, --diff, --relabel) or a place that cannot be written."""
-    outputs = (args.output, export_cabling.mapping_path(args), args.layout)
+    outputs = (args.output, export_cabling.mapping_path(args), args.layout,
+               wave_topology_path(args))
     api.distinct_outputs(*outputs)
     for path in (args.expr, args.diff, args.relabel):
         if path:
@@ -55,6 +61,26 @@ def _check_outputs(args) -> None:
     for path in outputs:
         if path and path != "-":
             api.check_output(path)
+
+
+def wave_topology_path(args) -> str | None:
+    """Where `--what schedule --wave I` writes the fabric its schedule runs on (the schedule
+    document names it): OUT-waveI.edges beside -o."""
+    if args.wave is None or args.what != "schedule":
+        return None
+    if args.output in (None, "-"):
+        raise TopofinderError("export --what schedule --wave I: give -o FILE (the wave's "
+                              "topology is written beside it as FILE-waveI.edges)")
+    stem = os.path.splitext(args.output)[0]
+    return f"{stem}-wave{args.wave}.edges"
+
+
+def _wave_topology_file(args) -> str:
+    path = wave_topology_path(args)
+    api.export_topology(export_cabling.wave_fabric(args)[0], "edgelist", path)
+    print(f"the fabric after wave {args.wave} written to {path} (the schedule names it)",
+          file=sys.stderr)
+    return path
 
 
 def picked_expression(path: str, pick: int) -> str:
@@ -89,6 +115,21 @@ def run(args) -> int:
                               "diff's patch plan is already in the old plan's numbering")
     if (args.mapping or args.diff_method != "exact") and not args.diff:
         raise TopofinderError("export: --mapping and --diff-method need --diff OLD.csv")
+    waved = args.waves is not None or args.max_down is not None
+    if (waved or args.wave is not None) and not args.diff:
+        raise TopofinderError("export: --waves, --max-down and --wave need --diff OLD.csv")
+    if args.wave is not None and not waved:
+        raise TopofinderError("export: --wave I needs the plan's --waves W or --max-down F")
+    if (waved or args.wave is not None) and args.what == "cross-connects" \
+            and args.format not in ("sonic-ocs", "netconf"):
+        raise TopofinderError("export: --waves/--wave with cross-connects need --format "
+                              "sonic-ocs or netconf")
+    if args.wave is not None and args.what == "ranks":
+        raise TopofinderError("export: --wave applies to topology, patch-panel and schedule")
+    if args.wave is not None and args.what == "topology":
+        args.expr = export_cabling.wave_fabric(args)[0]
+    if args.wave is not None and args.what == "schedule":
+        args.expr = _wave_topology_file(args)
     renaming = api.mapping(args.relabel) if args.relabel else None
     if args.what in ("patch-panel", "cross-connects"):
         return export_cabling.run(args)

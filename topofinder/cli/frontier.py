@@ -37,6 +37,12 @@ def format_frontier(result: dict) -> str:
             r = p["robust"]
             rows[i + 1] += ("disconnects" if r.get("disconnects") else
                             f"{_us(r['worst_allreduce_s'])} ({r['worst_failure']})",)
+    if "moves" in result:
+        rows[0] += ("moves", "moves >=", "(obj, moves)")
+        pareto = set(result["moves"]["frontier"])
+        for i, p in enumerate(result["frontier"]):
+            rows[i + 1] += (str(p["moves"]), str(p["moves_lower_bound"]),
+                            "P" if i in pareto else "")
     if "hierarchy" in result:
         rows[0] += ("GPU algbw",)
         for i, p in enumerate(result["frontier"]):
@@ -55,7 +61,7 @@ def format_frontier(result: dict) -> str:
         f"{short} = {'the workload mix' if name == 'objective' else name}"
         for name, short in _SHORT.items()
         if any(name in p.get("frontiers", ()) for p in result["frontier"])))
-    if not all(p["verified"] for p in result["frontier"]):
+    if not all(p["verified"] or p.get("cabled") for p in result["frontier"]):
         lines.append("note: schedules too large to replay in memory were not built; their T_L "
                      "and tau are the exact BFB scores / theorem values (verified: false)")
     skipped = result.get("skipped_bases", [])
@@ -69,11 +75,46 @@ def format_frontier(result: dict) -> str:
                      f"{float(Fraction(p['tau_exact'])):.4f}): {p['reason']}")
     lines.append(f"recommended (*): {best['expr']} — allreduce "
                  f"{_us(best['allreduce_time_s'])} for the workload")
+    if "moves" in result:
+        lines += _format_moves(result)
+    if "phases" in result:
+        lines += _format_phases(result["phases"])
     if "moe" in result:
         lines += _format_iterations(result)
     if result.get("baselines"):
         lines += _format_baselines(result)
     return "\n".join(lines)
+
+
+def _format_moves(result: dict) -> list[str]:
+    """The (objective, moves) frontier as "within K moves: best point" lines."""
+    m, pts = result["moves"], result["frontier"]
+    lines = [f"moves from {m['from']} ({m['rows']} rows as cabled; relabelling by "
+             f"{m['method']}: 'export EXPR --what patch-panel --diff {m['from']} --diff-method "
+             f"{m['method']}' unplugs exactly 'moves' rows; 'moves >=' holds for any "
+             f"relabelling)" + ("" if m["max_moves"] is None else
+                                f"; only points within {m['max_moves']} moves")]
+    for i in m["frontier"]:
+        p = pts[i]
+        lines.append(f"  within {p['moves']} moves: {p['expr']}"
+                     + (" (as cabled)" if p.get("cabled") else "")
+                     + f" — objective {_us(p['objective_s'])}")
+    return lines
+
+
+def _format_phases(ph: dict) -> list[str]:
+    """One fabric for all phases against one per phase, and the break-even."""
+    names = ", ".join(f"{p['name']} ({p['share']:.0%})" for p in ph["phases"])
+    per = ph["per_phase"]
+    even = ph["break_even_operations"]
+    return ["", f"phases {names}, {ph['operations']:g} operations per cycle:",
+            f"  one fabric: {ph['single']['expr']} — {_ms(ph['single']['cycle_s'])} per cycle",
+            f"  one per phase: {' -> '.join(per['exprs'])} — {_ms(per['cycle_s'])} per cycle "
+            f"(switching {_ms(per['switch_s'])})",
+            f"  answer: {'one per phase' if ph['choice'] == 'per_phase' else 'one fabric'}; "
+            + ("per-phase fabrics never pay (no saving)" if even is None else
+               f"per-phase fabrics pay from {even:.4g} operations per cycle "
+               f"({_ms(ph['break_even_s'])} of communication) on")]
 
 
 def _ms(x) -> str:

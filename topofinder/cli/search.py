@@ -76,6 +76,21 @@ def add(sub) -> None:
     p.add_argument("--rank-by", choices=["objective", "robust"], default="objective",
                    help="recommend by the intact objective (default) or by the worst "
                         "single-failure objective (needs --robust)")
+    p.add_argument("--from", dest="cabled_from", default=None, metavar="PLAN.csv",
+                   help="the fabric as cabled (a patch-panel plan CSV, or a topology file or "
+                        "expression): price every point in fibre moves from it (the remove "
+                        "rows of 'export EXPR --what patch-panel --diff PLAN.csv'), with a "
+                        "lower bound; the cabled fabric joins at 0 moves")
+    p.add_argument("--max-moves", type=int, default=None, metavar="K",
+                   help="with --from: keep only points within K moves")
+    p.add_argument("--moves-method", choices=["exact", "heuristic"], default=None,
+                   help="with --from: the diff's relabelling method (export's --diff-method) "
+                        "for the moves (default: exact up to N = 256, heuristic above)")
+    p.add_argument("--phases", default=None, metavar="WORKLOAD.toml",
+                   help="a workload in phases (collective mix, size and share of time each, "
+                        "reconfiguration cost: 'cost' for an OCS, 'per_move' for a patch "
+                        "panel; docs/formats.md): answer one fabric for all phases or one "
+                        "per phase with the switch cost counted, and the break-even")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(run=run)
 
@@ -90,7 +105,9 @@ def run(args) -> int:
                         kstep=args.kstep, baselines=not args.no_baselines,
                         moe=args.workload, gpus_per_node=args.gpus_per_node,
                         intra=args.intra, baseline_progress=_baseline_progress,
-                        robust=args.robust, rank_by_robust=args.rank_by == "robust")
+                        robust=args.robust, rank_by_robust=args.rank_by == "robust",
+                        cabled_from=args.cabled_from, max_moves=args.max_moves,
+                        moves_method=args.moves_method, phases=args.phases)
     if args.plot:
         api.plot(result, args.plot)
     doc = result.to_dict()

@@ -68,6 +68,14 @@ class FrontierPoint:
     robust: dict | None = None
     broadcast: dict | None = None
     frontiers: tuple[str, ...] = ()
+    moves: int | None = None
+    moves_lower_bound: int | None = None
+    cabled: bool | None = None
+
+
+#: Point fields left out of the document when None (present only with the option that sets
+#: them: a broadcast share, `search --from`).
+OPTIONAL_FIELDS = (Collective.BROADCAST, "moves", "moves_lower_bound", "cabled")
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,8 @@ class SearchResult:
     hierarchy: Hierarchy | None = None
     skipped: tuple[dict, ...] = ()
     unverified: tuple[dict, ...] = ()
+    moves: dict | None = None
+    phases: dict | None = None
 
     @property
     def best(self) -> FrontierPoint:
@@ -114,8 +124,9 @@ class SearchResult:
         points = [asdict(p) for p in self.frontier]
         for p in points:
             p["frontiers"] = list(p["frontiers"])
-            if p[Collective.BROADCAST] is None:
-                del p[Collective.BROADCAST]
+            for key in OPTIONAL_FIELDS:
+                if p[key] is None:
+                    del p[key]
         if self.hierarchy is not None:
             for p, extra in zip(points, self.hierarchy.scores):
                 p.update(extra)
@@ -144,6 +155,10 @@ class SearchResult:
             doc["skipped_bases"] = list(self.skipped)
         if self.unverified:
             doc["skipped_points"] = list(self.unverified)
+        if self.moves is not None:
+            doc["moves"] = self.moves
+        if self.phases is not None:
+            doc["phases"] = self.phases
         return doc
 
 
