@@ -252,7 +252,7 @@ def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,
     (T_L, τ), and — when the workload has such a part — all-to-all and broadcast in their
     times; plus the frontier of the objective's own figures (allreduce with those parts), on
     which the recommendation lies (the objective grows with each of them). Among equal
-    figures the shorter expression is kept. A point without an all-to-all or broadcast time
+    figures the one better in the objective's figures is kept, then the shorter expression. A point without an all-to-all or broadcast time
     counts as infinitely slow there (the all-to-all time is the certified one, at the
     bracket's lower f)."""
     keys = _collective_keys(by_alltoall, by_broadcast)
@@ -260,7 +260,7 @@ def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,
     keys[OBJECTIVE] = lambda p: tuple(x for k in mix for x in k(p))
     on = {id(p): [] for p in points}
     for name, key in keys.items():
-        for p in _pareto(points, key):
+        for p in _pareto(points, key, keys[OBJECTIVE]):
             on[id(p)].append(name)
     kept = [p for p in points if on[id(p)]]
     kept.sort(key=lambda p: (p.T_L, Fraction(p.tau_exact), len(p.expr), p.expr))
@@ -287,10 +287,11 @@ def _collective_keys(by_alltoall: bool, by_broadcast: bool) -> dict[str, Callabl
     return keys
 
 
-def _pareto(points: list[FrontierPoint], key: Callable) -> list[FrontierPoint]:
+def _pareto(points: list[FrontierPoint], key: Callable, tie: Callable) -> list[FrontierPoint]:
     """The points no other is no worse than in every figure of ``key`` (equal figures: the
-    shorter expression)."""
-    pool = sorted(points, key=lambda p: (key(p), len(p.expr), p.expr))
+    better by ``tie``, the objective's figures — a point no worse anywhere —, then the shorter
+    expression)."""
+    pool = sorted(points, key=lambda p: (key(p), tie(p), len(p.expr), p.expr))
     keep: list[tuple] = []
     for p in pool:
         k = key(p)
