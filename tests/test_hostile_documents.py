@@ -119,8 +119,8 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path, launcher, after):
 BAD_CHECK_INPUTS = {
     "version 2": {"schedule": "schedule_version2.json"},
     "collective 'broadcast'": {"schedule": "schedule_broadcast.json"},
-    "steps >= 1": {"schedule": "schedule_step0.json"},
-    "0 <= lo < hi <= P": {"schedule": "schedule_shard_out_of_range.json"},
+    "step 0 is outside 1..": {"schedule": "schedule_step0.json"},
+    "chunk hi 99 is outside 1..4": {"schedule": "schedule_shard_out_of_range.json"},
     "columns": {"schedule": "schedule_columns_reversed.json"},
     "two fibres": {"plan": "plan_fibre_twice.csv"},
     "two fibres ": {"plan": "plan_port_twice.csv"},

@@ -128,7 +128,8 @@ def test_orbit_npz_of_a_planted_allreduce_fails_check(tmp_path):
     save_npz(bad, tmp_path / "bad.npz")
     plan = tmp_path / "plan.csv"
     tf.export_patch_panel("C(16,{1,6})").write_csv(plan)
-    with pytest.raises(ScheduleError, match="reduce-scatter phase"):
+    # the .npz validator (issue 39) now refuses the step 0 before the replay would
+    with pytest.raises(TopofinderError, match="reduce-scatter phase|step 0 is outside"):
         tf.check_schedule(plan, tmp_path / "bad.npz")
 
 

@@ -51,6 +51,29 @@ def reference(tmp_path_factory):
     return _outputs(out)
 
 
+#: The Dask tests' spec: 8 cells (a cluster's start and the transfers, not the cells, are what
+#: they test; the README's test command runs them, so they stay short).
+SMALL = SPEC.replace("n_max = 24", "n_max = 11")
+
+
+@pytest.fixture()
+def small_spec(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOPOFINDER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_reference(tmp_path_factory):
+    """The uncached sequential run of SMALL, which the Dask runs must reproduce byte for byte."""
+    folder = tmp_path_factory.mktemp("small")
+    (folder / "tiny.toml").write_text(SMALL)
+    out, _ = sweep.run_sweep(sweep.load_spec(folder / "tiny.toml"), folder, jobs=1,
+                             use_cache=False, progress=False)
+    return _outputs(out)
+
+
 def test_sweep_writes_frontiers_best_and_plots(spec_file, tmp_path, reference):
     spec = sweep.load_spec(spec_file)
     assert len(spec.cells) == 2 * 17             # N = 8..24 at d = 2 and at d = 4
@@ -99,18 +122,18 @@ def test_cached_sweep_gives_the_same_files(spec_file, tmp_path, reference):
         assert _outputs(out) == reference
 
 
-def test_dask_backend_matches_loky(spec_file, tmp_path, reference):
+def test_dask_backend_matches_loky(small_spec, tmp_path, small_reference):
     pytest.importorskip("dask.distributed")
     parallel.use_dask(None)                      # a 2-worker LocalCluster
     try:
-        out, _ = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "dask", jobs=2,
+        out, _ = sweep.run_sweep(sweep.load_spec(small_spec), tmp_path / "dask", jobs=2,
                               use_cache=False, progress=False)
     finally:
         parallel.use_loky()
-    assert _outputs(out) == reference
+    assert _outputs(out) == small_reference
 
 
-def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, reference,
+def test_dask_scheduler_address_gives_the_loky_table(small_spec, tmp_path, small_reference,
                                                      monkeypatch):
     """The documented recipe in small (docs/performance.md): a scheduler with two worker
     processes (a LocalCluster standing for `dask scheduler` + `dask worker`), the CLI given its
@@ -118,9 +141,9 @@ def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, refere
     (they started elsewhere): the cells reach the driver's disk, and every file equals the
     loky run's (two local worker processes) and the sequential reference."""
     distributed = pytest.importorskip("dask.distributed")
-    loky, _ = sweep.run_sweep(sweep.load_spec(spec_file), tmp_path / "loky", jobs=2,
+    loky, _ = sweep.run_sweep(sweep.load_spec(small_spec), tmp_path / "loky", jobs=2,
                               use_cache=False, progress=False)
-    assert _outputs(loky) == reference
+    assert _outputs(loky) == small_reference
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
@@ -129,9 +152,9 @@ def test_dask_scheduler_address_gives_the_loky_table(spec_file, tmp_path, refere
         driver = tmp_path / "driver"
         driver.mkdir()
         monkeypatch.chdir(driver)
-        assert main(["sweep", str(spec_file), "--backend", "dask", "--scheduler",
+        assert main(["sweep", str(small_spec), "--backend", "dask", "--scheduler",
                      cluster.scheduler_address, "--out", "rel", "--no-cache"]) == 0
-    assert _outputs(driver / "rel" / "tiny") == reference
+    assert _outputs(driver / "rel" / "tiny") == small_reference
 
 
 def _killed(_):

@@ -48,7 +48,7 @@ from topofinder.api.search import (
 )
 from topofinder.api.topology import (
     Source, export_ranks, export_topology, load, mapping, read_json_document, score,
-    topology_of_document,
+    search_frontier, topology_of_document,
 )
 from topofinder import API_NAMES
 from topofinder.errors import TopofinderError

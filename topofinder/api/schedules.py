@@ -12,6 +12,7 @@ import os
 
 from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import write_blocks
+from topofinder.model.documents import check_schedule_document
 from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import save_npz
@@ -150,6 +151,7 @@ def load_schedule(source: str | os.PathLike | dict, topology: Source | None = No
                                            and not source.lstrip().startswith("{")):
         source = read_input(source, "schedule")
     source = parse_object(source)
+    check_schedule_document(source, "schedule")            # one line per malformation
     if topology is None:
         if not isinstance(source.get("topology"), str):
             raise TopofinderError("the schedule names no topology; pass topology=")

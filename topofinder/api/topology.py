@@ -24,6 +24,7 @@ from topofinder.finder.describe import FC_TIME_LIMIT, describe
 from topofinder.finder.recipe import from_expression
 from topofinder.model.failures import split_expression
 from topofinder.model.files import topology_text
+from topofinder.model.documents import check_search_document
 from topofinder.model.inputs import read_input, read_json
 from topofinder.model.needs import Need
 from topofinder.model.topology import Topology
@@ -40,6 +41,12 @@ def read_json_document(path: str | os.PathLike, what: str):
     """The JSON value in the input file ``path`` (a ``what``, e.g. "search result"), read with
     the input limits of docs/formats.md "Inputs"; TopofinderError (one line) otherwise."""
     return read_json(read_input(path, what), os.fspath(path))
+
+def search_frontier(path: str | os.PathLike, where: str) -> list[dict]:
+    """The frontier of a `search --json` result file, checked by its validator
+    (topofinder.model.documents.check_search_document; ``where`` names it in errors)."""
+    return check_search_document(read_json_document(path, "search result"), where)
+
 
 def load(source: Source, undirected: bool | None = None, *, collective: str | None = None,
          root: int = 0) -> Topology:

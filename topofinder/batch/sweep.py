@@ -182,8 +182,9 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
-    """The frontier of one (N, d): predicted (exact for scored bases, theorem values for
-    expansions), or fully verified with ``verify``. Either way it is the frontier `search`
+    """The frontier of one (N, d) — the union of the allgather's and the exported
+    allreduce's (`verifiable_frontier`) —: predicted (exact for scored bases, theorem values
+    for expansions), or fully verified with ``verify``. Either way it is the frontier `search`
     gives: beyond the replay limit the points without an orbit form are left out and listed
     under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``). Base scores are
     memoised in the worker process; the disk cache holds whole cells (see `_run_cell`)."""
@@ -194,8 +195,9 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
                    "allreduce_tau_exact": p.allreduce_tau_exact} for p in result.frontier]
         skipped = list(result.unverified)
     else:
-        frontier, skipped = verifiable_frontier(final_candidates(n, k, bidirectional, jobs=1,
-                                                                 use_cache=False))
+        frontier, skipped = verifiable_frontier(
+            final_candidates(n, k, bidirectional, jobs=1, use_cache=False),
+            final_candidates(n, k, bidirectional, jobs=1, use_cache=False, whole=True))
         if not frontier:
             raise TopofinderError(f"no frontier point of N = {n}, d = {k} can be verified: "
                                   f"{skipped[0]['expr']}: {skipped[0]['reason']}")

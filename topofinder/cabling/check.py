@@ -28,13 +28,12 @@ from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.cabling.relabel import document_mapping, relabel_topology
 from topofinder.export.msccl.reimport import parse_msccl_xml
 from topofinder.families.build import document_topology
-from topofinder.model.alltoall_schedule import ALLTOALL_COLUMNS
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL
-from topofinder.model.schedule import (COLLECTIVES, SCHEDULE_FORMAT, SCHEDULE_VERSION, SEND_COLUMNS,
-                                       StepSchedule)
+from topofinder.model.documents import ONEROOT_FORMAT, check_schedule_document, send_table
+from topofinder.model.schedule import StepSchedule
 from topofinder.model.inputs import read_input, read_json
 from topofinder.model.symmetric import OrbitSchedule, arc_sends, replay_by_symmetry
-from topofinder.model.topology import MAX_NODES, Topology
+from topofinder.model.topology import Topology
 from topofinder.model.units import exact
 from topofinder.model.collectives import Collective
 
@@ -79,6 +78,7 @@ def read_sends(path) -> Sends:
     text = read_input(path, "schedule")
     if text.lstrip().startswith("<"):
         doc = parse_msccl_xml(text)
+        send_table(doc["sends"], doc["num_nodes"], doc["shard_chunks"], f"schedule {path}")
         physical = doc.get("physical")
         labels = doc.get("labels")
         topo, note = _named_topology(doc["topology"], physical, labels)
@@ -86,71 +86,23 @@ def read_sends(path) -> Sends:
     if not text.lstrip().startswith(("{", "[")):
         raise TopofinderError(f"schedule {path} is neither JSON nor MSCCL XML")
     doc = read_json(text, str(path))
-    if not isinstance(doc, dict) or "num_nodes" not in doc:
-        raise TopofinderError(f"schedule {path}: not a topofinder schedule document")
-    _check_header(doc, path)
-    labels = tuple(doc["labels"]) if isinstance(doc.get("labels"), list) else None
+    where = f"schedule {path}"
+    if isinstance(doc, dict) and doc.get("format") == ONEROOT_FORMAT:
+        raise TopofinderError(f"{where}: a one-root schedule; check reads step, tree and "
+                              f"all-to-all schedules (run executes one-root schedules)")
+    if isinstance(doc, dict) and doc.get("kind") == "trees" and "trees" not in doc:
+        raise TopofinderError(f"{where}: an allreduce of trees; check its reduce_scatter and "
+                              f"allgather documents (export them as --collective "
+                              f"reduce-scatter and allgather)")
+    rows = check_schedule_document(doc, where)                 # one line per malformation
+    kind = "trees" if rows is None else ("steps" if doc.get("collective") != ALLTOALL
+                                         else Collective.ALLTOALL)
+    if rows is None:
+        rows = np.array([(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
+                         for u, w in t["edges"]], np.int64).reshape(-1, 6)
+    labels = tuple(doc["labels"]) if "labels" in doc else None
     topo, note = _named_topology(doc.get("topology"), doc.get("physical"), labels)
-    try:
-        if doc.get("kind") == "trees":
-            rows = [(i + 1, t["root"], 0, 0, u, w) for i, t in enumerate(doc["trees"])
-                    for u, w in t["edges"]]
-            kind = "trees"
-        elif doc.get("collective") == Collective.ALLTOALL:       # rows t, u, w, src, dst, amount
-            rows = [(r[0], r[3], 0, 0, r[1], r[2]) for r in doc["sends"]]
-            kind = Collective.ALLTOALL
-        else:
-            rows, kind = doc["sends"], "steps"
-        arr = np.array(rows, np.int64).reshape(-1, 6)
-        _check_ranges(doc, arr, kind, path)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        if isinstance(exc, TopofinderError):
-            raise
-        raise TopofinderError(f"schedule {path}: malformed sends ({exc!r})") from None
-    return Sends(arr, kind, int(doc["num_nodes"]), topo, labels, note)
-
-
-def _check_header(doc: dict, path) -> None:
-    """The schedule document's format, version, kind, collective, columns and num_nodes are
-    ones `export --what schedule` writes (docs/formats.md); TopofinderError else."""
-    kind, coll = doc.get("kind", "steps"), doc.get("collective", Collective.ALLGATHER)
-    allowed = ((Collective.ALLGATHER, Collective.REDUCE_SCATTER) if kind == "trees"
-               else (*COLLECTIVES, ALLTOALL))
-    columns = list(ALLTOALL_COLUMNS if coll == ALLTOALL else SEND_COLUMNS)
-    n = doc["num_nodes"]
-    problem = (
-        "format" if doc.get("format", SCHEDULE_FORMAT) != SCHEDULE_FORMAT else
-        "version" if doc.get("version", SCHEDULE_VERSION) != SCHEDULE_VERSION else
-        "kind" if kind not in ("steps", "trees") else
-        "collective" if coll not in allowed else
-        "columns" if kind == "steps" and doc.get("columns", columns) != columns else
-        "num_nodes" if not (isinstance(n, int) and not isinstance(n, bool)
-                            and 2 <= n <= MAX_NODES) else None)
-    if problem is not None:
-        raise TopofinderError(f"schedule {path}: its {problem} {ascii(doc.get(problem))[:80]} is "
-                              f"not one topofinder writes (format {SCHEDULE_FORMAT} version "
-                              f"{SCHEDULE_VERSION}, docs/formats.md)")
-
-
-def _check_ranges(doc: dict, rows: np.ndarray, kind: str, path) -> None:
-    """Every row addresses steps ≥ 1, nodes 0..N−1 and (step sends) chunks 0 ≤ lo < hi ≤ P."""
-    n = doc["num_nodes"]
-    if not rows.size:
-        return
-    t, v, lo, hi, u, w = rows.T
-    bad = (t < 1) | (v < 0) | (v >= n) | (u < 0) | (u >= n) | (w < 0) | (w >= n)
-    if kind == "steps":
-        p = doc["shard_chunks"]
-        if not isinstance(p, int) or p < 1:
-            raise TopofinderError(f"schedule {path}: shard_chunks must be a positive integer")
-        bad |= (lo < 0) | (hi > p) | (lo >= hi)
-    if kind == Collective.ALLTOALL:
-        amounts = np.array([r[5] for r in doc["sends"]], dtype=float)
-        bad |= ~(amounts > 0)
-    if bad.any():
-        row = [int(x) for x in rows[np.flatnonzero(bad)[0]]]
-        raise TopofinderError(f"schedule {path}: row {row} (t, v, lo, hi, u, w) is outside "
-                              f"steps >= 1, nodes 0..{n - 1} and chunks 0 <= lo < hi <= P")
+    return Sends(rows, kind, doc["num_nodes"], topo, labels, note)
 
 
 def _from_object(sched) -> Sends:

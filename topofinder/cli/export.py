@@ -89,13 +89,11 @@ def picked_expression(path: str, pick: int) -> str:
     """The expression of frontier point ``pick`` of a `search --json` result file."""
     not_a_result = f"export --pick: {path} is not a 'topofinder search --json' result"
     try:
-        frontier = api.read_json_document(path, "search result")["frontier"]
-    except (TopofinderError, KeyError, TypeError) as exc:
-        if "not a regular file" in str(exc) or "is a directory" in str(exc):
-            raise
-        raise TopofinderError(not_a_result) from None
-    if not isinstance(frontier, list) or not frontier:
-        raise TopofinderError(f"{not_a_result} (no frontier list)")
+        frontier = api.search_frontier(path, f"export --pick: {path}")
+    except TopofinderError as exc:
+        if "not valid JSON" in str(exc) or "not a usable JSON" in str(exc):
+            raise TopofinderError(not_a_result) from None
+        raise
     if not 0 <= pick < len(frontier):
         raise TopofinderError(f"export --pick {pick}: {path} has frontier points "
                               f"0..{len(frontier) - 1}")

@@ -9,10 +9,15 @@ from topofinder.cli.common import table
 from topofinder.api import Collective
 
 
+#: The frontiers a point can be on (FrontierPoint.frontiers), as the table abbreviates them.
+_SHORT = {Collective.ALLGATHER: "ag", Collective.ALLREDUCE: "ar", Collective.ALLTOALL: "a2a",
+          Collective.BROADCAST: "bc", "objective": "mix"}
+
+
 def format_frontier(result: dict) -> str:
     """The frontier as an aligned table with the recommendation marked."""
     rows = [("", "expression", "T_L", "tau", "tau_fc", "diam", "flags", Collective.ALLREDUCE,
-             "allreduce async", "all-to-all", "schedule", "verified")]
+             "allreduce async", "all-to-all", "schedule", "verified", "frontier")]
     for i, p in enumerate(result["frontier"]):
         flags = ("B" if p["bw_optimal"] else "-") + ("M" if p["moore_optimal"] else "-") + (
             "D" if p["bidirectional"] else "-")
@@ -20,7 +25,8 @@ def format_frontier(result: dict) -> str:
         rows.append(("*" if i == result["recommended"] else "", p["expr"], str(p["T_L"]),
                      f"{p['tau']:.4f}", fc, "" if p["diameter"] is None else str(p["diameter"]),
                      flags, _us(p["allreduce_time_s"]), _us(p.get("allreduce_async_s")),
-                     _us(p["alltoall_time_s"]), p["schedule"], _verified(p)))
+                     _us(p["alltoall_time_s"]), p["schedule"], _verified(p),
+                     "+".join(_SHORT.get(f, f) for f in p.get("frontiers", ()))))
     if any(Collective.BROADCAST in p for p in result["frontier"]):
         rows[0] += ("broadcast TP", Collective.BROADCAST)
         for i, p in enumerate(result["frontier"]):
@@ -60,6 +66,10 @@ def format_frontier(result: dict) -> str:
                          f"({', '.join(p['certificate']['bases'])}), preconditions checked, "
                          f"{p['certificate']['sample']} receivers replayed exactly (seed "
                          f"{p['certificate']['seed']}): {p['certificate']['detection']}")
+    lines.append("frontier: the point is Pareto-optimal for " + ", ".join(
+        f"{short} = {'the workload mix' if name == 'objective' else name}"
+        for name, short in _SHORT.items()
+        if any(name in p.get("frontiers", ()) for p in result["frontier"])))
     if not all(p["verified"] or p.get("cabled") for p in result["frontier"]):
         lines.append("note: schedules too large to replay in memory were not built; their T_L "
                      "and tau are the exact BFB scores / theorem values (verified: false)")

@@ -26,6 +26,7 @@ import numpy as np
 
 from topofinder.errors import TopofinderError
 from topofinder.families.build import document_topology
+from topofinder.model.documents import check_schedule_document
 from topofinder.model.oneroot_schedule import ONEROOT_FORMAT, PeriodicSchedule, replay
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.inputs import read_input, read_json
@@ -92,6 +93,7 @@ def program_from_document(doc: dict, pipeline: int = 1) -> Program:
     if not 1 <= pipeline <= MAX_PIPELINE:
         raise TopofinderError(f"--pipeline must be an integer in 1..{MAX_PIPELINE}, got "
                               f"{pipeline}")
+    check_schedule_document(doc, "schedule")                 # one line per malformation
     if doc.get("format") == ONEROOT_FORMAT:
         return oneroot_program(doc, pipeline)
     if "topology" not in doc:

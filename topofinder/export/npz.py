@@ -23,6 +23,7 @@ import numpy as np
 
 from topofinder.compute.output import atomic_output, note_input
 from topofinder.errors import TopofinderError
+from topofinder.model.documents import check_npz
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.symmetric import OrbitSchedule
 from topofinder.model.topology import Topology
@@ -119,6 +120,7 @@ def load_npz(path) -> StepSchedule | TreeSchedule | OrbitSchedule:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise TopofinderError(f"cannot read schedule .npz {path}: {exc}") from None
     try:
+        check_npz(a, f"schedule .npz {path}")
         cap = a["capacity"].astype(np.int64)
         topo = Topology(int(a["n"]), a["src"].astype(np.int64), a["dst"].astype(np.int64),
                         expr=str(a["topology"]), capacity=cap if cap.size else None,

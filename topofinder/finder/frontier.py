@@ -12,7 +12,7 @@ import os
 from fractions import Fraction
 from typing import Callable
 
-from topofinder.finder import growth
+from topofinder.finder import growth, priced
 from topofinder.finder.bases import base_expressions
 from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
@@ -23,6 +23,7 @@ from topofinder.finder.verify import (SCORE_MAX_N2D, VerifiedPoint, base_topolog
                                       check_verified, score_base, score_kstep, unscored_reason,
                                       unverifiable_reason, verify_candidate, verify_work)
 from topofinder.errors import TopofinderError
+from topofinder.model.collectives import Collective
 from topofinder.model.bounds import check_claim
 from topofinder.model.units import exact
 
@@ -89,7 +90,8 @@ def verify_jobs(n: int, d: int, jobs: int | None) -> int:
 #: Per-process memos. A size's frontier does not depend on the target, and one search — or a
 #: worker serving many sweep cells — meets the same sizes and bases again and again.
 _SCORES: dict[tuple[str, str], dict | None] = {}
-_FRONTIERS: dict[tuple, tuple[float, list[Candidate]]] = {}    # (state, kstep, families)
+_FRONTIERS: dict[tuple, tuple[float, list[Candidate], list[Candidate]]] = {}
+#                                      (state, kstep, families) → (limit, frontier, pool)
 
 
 def _score_bases(pairs: list[tuple[str, str]], jobs, use_cache: bool, progress) -> None:
@@ -112,10 +114,19 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     smaller sizes that can beat both the limit and its own BW-optimal point. Memoised with the
     limit it was computed for; a request with a higher limit recomputes. ``kstep``: also
     routed k-step points at sizes up to KSTEP_MAX_NODES."""
+    return _state_pool(state, use_cache, limit, kstep)[1]
+
+
+def _state_pool(state: tuple[int, int], use_cache: bool, limit: float = float("inf"),
+                kstep: bool = False) -> tuple[list[Candidate], list[Candidate]]:
+    """(every candidate of the size, its Pareto frontier in the allgather's (T_L, τ) with
+    flags) — see `_state_frontier`. Smaller sizes only pass their frontiers on (the expansions'
+    theorems predict allgathers); the target size's whole pool goes to `verifiable_frontier`,
+    which keeps a frontier per priced collective."""
     key = (state, kstep, fingerprint())
     known = _FRONTIERS.get(key)
     if known is not None and known[0] >= limit:
-        return known[1]
+        return known[2], known[1]
     pairs = base_expressions(*state)
     _score_bases(pairs, 1, use_cache, None)
     own = _scored(pairs)
@@ -127,12 +138,13 @@ def _state_frontier(state: tuple[int, int], use_cache: bool,
     for op in ops:
         for operand, sub_limit in zip(op[1], growth.operand_limits(op, effective)):
             frontiers[operand] = _state_frontier(operand, use_cache, sub_limit, kstep)
-    frontier = growth.pareto(own + growth.grow(frontiers, *state, ops=ops))
+    pool = own + growth.grow(frontiers, *state, ops=ops)
+    frontier = growth.pareto(pool)
     if kstep:
-        frontier = growth.pareto(frontier + _kstep_candidates(frontier, state[0], use_cache,
-                                                              limit))
-    _FRONTIERS[key] = (limit, frontier)
-    return frontier
+        routed = _kstep_candidates(frontier, state[0], use_cache, limit)
+        pool, frontier = pool + routed, growth.pareto(frontier + routed)
+    _FRONTIERS[key] = (limit, frontier, pool)
+    return pool, frontier
 
 
 #: Below this many target nodes the bases are scored lazily in this process even with more
@@ -150,9 +162,11 @@ def predicted_frontier(n: int, d: int, bidirectional: bool = False, jobs: int | 
 
 def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | None = None,
                      use_cache: bool = True, progress: Callable | None = None,
-                     kstep: bool = False) -> list[Candidate]:
+                     kstep: bool = False, whole: bool = False) -> list[Candidate]:
     """The candidates of (n, d) the final Pareto step chooses from: the size's frontier with
-    flags, and the large rings kept as fall-backs. With more than one job and more than
+    flags (``whole``: every candidate of the size — its bases and the expansions of smaller
+    sizes' frontiers — for the frontiers of other collectives), and the large rings kept as
+    fall-backs. With more than one job and more than
     PARALLEL_BASES_MIN_NODES nodes, the bases of every
     reachable size are scored in parallel up front; otherwise sizes are visited lazily and
     only where they can matter."""
@@ -164,29 +178,45 @@ def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | No
         _score_bases([b for s in states for b in base_expressions(*s)] + extra, jobs,
                      use_cache, progress)
     _score_bases(extra, 1, use_cache, None)
-    final = _state_frontier((n, d), use_cache, kstep=kstep) + _scored(extra)
+    final = _state_pool((n, d), use_cache, kstep=kstep)[0 if whole else 1] + _scored(extra)
     if bidirectional:
         final = [c for c in final if c.bidirectional]
     return final
 
 
-def verifiable_frontier(predicted: list[Candidate], construction: bool = False
-                        ) -> tuple[list[Candidate], list[dict]]:
-    """The Pareto frontier (flags ignored) of the candidates that can be verified within the
-    budget (verify.unverifiable_reason), and the frontier points left out, with their exact
-    predicted (T_L, τ) and the reason ({"expr", "T_L", "tau_exact", "reason"}): when a
-    frontier point is dropped, the candidates it alone dominated come back. ``construction``:
-    points verified by construction count as verifiable (topofinder.finder.certify)."""
-    pool, skipped = list(predicted), []
+def verifiable_frontier(predicted: list[Candidate], whole: list[Candidate] = (),
+                        construction: bool = False) -> tuple[list[Candidate], list[dict]]:
+    """The frontiers per priced collective of the candidates that can be verified within the
+    budget (verify.unverifiable_reason), united and sorted by (T_L, τ): the allgather's in
+    predicted (T_L, τ) of ``predicted`` (flags ignored), the others' (topofinder.finder.priced;
+    the exported allreduce) of ``whole`` (`final_candidates(whole=True)`) and ``predicted``.
+    Also the allgather frontier points left out, with their exact predicted (T_L, τ) and the
+    reason ({"expr", "T_L", "tau_exact", "reason"}): when a frontier point is dropped, the
+    candidates it alone dominated come back. A candidate is priced only once it passes
+    `unverifiable_reason`. ``construction``: points verified by construction count as
+    verifiable (topofinder.finder.certify)."""
+    pool, skipped, reasons = list(predicted), [], {}
+
+    def reason(c):
+        if c.recipe not in reasons:
+            reasons[c.recipe] = unverifiable_reason(c, construction)
+        return reasons[c.recipe]
+
     while True:
         front = growth.pareto(pool, with_flags=False)
-        reasons = {c.expr: unverifiable_reason(c, construction) for c in front}
-        bad = [c for c in front if reasons[c.expr]]
+        bad = [c for c in front if reason(c)]
         if not bad:
-            return front, skipped
+            break
         skipped += [{"expr": c.expr, "T_L": c.t_l, "tau_exact": exact(c.tau),
-                     "reason": reasons[c.expr]} for c in bad]
+                     "reason": reason(c)} for c in bad]
         pool = [c for c in pool if c not in bad]
+    union = {c.recipe: c for c in front}
+    others = {name: entry for name, entry in priced.PRICED.items()
+              if name != Collective.ALLGATHER}
+    for f in priced.frontiers(pool + list(whole), admit=lambda c: not reason(c),
+                              collectives=others, favour=frozenset(union)).values():
+        union.update((c.recipe, c) for c in f if c.recipe not in union)
+    return sorted(union.values(), key=lambda c: (c.t_l, c.tau, len(c.expr), c.expr)), skipped
 
 
 def skipped_bases(n: int, d: int) -> list[dict]:
@@ -218,7 +248,8 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
     prestart(verify_candidate, verify_jobs(n, d, jobs))
     predicted, skipped = verifiable_frontier(
         final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep),
-        construction is not None)
+        final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep, whole=True),
+        construction=construction is not None)
     if not predicted:
         raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")

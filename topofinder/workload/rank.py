@@ -4,7 +4,7 @@ Pareto points, the recommendation — the `topofinder search` document (docs/for
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -74,6 +74,7 @@ class FrontierPoint:
     allgather_time_s: float | None = None
     allgather_async_s: float | None = None
     allreduce_async_s: float | None = None
+    frontiers: tuple[str, ...] = ()
     moves: int | None = None
     moves_lower_bound: int | None = None
     cabled: bool | None = None
@@ -131,6 +132,7 @@ class SearchResult:
     def _points(self) -> list[dict]:
         points = [asdict(p) for p in self.frontier]
         for p in points:
+            p["frontiers"] = list(p["frontiers"])
             for key in OPTIONAL_FIELDS:
                 if p[key] is None:
                     del p[key]
@@ -142,7 +144,7 @@ class SearchResult:
     def records(self) -> list[dict]:
         """One flat dict per frontier point (``pandas.DataFrame(result.records())``), with
         N, d and whether it is the recommendation (a MoE split as ``iteration_*`` columns, the
-        worst failure as ``robust_*``)."""
+        worst failure as ``robust_*``, the frontiers joined by "+")."""
         return [{"N": self.n, "d": self.d, **_flat(p), "recommended": i == self.recommended}
                 for i, p in enumerate(self._points())]
 
@@ -170,6 +172,7 @@ class SearchResult:
 
 
 def _flat(point: dict) -> dict:
+    point = {**point, "frontiers": "+".join(point["frontiers"])}
     for key in ("iteration", "robust", Collective.BROADCAST):
         split = point.get(key)
         if isinstance(split, dict):
@@ -264,31 +267,60 @@ def _point(c: Candidate, v: VerifiedPoint, workload: Workload,
         allreduce_async_s=asyncs.get("allreduce_async_s"), certificate=v.certificate)
 
 
+#: The frontier of the workload's objective, kept next to the collectives' own (its mix).
+OBJECTIVE = "objective"
+
+
 def _pareto_points(points: list[FrontierPoint], by_alltoall: bool = False,
                    by_broadcast: bool = False) -> list[FrontierPoint]:
-    """Pareto in verified (T_L, τ) — and all-to-all time when ``by_alltoall`` (the workload
-    has an all-to-all part), so a topology best for all-to-all (paper 001 §8.3: generalized
-    Kautz) is kept even when another matches its (T_L, τ). Among equal points keep the
-    shorter expression. The all-to-all time is the certified one (at the bracket's lower f);
-    a point without it counts as infinitely slow there. Likewise the broadcast time when
-    ``by_broadcast`` (a broadcast share)."""
+    """The union of a frontier per priced collective, each point saying which it is on
+    (``frontiers``): allgather in verified (T_L, τ), allreduce in the exported allreduce's
+    (T_L, τ), and — when the workload has such a part — all-to-all and broadcast in their
+    times; plus the frontier of the objective's own figures (allreduce with those parts), on
+    which the recommendation lies (the objective grows with each of them). Among equal
+    figures the one better in the objective's figures is kept, then the shorter expression. A point without an all-to-all or broadcast time
+    counts as infinitely slow there (the all-to-all time is the certified one, at the
+    bracket's lower f)."""
+    keys = _collective_keys(by_alltoall, by_broadcast)
+    mix = [k for name, k in keys.items() if name != Collective.ALLGATHER]
+    keys[OBJECTIVE] = lambda p: tuple(x for k in mix for x in k(p))
+    on = {id(p): [] for p in points}
+    for name, key in keys.items():
+        for p in _pareto(points, key, keys[OBJECTIVE]):
+            on[id(p)].append(name)
+    kept = [p for p in points if on[id(p)]]
+    kept.sort(key=lambda p: (p.T_L, Fraction(p.tau_exact), len(p.expr), p.expr))
+    if len(mix) == 1:                      # the objective is the allreduce: one frontier
+        on = {i: [n for n in names if n != OBJECTIVE] for i, names in on.items()}
+    return [replace(p, frontiers=tuple(on[id(p)])) for p in kept]
+
+
+def _collective_keys(by_alltoall: bool, by_broadcast: bool) -> dict[str, Callable]:
+    """Priced collective → the figures its time grows with (lower is better in each)."""
     def a2a(p):
-        if not by_alltoall:
-            return 0.0
         return float("inf") if p.alltoall_time_s is None else p.alltoall_time_s
 
     def bcast(p):
-        if not by_broadcast:
-            return 0.0
         t = p.broadcast["time_s"]
         return float("inf") if t is None else t
 
-    key = {id(p): (p.T_L, Fraction(p.tau_exact), a2a(p), bcast(p), len(p.expr), p.expr)
-           for p in points}
-    pool = sorted(points, key=lambda p: key[id(p)])
-    keep = []
+    keys = {Collective.ALLGATHER: lambda p: (p.T_L, Fraction(p.tau_exact)),
+            Collective.ALLREDUCE: lambda p: (p.allreduce_T_L, Fraction(p.allreduce_tau_exact))}
+    if by_alltoall:
+        keys[Collective.ALLTOALL] = lambda p: (a2a(p),)
+    if by_broadcast:
+        keys[Collective.BROADCAST] = lambda p: (bcast(p),)
+    return keys
+
+
+def _pareto(points: list[FrontierPoint], key: Callable, tie: Callable) -> list[FrontierPoint]:
+    """The points no other is no worse than in every figure of ``key`` (equal figures: the
+    better by ``tie``, the objective's figures — a point no worse anywhere —, then the shorter
+    expression)."""
+    pool = sorted(points, key=lambda p: (key(p), tie(p), len(p.expr), p.expr))
+    keep: list[tuple] = []
     for p in pool:
-        if not any(q.T_L <= p.T_L and Fraction(q.tau_exact) <= Fraction(p.tau_exact)
-                   and a2a(q) <= a2a(p) and bcast(q) <= bcast(p) for q in keep):
-            keep.append(p)
-    return keep
+        k = key(p)
+        if not any(all(a <= b for a, b in zip(q, k)) for q, _ in keep):
+            keep.append((k, p))
+    return [p for _, p in keep]
