@@ -36,8 +36,8 @@ from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule
 
 COLUMNS = ("rank", "t", "phase", "sub", "kind", "peer", "a", "b", "c", "size")
-KINDS = ("put", "pws", "pwsf", "wait", "signal", "nop", "copy", "re")
-PUT, PWS, PWSF, WAIT, SIGNAL, NOP, COPY, REDUCE = range(len(KINDS))
+KINDS = ("put", "pws", "pwsf", "wait", "signal", "nop", "copy", "re", "mput")
+PUT, PWS, PWSF, WAIT, SIGNAL, NOP, COPY, REDUCE, MPUT = range(len(KINDS))
 BUFS = "ios"
 PER_OP = 8                       # MAX_CHANNEL_PER_OPERATION: entries of a put, channels of a wait
 _NF = len(COLUMNS)
@@ -82,8 +82,8 @@ class Lowering:
     scratch in use per rank, the recorded row blocks and the ranks with data ops since
     their last nop (``dirty``)."""
 
-    def __init__(self, schedule: StepSchedule, inplace: bool, split_shards: bool):
-        self.s = schedule
+    def __init__(self, schedule: StepSchedule, inplace: bool, split_shards: bool, g: int):
+        self.s, self.g = schedule, g
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.inplace, self.split = inplace, split_shards
         self.reduce_until = {Collective.ALLGATHER: 0,
@@ -104,6 +104,10 @@ class Lowering:
             return 4 * x
         return 4 * x + 1
 
+    def memory(self, u: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Whether link u→w joins ranks of one server (a memory channel)."""
+        return (u // self.g == w // self.g) if self.g > 1 else np.zeros(np.shape(u), bool)
+
     def alloc(self, ranks: np.ndarray) -> np.ndarray:
         """Fresh scratch, one piece per item, consecutive per rank in item order."""
         o = np.argsort(ranks, kind="stable")
@@ -114,12 +118,15 @@ class Lowering:
         return 4 * off + 2
 
 
-def lower(schedule: StepSchedule, inplace: bool = False, split_shards: bool = False) -> dict:
+def lower(schedule: StepSchedule, inplace: bool = False, split_shards: bool = False,
+          gpus_per_node: int = 1) -> dict:
     """Rows of every rank's program (module doc), sorted by (rank, t, phase, sub, order), and
     the scratch pieces each rank uses. ``split_shards``: no run crosses a shard boundary
-    (instances j > 0 place shard v's pieces apart). Raises ScheduleError on a schedule that
+    (instances j > 0 place shard v's pieces apart). ``gpus_per_node`` G: links between ranks
+r // G alike are memory channels, whose puts do not signal: each run is its own ``put``
+(kind mput), then a nop and a ``signal``. Raises ScheduleError on a schedule that
     does not perform its collective (validate it first)."""
-    st = Lowering(schedule, inplace, split_shards)
+    st = Lowering(schedule, inplace, split_shards, gpus_per_node)
     n, p = st.n, st.p
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
@@ -162,10 +169,15 @@ def lower(schedule: StepSchedule, inplace: bool = False, split_shards: bool = Fa
 def _start(st: Lowering, lu: np.ndarray, lw: np.ndarray) -> None:
     """Step 0: the handshake (signal every in-link, wait every out-link, nop) and, allgather
     out of place, the copy of the input into the output shard."""
-    o = np.lexsort((lu, lw))
-    w, u = lw[o], lu[o]
-    st.blocks.append(_rows(w.size, w, 0, 0, _within(_starts([w])) // PER_OP, SIGNAL, u))
-    st.blocks.append(_rows(lu.size, lu, 0, 1, _within(_starts([lu])) // PER_OP, WAIT, lw))
+    mem = st.memory(lu, lw).astype(np.int64)
+    o = np.lexsort((lu, mem, lw))
+    w, u, m = lw[o], lu[o], mem[o]
+    st.blocks.append(_rows(w.size, w, 0, 0, m * _SUB + _within(_starts([w, m])) // PER_OP,
+                           SIGNAL, u))
+    o = np.lexsort((lw, mem, lu))
+    w, u, m = lw[o], lu[o], mem[o]
+    st.blocks.append(_rows(u.size, u, 0, 1, m * _SUB + _within(_starts([u, m])) // PER_OP,
+                           WAIT, w))
     senders = np.unique(lu)
     st.blocks.append(_rows(senders.size, senders, 0, 2, 0, NOP))
     if st.coll == Collective.ALLGATHER and not st.inplace:
@@ -187,14 +199,16 @@ def _step(st: Lowering, rows: np.ndarray, t: int, reducing: bool) -> None:
         i = int(np.argmax(src < 0))
         raise ScheduleError(f"step {t}: node {int(u[i])} sends piece {int(x[i])} it does not "
                             "hold; validate the schedule first")
-    if reducing:
-        key = u * (n * p) + x
-        if np.unique(key).size != key.size:
+    if reducing:                 # a partial given up by an earlier row is not held twice
+        mark = -2 - np.arange(u.size)
+        st.loc[u, x] = mark
+        if (st.loc[u, x] != mark).any():
             raise ScheduleError(f"step {t}: a node sends one partial twice")
         st.loc[u, x] = -1
     o = np.lexsort((src, w, u))
     u, w, x, src = u[o], w[o], x[o], src[o]
-    st.put_src.append(np.column_stack([u, src, np.full(u.size, t)]))
+    io = (src & 3) != 2                          # scratch places are written before they are read
+    st.put_src.append(np.column_stack([u[io], src[io], np.full(int(io.sum()), t)]))
     if reducing:
         dst = st.alloc(w)
     else:
@@ -213,7 +227,7 @@ def _step(st: Lowering, rows: np.ndarray, t: int, reducing: bool) -> None:
     hs = np.flatnonzero(head)
     ln = np.diff(np.r_[hs, u.size])
     _sends(st, t, u[hs], w[hs], src[hs], dst[hs], ln)
-    _waits(st, t, np.unique(link))
+    _waits(st, t, link[_starts([link])])
     if reducing:
         _reduce(st, t, u, w, x, dst)
 
@@ -231,23 +245,30 @@ def _sends(st: Lowering, t: int, u, w, src, dst, ln) -> None:
     groups = -(-(big - 1) // PER_OP)
     ordinal = np.where(last, np.where(grouped, groups + 1, big - 1),
                        np.where(grouped, r // PER_OP, r))
+    mem = st.memory(u, w)
+    ordinal = np.where(mem, r, ordinal)
     sub = w * _SUB + ordinal
-    kind = np.where(last, PWS, PUT)
-    dirty = np.unique(u[st.dirty[u]])
+    kind = np.where(mem, MPUT, np.where(last, PWS, PUT))
+    dirty = u[_starts([u]) & st.dirty[u]]
     st.blocks.append(_rows(dirty.size, dirty, t, 0, 0, NOP))
     st.dirty[dirty] = False
     st.blocks.append(_rows(u.size, u, t, 1, sub, kind, w, a=src, c=dst, size=ln))
-    nop = last & grouped
-    st.blocks.append(_rows(int(nop.sum()), u[nop], t, 1, sub[nop] - 1, NOP))
+    nop = last & (grouped | mem)
+    st.blocks.append(_rows(int(nop.sum()), u[nop], t, 1, sub[nop] + np.where(mem[nop], 1, -1),
+                           NOP))
+    sig = last & mem
+    st.blocks.append(_rows(int(sig.sum()), u[sig], t, 1, sub[sig] + 2, SIGNAL, w[sig]))
 
 
 def _waits(st: Lowering, t: int, links: np.ndarray) -> None:
     """One wait per in-link message (up to 8 in-links per op), then a nop."""
     n = st.n
     w, u = links % n, links // n
-    o = np.lexsort((u, w))
-    w, u = w[o], u[o]
-    st.blocks.append(_rows(w.size, w, t, 2, _within(_starts([w])) // PER_OP, WAIT, u))
+    mem = st.memory(u, w).astype(np.int64)
+    o = np.lexsort((u, mem, w))
+    w, u, m = w[o], u[o], mem[o]
+    st.blocks.append(_rows(w.size, w, t, 2, m * _SUB + _within(_starts([w, m])) // PER_OP,
+                           WAIT, u))
     rw = np.unique(w)
     st.blocks.append(_rows(rw.size, rw, t, 3, 0, NOP))
 
@@ -297,7 +318,8 @@ def _reduce(st: Lowering, t: int, u, w, x, got) -> None:
     nop_round = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
     st.blocks.append(_rows(nop_rank.size, nop_rank, t, 5 + 2 * nop_round, 0, NOP))
     st.dirty[wg] = True
-    st.writes.append(np.column_stack([wg, dst, np.full(wg.size, t)]))
+    io = (dst & 3) != 2
+    st.writes.append(np.column_stack([wg[io], dst[io], np.full(int(io.sum()), t)]))
 
 
 def _finish_reduce(st: Lowering, t: int) -> None:
@@ -334,19 +356,20 @@ def _check_sources(st: Lowering) -> None:
         return
     reads = np.concatenate(st.put_src)
     writes = np.concatenate(st.writes)
-    big = 4 * st.n * st.n * st.p + 8
+    big = 4 * (max(st.n * st.p, int(st.scratch.max(initial=0))) + 1)
     rk, wk = reads[:, 0] * big + reads[:, 1], writes[:, 0] * big + writes[:, 1]
-    hit = np.isin(wk, rk)
-    if not hit.any():
-        return
-    first_read = {}
-    for k, t in zip(rk.tolist(), reads[:, 2].tolist()):
-        first_read[k] = min(t, first_read.get(k, t))
-    for k, t in zip(wk[hit].tolist(), writes[hit, 2].tolist()):
-        if t >= first_read[k]:
-            r, code = divmod(k, big)
-            raise ScheduleError(f"node {r} overwrites {BUFS[code & 3]}[{code >> 2}] at step "
-                                f"{t} after a put read it: not expressible without a flush")
+    o = np.lexsort((reads[:, 2], rk))
+    rk, rt = rk[o], reads[o, 2]
+    head = np.r_[True, rk[1:] != rk[:-1]]
+    keys, first = rk[head], rt[head]                       # each place's first read step
+    at = np.minimum(np.searchsorted(keys, wk), max(keys.size - 1, 0))
+    bad = (keys.size > 0) & (keys[at] == wk) & (writes[:, 2] >= first[at])
+    if bad.any():
+        i = int(np.argmax(bad))
+        r, code = divmod(int(wk[i]), big)
+        raise ScheduleError(f"node {r} overwrites {BUFS[code & 3]}[{code >> 2}] at step "
+                            f"{int(writes[i, 2])} after a put read it: not expressible "
+                            "without a flush")
 
 
 def _mark_flush(rows: np.ndarray) -> None:

@@ -34,8 +34,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 
-from .plan_lower import (BUFS, COPY, NOP, PER_OP, PUT, PWS, PWSF, REDUCE, SIGNAL, WAIT,
-                         lower)
+from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, PWS, PWSF, REDUCE, SIGNAL, WAIT, lower
 
 #: The executor's compile-time limits (``execution_common.hpp``) and the resident bound.
 MAX_OPERATION = 64
@@ -146,10 +145,9 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
     if coll not in COLL_NAMES:
         raise TopofinderError(f"MSCCL++ plans are written for {', '.join(COLL_NAMES)}")
     check_bounds(schedule, channels, gpus_per_node, min_bytes, max_bytes, max_threadblocks)
-    low = lower(schedule, inplace, split_shards=channels > 1)
-    plan = _Plan(schedule, low, channels, inplace, gpus_per_node)
-    gpus = [plan.gpu(r) for r in range(n)]
-    tbs = [len(g[1]) for g in gpus]
+    low = lower(schedule, inplace, split_shards=channels > 1, gpus_per_node=gpus_per_node)
+    plan = _Plan(schedule, low, channels, gpus_per_node)
+    gpus, tbs = plan.render()
     what = f"MSCCL++ plan of {schedule.topology.expr} {coll}"
     if max(tbs) > max_threadblocks:
         r = int(np.argmax(tbs))
@@ -182,228 +180,266 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
                            "num_steps": schedule.num_steps,
                            "tau_exact": str(schedule.tau)}}
     text = json.dumps(head)[:-1] + ', "gpus": [\n'
-    return text + ",\n".join(g[0] for g in gpus) + "\n]}\n"
+    return text + ",\n".join(gpus) + "\n]}\n"
 
 
-def _ref(buf: int, idx: int, size: int) -> str:
-    return '{"type": "%s", "index": %d, "size": %d}' % (BUFS[buf], idx, size)
+_SRC = '{"type": "%s", "index": %d, "size": %d}'
+_DST = '{"buffer_id": %d, "index": %d, "size": %d}'
+_NOP = '{"name": "nop"}'
+_NAMES = {PUT: "put", PWS: "pws", PWSF: "pwsf", WAIT: "wait", SIGNAL: "signal"}
+
+
+def _within(keys: list) -> np.ndarray:
+    """Per item (sorted by ``keys``), its index among the items with equal keys."""
+    m = keys[0].size
+    new = np.zeros(m, bool)
+    if m:
+        new[0] = True
+        for x in keys:
+            new[1:] |= x[1:] != x[:-1]
+    pos = np.arange(m)
+    return pos - np.maximum.accumulate(np.where(new, pos, 0)) if m else pos
 
 
 class _Plan:
-    """Channels, remote buffers, threadblocks and text of every rank (module doc)."""
+    """Channels, remote buffers, threadblocks and text of every rank (module doc), computed
+    as arrays over the lowering's rows; only the text is written op by op."""
 
-    def __init__(self, schedule: StepSchedule, low: dict, k: int, inplace: bool, g: int):
+    def __init__(self, schedule: StepSchedule, low: dict, k: int, g: int):
         self.n, self.p, self.k, self.g = schedule.topology.n, schedule.shard_chunks, k, g
-        self.coll, self.inplace = schedule.collective, inplace
+        self.coll = schedule.collective
         self.low_reduce_steps = schedule.reduce_steps \
             if self.coll == Collective.ALLREDUCE else 0
-        rows = low["rows"]
-        self.rows = rows
-        self.scratch = low["scratch"]
-        ends = np.cumsum(np.bincount(rows[:, 0], minlength=self.n))
-        self.bounds = np.r_[0, ends]
-        links = low["links"]
-        self.peers_of = [[] for _ in range(self.n)]       # (u, w) links at each rank, sorted
-        for key in links.tolist():
-            u, w = divmod(key, self.n)
-            self.peers_of[u].append((u, w))
-            self.peers_of[w].append((u, w))
-        # buffers whose index is a piece v·P + c (sharded) rather than a chunk c of one shard
-        small = {Collective.ALLGATHER: {0}, Collective.REDUCE_SCATTER: {1},
-                 Collective.ALLREDUCE: set()}[self.coll]
-        self.sharded = [b not in small for b in range(2)]
+        self.rows, self.scratch, self.links = low["rows"], low["scratch"], low["links"]
+        small = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: 1,
+                 Collective.ALLREDUCE: -1}[self.coll]
+        self.small = small                   # the buffer indexed by a chunk of one shard
         self.span = 0
         self.max_ops = 0
 
-    def ctype(self, u: int, w: int) -> str:
-        return "memory" if self.g > 1 and u // self.g == w // self.g else "port"
+    def memory(self, u, w):
+        return (u // self.g == w // self.g) if self.g > 1 else np.zeros(np.shape(u), bool)
 
-    def index(self, rank: int, buf: int, idx: int, j: int) -> int:
-        """Index in instance j of a place of the lowering's one-instance program."""
+    def index(self, code: np.ndarray, owner: np.ndarray, j: int) -> np.ndarray:
+        """Indices in instance j of places (codes of the one-instance program) at ranks
+        ``owner``: scratch j·S + s, a shard's pieces v·K·P + j·P + c, a one-shard buffer
+        j·P + c."""
+        buf, idx = code & 3, code >> 2
         if self.k == 1:
             return idx
-        if buf == 2:
-            return idx + j * int(self.scratch[rank])
-        p = self.p
-        if self.sharded[buf]:
-            v, c = divmod(idx, p)
-            return v * self.k * p + j * p + c
-        return j * p + idx
+        p, k = self.p, self.k
+        v, c = idx // p, idx % p
+        return np.where(buf == 2, idx + j * self.scratch[owner],
+                        np.where(buf == self.small, j * p + idx, v * k * p + j * p + c))
 
-    def ops(self, r: int) -> list:
-        """Rank r's ops in program order: (kind, t, rows of the op)."""
-        a, b = int(self.bounds[r]), int(self.bounds[r + 1])
-        rows = self.rows[a:b]
-        if not rows.shape[0]:
-            return []
-        key = rows[:, 1:4]
-        new = np.r_[True, (key[1:] != key[:-1]).any(axis=1)]
-        heads = np.flatnonzero(new).tolist() + [rows.shape[0]]
-        lst = rows.tolist()
-        return [lst[x:y] for x, y in zip(heads[:-1], heads[1:])]
+    def channels(self):
+        """Per link end (rank, u, w) sorted, its position q among the rank's channels of
+        its type (ids q·K + j, lanes j); per rank and type the peers, ``connected_to``."""
+        n = self.n
+        lu, lw = self.links // n, self.links % n
+        rank = np.r_[lu, lw]
+        peer = np.r_[lw, lu]
+        u, w = np.r_[lu, lu], np.r_[lw, lw]
+        mem = self.memory(u, w).astype(np.int64)
+        o = np.lexsort((w, u, peer, mem, rank))
+        rank, peer, u, w, mem = rank[o], peer[o], u[o], w[o], mem[o]
+        q = _within([rank, mem])
+        key = (rank * n + u) * n + w
+        ko = np.argsort(key)
+        return key[ko], q[ko], (rank, mem, peer)
 
-    def gpu(self, r: int) -> tuple[str, list]:
-        """Rank r's ``gpus`` entry as text and its threadblocks."""
-        k = self.k
-        chans = {"port": [], "memory": []}
-        chan_id = {}
-        for (u, w) in sorted(set(self.peers_of[r]), key=lambda lk: (lk[0] + lk[1] - r, lk)):
+    def render(self):
+        """Every rank's ``gpus`` text and threadblock count."""
+        rows, n, k = self.rows, self.n, self.k
+        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
+        m = rows.shape[0]
+        new = np.ones(m, bool)
+        if m:
+            new[1:] = (rows[1:, :4] != rows[:-1, :4]).any(axis=1)
+        op_of = np.cumsum(new) - 1
+        heads = np.flatnonzero(new)
+        op_rank = rk[heads]
+        nops = np.bincount(op_rank, minlength=n)
+        ordinal = _within([op_rank])
+        total = nops[op_rank]
+        nmid = np.maximum(0, -(-(nops - 2 * (MAX_OPERATION - 2)) // (MAX_OPERATION - 4)))
+        seg = np.where(total <= MAX_OPERATION, 0, np.where(
+            ordinal < MAX_OPERATION - 2, 0,
+            np.minimum(1 + (ordinal - (MAX_OPERATION - 2)) // (MAX_OPERATION - 4),
+                       1 + nmid[op_rank])))
+        nseg = np.where(nops <= MAX_OPERATION, 1, 2 + nmid)
+        row_seg = seg[op_of]
+        # channels: the link a row's op names (puts and data signals: rank → peer)
+        out_side = np.isin(kind, (PUT, PWS, PWSF, MPUT)) | ((kind == SIGNAL) & (t > 0)) | \
+            ((kind == WAIT) & (t == 0))
+        chan = np.isin(kind, (PUT, PWS, PWSF, WAIT, SIGNAL))
+        lu, lw = np.where(out_side, rk, peer), np.where(out_side, peer, rk)
+        keys, qs, (crank, cmem, cpeer) = self.channels()
+        ci = np.flatnonzero(chan)
+        at = np.searchsorted(keys, (rk[ci] * n + lu[ci]) * n + lw[ci])
+        row_q = np.full(m, -1, np.int64)
+        row_q[ci] = qs[at]
+        row_mem = self.memory(lu, lw).astype(np.int64)
+        # remote buffers: (rank, receiver, buffer) of every put, ids in that order per rank
+        pi = np.flatnonzero(np.isin(kind, (PUT, PWS, PWSF, MPUT)))
+        rkey = (rk[pi] * n + peer[pi]) * 4 + (rows[pi, 8] & 3)
+        runiq, rinv = _unique(rkey)
+        rrank = runiq // (4 * n)
+        rgid = _within([rrank])
+        row_rb = np.full(m, -1, np.int64)
+        row_rb[pi] = rgid[rinv]
+        remote = [[] for _ in range(n)]
+        for key in runiq.tolist():
+            r, rest = divmod(key, 4 * n)
+            w, b = divmod(rest, 4)
+            remote[r].append((w, BUFS[b], "memory" if self.g > 1 and r // self.g == w // self.g
+                              else "port"))
+        conn = [{"port": [], "memory": []} for _ in range(n)]
+        for r, mm, pp in zip(crank.tolist(), cmem.tolist(), cpeer.tolist()):
+            conn[r]["memory" if mm else "port"].extend([pp] * k)
+        op_texts = [self._ops(j, heads, op_of, row_seg, row_q, row_mem, row_rb, nseg)
+                    for j in range(k)]
+        # every rank's threadblocks: instance j, segment i
+        seg_start = np.searchsorted(op_rank * (1 << 20) + seg,
+                                    np.arange(n)[:, None] * (1 << 20) + np.arange(
+                                        int(nseg.max(initial=1)) + 1)[None, :])
+        inp, out = _chunks(self.coll, n, k * self.p)
+        texts, tbs = [], []
+        for r in range(n):
+            ns = int(nseg[r])
+            tb_text = []
             for j in range(k):
-                t = self.ctype(u, w)
-                chan_id[(u, w, j)] = (t, len(chans[t]))
-                chans[t].append(w if u == r else u)
-        ops = self._split(self._expand(r))
-        nseg = len(ops)
-        remote, remote_id = [], {}
-        tbs = []
-        for j in range(k):
-            for i, seg in enumerate(ops):
-                sem_in = j * (nseg - 1) + i - 1 if i > 0 else None
-                sem_out = j * (nseg - 1) + i if i < nseg - 1 else None
-                tbs.append(self._threadblock(r, j, len(tbs), seg, sem_in, sem_out, chan_id,
-                                             remote, remote_id))
-        inp, out = _chunks(self.coll, self.n, k * self.p)
-        channels = ", ".join('{"channel_type": "%s", "connected_to": %s}' % (t, chans[t])
-                             for t in ("port", "memory") if chans[t])
-        rb = ", ".join('{"rank": %d, "type": "%s", "access_channel_types": ["%s"]}' % x
-                       for x in remote)
-        sems = ", ".join(['{"init_value": 0}'] * (k * (nseg - 1)))
-        text = ('{"id": %d, "input_chunks": %d, "output_chunks": %d, "scratch_chunks": %d, '
-                '"channels": [%s], "remote_buffers": [%s], "semaphores": [%s], '
-                '"threadblocks": [\n%s]}' % (r, inp, out, k * int(self.scratch[r]), channels,
-                                              rb, sems, ",\n".join(tbs)))
-        self.span = max(self.span, inp, out, k * int(self.scratch[r]))
-        return text, tbs
+                ops = op_texts[j][0]
+                for i in range(ns):
+                    a, b = int(seg_start[r, i]), int(seg_start[r, i + 1])
+                    body = ops[a:b]
+                    if i > 0:
+                        body = ['{"name": "sem_acquire", "semaphore_ids": [%d]}'
+                                % (j * (ns - 1) + i - 1), _NOP] + body
+                    if i < ns - 1:
+                        body = body + [_NOP, '{"name": "sem_release", "semaphore_ids": [%d]}'
+                                       % (j * (ns - 1) + i)]
+                    self.max_ops = max(self.max_ops, len(body))
+                    chs, rbs = op_texts[j][1].get((r, i), ("", ""))
+                    tb_text.append('{"id": %d, "ops": [\n%s], "channels": [%s], '
+                                   '"remote_buffer_refs": [%s]}'
+                                   % (len(tb_text), ",\n".join(body), chs, rbs))
+            scratch = k * int(self.scratch[r])
+            self.span = max(self.span, inp, out, scratch)
+            channels = ", ".join('{"channel_type": "%s", "connected_to": %s}'
+                                 % (ct, conn[r][ct]) for ct in ("port", "memory")
+                                 if conn[r][ct])
+            rb = ", ".join('{"rank": %d, "type": "%s", "access_channel_types": ["%s"]}' % x
+                           for x in remote[r])
+            sems = ", ".join(['{"init_value": 0}'] * (k * (ns - 1)))
+            texts.append('{"id": %d, "input_chunks": %d, "output_chunks": %d, '
+                         '"scratch_chunks": %d, "channels": [%s], "remote_buffers": [%s], '
+                         '"semaphores": [%s], "threadblocks": [\n%s]}'
+                         % (r, inp, out, scratch, channels, rb, sems, ",\n".join(tb_text)))
+            tbs.append(len(tb_text))
+        return texts, tbs
 
-    def _expand(self, r: int) -> list:
-        """Rank r's ops as (name, t, rows), memory-channel messages rewritten (module doc)
-        and mixed-type waits and signals split by channel type."""
-        out = []
-        for op in self.ops(r):
-            kind, t = op[0][4], op[0][1]
-            if kind in (PUT, PWS, PWSF):
-                w = op[0][5]
-                if self.ctype(r, w) == "memory":
-                    out.extend(("mput", t, [row]) for row in op)
-                    if kind != PUT:
-                        out.append(("nop", t, []))
-                        out.append(("msignal", t, [op[0]]))
-                    continue
-            if kind in (WAIT, SIGNAL):
-                for ct in ("port", "memory"):
-                    part = [row for row in op if self.ctype(r, row[5]) == ct]
-                    if part:
-                        out.append((kind, t, part))
-                continue
-            out.append((kind, t, op))
-        return out
-
-    def _split(self, ops: list) -> list:
-        """Consecutive segments, each within MAX_OPERATION with its handover ops."""
-        m = len(ops)
-        if m <= MAX_OPERATION:
-            return [ops]
-        segs, at = [ops[:MAX_OPERATION - 2]], MAX_OPERATION - 2
-        while m - at > MAX_OPERATION - 2:
-            segs.append(ops[at:at + MAX_OPERATION - 4])
-            at += MAX_OPERATION - 4
-        segs.append(ops[at:])
-        return segs
-
-    def _threadblock(self, r, j, tb_id, seg, sem_in, sem_out, chan_id, remote, remote_id):
-        """One threadblock's text: instance j's copy of ``seg`` between its handover ops."""
-        lch = {"port": [], "memory": []}
-        lpos = {}
-        lrb = {"port": [], "memory": []}
-        lrpos = {}
-
-        def chan(u, w):
-            t, gid = chan_id[(u, w, j)]
-            if (t, gid) not in lpos:
-                lpos[(t, gid)] = len(lch[t])
-                lch[t].append(gid)
-            return t, lpos[(t, gid)]
-
-        def rbuf(w, buf, t):
-            key = (w, buf, t)
-            if key not in remote_id:
-                remote_id[key] = len(remote)
-                remote.append((w, BUFS[buf], t))
-            gid = remote_id[key]
-            if (t, gid) not in lrpos:
-                lrpos[(t, gid)] = len(lrb[t])
-                lrb[t].append(gid)
-            return lrpos[(t, gid)]
-
-        idx = self.index
+    def _ops(self, j, heads, op_of, row_seg, row_q, row_mem, row_rb, nseg):
+        """Instance j's op texts (in op order) and per threadblock (rank, segment) the text
+        of its channel and remote-buffer lists; ops name both by position in those lists."""
+        rows, k = self.rows, self.k
+        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
+        gid = np.where(row_q >= 0, row_q * k + j, -1)
+        # local ids: position of the global id among the threadblock's ids of its type
+        tbkey = rk * (1 << 20) + row_seg
+        lists = {}
+        local_c = np.full(rows.shape[0], -1, np.int64)
+        local_b = np.full(rows.shape[0], -1, np.int64)
+        for col, local, what in ((gid, local_c, "c"), (row_rb, local_b, "b")):
+            sel = np.flatnonzero(col >= 0)
+            key = (tbkey[sel] * 2 + row_mem[sel]) * (1 << 24) + col[sel]
+            uniq, inv = _unique(key)
+            grp = uniq >> 24
+            local[sel] = _within([grp])[inv]
+            for g, ids in _grouped(grp, uniq & ((1 << 24) - 1)):
+                tb, mm = divmod(g, 2)
+                r, i = divmod(tb, 1 << 20)
+                lists.setdefault((r, i), {})[(what, mm)] = ids
+        meta = {}
+        for key, d in lists.items():
+            chs = ", ".join('{"channel_type": "%s", "channel_ids": %s}'
+                            % (("port", "memory")[mm], d[("c", mm)])
+                            for mm in (0, 1) if ("c", mm) in d)
+            rbs = ", ".join('{"access_channel_type": "%s", "remote_buffer_ids": %s}'
+                            % (("port", "memory")[mm], d[("b", mm)])
+                            for mm in (0, 1) if ("b", mm) in d)
+            meta[key] = (chs, rbs)
+        a_idx = self.index(np.maximum(rows[:, 6], 0), rk, j)
+        b_idx = self.index(np.maximum(rows[:, 7], 0), rk, j)
+        owner_c = np.where(np.isin(kind, (PUT, PWS, PWSF, MPUT)), peer, rk)
+        c_idx = self.index(np.maximum(rows[:, 8], 0), owner_c, j)
+        if rows.shape[0]:
+            self.span = max(self.span, int((np.maximum(np.maximum(a_idx, b_idx), c_idx)
+                                            + rows[:, 9]).max()))
+        bufs = np.array(list(BUFS) + ["-"])          # (code −1: no place)
+        la = bufs[rows[:, 6] & 3].tolist()
+        lb = bufs[rows[:, 7] & 3].tolist()
+        lc = bufs[rows[:, 8] & 3].tolist()
+        ai, bi, cix, size = a_idx.tolist(), b_idx.tolist(), c_idx.tolist(), rows[:, 9].tolist()
+        lch, lrb, tl, kl = local_c.tolist(), local_b.tolist(), t.tolist(), kind.tolist()
+        mem = row_mem.tolist()
+        ends = np.r_[heads[1:], rows.shape[0]].tolist()
         texts = []
-        if sem_in is not None:
-            texts += ['{"name": "sem_acquire", "semaphore_ids": [%d]}' % sem_in,
-                      '{"name": "nop"}']
-        for kind, t, op in seg:
-            if kind in (PUT, PWS, PWSF):
-                w = op[0][5]
-                ct, c = chan(r, w)
-                srcs, dsts = [], []
-                for row in op:
-                    a, cc, size = row[6], row[8], row[9]
-                    srcs.append(_ref(a & 3, idx(r, a & 3, a >> 2, j), size))
-                    dsts.append('{"buffer_id": %d, "index": %d, "size": %d}'
-                                % (rbuf(w, cc & 3, ct), idx(w, cc & 3, cc >> 2, j), size))
+        for h, e in zip(heads.tolist(), ends):
+            kd = kl[h]
+            if kd == NOP:
+                texts.append(_NOP)
+            elif kd in (PUT, PWS, PWSF):
                 texts.append('{"name": "%s", "src_buff": [%s], "dst_buff": [%s], '
-                             '"channel_ids": [%s], "channel_type": "port", "t": %d}'
-                             % (("put", "pws", "pwsf")[kind], ", ".join(srcs),
-                                ", ".join(dsts), ", ".join([str(c)] * len(op)), t))
-            elif kind == "mput":
-                row = op[0]
-                w, a, cc, size = row[5], row[6], row[8], row[9]
-                texts.append('{"name": "put", "src_buff": [%s], "dst_buff": [{"buffer_id": '
-                             '%d, "index": %d, "size": %d}], "channel_type": "memory", '
-                             '"t": %d}' % (_ref(a & 3, idx(r, a & 3, a >> 2, j), size),
-                                           rbuf(w, cc & 3, "memory"),
-                                           idx(w, cc & 3, cc >> 2, j), size, t))
-            elif kind == "msignal":
-                ct, c = chan(r, op[0][5])
-                texts.append('{"name": "signal", "channel_ids": [%d], "channel_type": '
-                             '"memory", "t": %d}' % (c, t))
-            elif kind in (WAIT, SIGNAL):
-                ids = []
-                for row in op:
-                    link = (row[5], r) if (kind == WAIT) == (t > 0) else (r, row[5])
-                    ct, c = chan(*link)
-                    ids.append(str(c))
-                tail = ', "t": %d' % t if t > 0 else ""
-                texts.append('{"name": "%s", "channel_ids": [%s], "channel_type": "%s"%s}'
-                             % ("wait" if kind == WAIT else "signal", ", ".join(ids), ct,
-                                tail))
-            elif kind == NOP or kind == "nop":
-                texts.append('{"name": "nop"}')
-            elif kind == COPY:
-                row = op[0]
-                a, cc, size = row[6], row[8], row[9]
+                             '"channel_ids": [%s], "channel_type": "port", "t": %d}' % (
+                                 _NAMES[kd],
+                                 ", ".join([_SRC % (la[x], ai[x], size[x]) for x in range(h, e)]),
+                                 ", ".join([_DST % (lrb[x], cix[x], size[x])
+                                            for x in range(h, e)]),
+                                 ", ".join([str(lch[x]) for x in range(h, e)]), tl[h]))
+            elif kd == MPUT:
+                texts.append('{"name": "put", "src_buff": [%s], "dst_buff": [%s], '
+                             '"channel_type": "memory", "t": %d}'
+                             % (_SRC % (la[h], ai[h], size[h]), _DST % (lrb[h], cix[h], size[h]),
+                                tl[h]))
+            elif kd in (WAIT, SIGNAL):
+                texts.append('{"name": "%s", "channel_ids": [%s], "channel_type": "%s"%s}' % (
+                    _NAMES[kd], ", ".join([str(lch[x]) for x in range(h, e)]),
+                    ("port", "memory")[mem[h]], ', "t": %d' % tl[h] if tl[h] else ""))
+            elif kd == COPY:
                 texts.append('{"name": "copy", "src_buff": [%s], "dst_buff": [%s], "t": %d}'
-                             % (_ref(a & 3, idx(r, a & 3, a >> 2, j), size),
-                                _ref(cc & 3, idx(r, cc & 3, cc >> 2, j), size), t))
-            elif kind == REDUCE:
-                row = op[0]
-                a, b, cc, size = row[6], row[7], row[8], row[9]
+                             % (_SRC % (la[h], ai[h], size[h]), _SRC % (lc[h], cix[h], size[h]),
+                                tl[h]))
+            else:
                 texts.append('{"name": "re", "src_buff": [%s, %s], "dst_buff": [%s], '
                              '"reduce_op": "sum", "t": %d}'
-                             % (_ref(a & 3, idx(r, a & 3, a >> 2, j), size),
-                                _ref(b & 3, idx(r, b & 3, b >> 2, j), size),
-                                _ref(cc & 3, idx(r, cc & 3, cc >> 2, j), size), t))
-        if sem_out is not None:
-            texts += ['{"name": "nop"}',
-                      '{"name": "sem_release", "semaphore_ids": [%d]}' % sem_out]
-        self.max_ops = max(self.max_ops, len(texts))
-        for t in ("port", "memory"):
-            if len(lch[t]) > MAX_CHANNEL or len(lrb[t]) > MAX_CHANNEL:
-                raise TopofinderError(f"MSCCL++ plan: rank {r} threadblock {tb_id} needs "
-                                      f"{len(lch[t])} {t} channels and {len(lrb[t])} remote "
-                                      f"buffers, more than {MAX_CHANNEL}")
-        chs = ", ".join('{"channel_type": "%s", "channel_ids": %s}' % (t, lch[t])
-                        for t in ("port", "memory") if lch[t])
-        rbs = ", ".join('{"access_channel_type": "%s", "remote_buffer_ids": %s}' % (t, lrb[t])
-                        for t in ("port", "memory") if lrb[t])
-        return ('{"id": %d, "ops": [\n%s], "channels": [%s], "remote_buffer_refs": [%s]}'
-                % (tb_id, ",\n".join(texts), chs, rbs))
+                             % (_SRC % (la[h], ai[h], size[h]), _SRC % (lb[h], bi[h], size[h]),
+                                _SRC % (lc[h], cix[h], size[h]), tl[h]))
+        for d_key, d in lists.items():
+            for (what, mm), ids in d.items():
+                if len(ids) > MAX_CHANNEL:
+                    raise TopofinderError(
+                        f"MSCCL++ plan: rank {d_key[0]} threadblock {d_key[1]} needs "
+                        f"{len(ids)} {('port', 'memory')[mm]} "
+                        f"{'channels' if what == 'c' else 'remote buffers'}, more than "
+                        f"{MAX_CHANNEL}")
+        return texts, meta
+
+
+def _grouped(grp: np.ndarray, vals: np.ndarray):
+    """(group, list of its values) for sorted ``grp``."""
+    if not grp.size:
+        return []
+    cut = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]).tolist() + [grp.size]
+    g, v = grp.tolist(), vals.tolist()
+    return [(g[a], v[a:b]) for a, b in zip(cut[:-1], cut[1:])]
+
+
+def _unique(key: np.ndarray):
+    """``np.unique(key, return_inverse=True)`` by one sort (faster here than numpy's hash)."""
+    o = np.argsort(key)
+    k = key[o]
+    new = np.r_[True, k[1:] != k[:-1]] if k.size else np.zeros(0, bool)
+    inv = np.empty(key.size, np.int64)
+    inv[o] = np.cumsum(new) - 1
+    return k[new], inv
