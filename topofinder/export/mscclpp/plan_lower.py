@@ -11,9 +11,9 @@ Each rank's program (instance 0: chunk pieces ``x = v·P + c``) is, in schedule-
   last launch wrote), a nop; out of place, allgather copies its input into its output shard.
 - step t: [a nop if data ops ran since the last one] the sends of step t, per out-link the
   message's runs (pieces contiguous at both ends) as ``put`` entries (up to 8 per op, each on
-  its own thread; a nop after multi-entry puts) and the last run as ``pws`` (``pwsf`` for a
-  link's last message: the flush holds the rank until the proxy has read its source); then
-  one ``wait`` per in-link message (up to 8 in-links per op), a nop, and, in a reduce phase,
+  its own thread), a nop and the send point (the writer makes it a ``sem_release`` that
+  lets the link's own threadblock signal behind the puts); then the receive point (the writer makes it waits on per-link threadblocks and a
+  ``sem_acquire``), a nop, and, in a reduce phase,
   the reductions: a received partial lands in fresh scratch and is reduced in place with the
   partial held (``re``), or, the last partial of the rank's own chunk, straight into its
   final place; a piece reduced twice in one step waits for the first with a nop.
@@ -162,7 +162,6 @@ r // G alike are memory channels, whose puts do not signal: each run is its own 
     rows = np.concatenate(st.blocks + [np.zeros((0, _NF), np.int64)])
     _check_sources(st)
     rows = rows[np.lexsort((np.arange(rows.shape[0]),) + tuple(rows[:, i] for i in (3, 2, 1, 0)))]
-    _mark_flush(rows)
     return {"rows": rows, "scratch": st.scratch.copy(), "links": links}
 
 
@@ -233,42 +232,32 @@ def _step(st: Lowering, rows: np.ndarray, t: int, reducing: bool) -> None:
 
 
 def _sends(st: Lowering, t: int, u, w, src, dst, ln) -> None:
-    """Sender ops of step t from its runs (ordered by link): the last run of a link's message
-    as pws, the others as puts (single-entry while at most 2, else 8 entries per op and a nop
-    before the pws, which thread 0 pushes after every entry's thread)."""
+    """Sender ops of step t from its runs (ordered by link): on a port channel up to 8 runs
+    per ``put`` (entry i on thread i), on a memory channel one run per ``put`` (a copy by all
+    threads); then a nop and the send point, whose rows name the out-links with a message
+    (the writer signals them from threadblocks of their own)."""
     lead = _starts([u * st.n + w])
     r = _within(lead)
-    runs = np.diff(np.r_[np.flatnonzero(lead), u.size])
-    big = np.repeat(runs, runs)                              # R: runs of the run's message
-    last = r == big - 1
-    grouped = big - 1 > 2
-    groups = -(-(big - 1) // PER_OP)
-    ordinal = np.where(last, np.where(grouped, groups + 1, big - 1),
-                       np.where(grouped, r // PER_OP, r))
     mem = st.memory(u, w)
-    ordinal = np.where(mem, r, ordinal)
-    sub = w * _SUB + ordinal
-    kind = np.where(mem, MPUT, np.where(last, PWS, PUT))
+    sub = w * _SUB + np.where(mem, r, r // PER_OP)
     dirty = u[_starts([u]) & st.dirty[u]]
     st.blocks.append(_rows(dirty.size, dirty, t, 0, 0, NOP))
     st.dirty[dirty] = False
-    st.blocks.append(_rows(u.size, u, t, 1, sub, kind, w, a=src, c=dst, size=ln))
-    nop = last & (grouped | mem)
-    st.blocks.append(_rows(int(nop.sum()), u[nop], t, 1, sub[nop] + np.where(mem[nop], 1, -1),
-                           NOP))
-    sig = last & mem
-    st.blocks.append(_rows(int(sig.sum()), u[sig], t, 1, sub[sig] + 2, SIGNAL, w[sig]))
+    st.blocks.append(_rows(u.size, u, t, 1, sub, np.where(mem, MPUT, PUT), w, a=src, c=dst,
+                           size=ln))
+    ru = u[_starts([u])]
+    st.blocks.append(_rows(ru.size, ru, t, 1, st.n * _SUB, NOP))
+    st.blocks.append(_rows(int(lead.sum()), u[lead], t, 1, st.n * _SUB + 1, SIGNAL, w[lead]))
 
 
 def _waits(st: Lowering, t: int, links: np.ndarray) -> None:
-    """One wait per in-link message (up to 8 in-links per op), then a nop."""
+    """The receive point of step t at each receiver: one op whose rows name the in-links
+    with a message (the writer waits for them on threadblocks of their own), then a nop."""
     n = st.n
     w, u = links % n, links // n
-    mem = st.memory(u, w).astype(np.int64)
-    o = np.lexsort((u, mem, w))
-    w, u, m = w[o], u[o], mem[o]
-    st.blocks.append(_rows(w.size, w, t, 2, m * _SUB + _within(_starts([w, m])) // PER_OP,
-                           WAIT, u))
+    o = np.lexsort((u, w))
+    w, u = w[o], u[o]
+    st.blocks.append(_rows(w.size, w, t, 2, 0, WAIT, u))
     rw = np.unique(w)
     st.blocks.append(_rows(rw.size, rw, t, 3, 0, NOP))
 
@@ -370,15 +359,3 @@ def _check_sources(st: Lowering) -> None:
         raise ScheduleError(f"node {r} overwrites {BUFS[code & 3]}[{code >> 2}] at step "
                             f"{int(writes[i, 2])} after a put read it: not expressible "
                             "without a flush")
-
-
-def _mark_flush(rows: np.ndarray) -> None:
-    """The last pws of every link becomes pwsf (rows sorted by rank, then step)."""
-    sel = np.flatnonzero(rows[:, 4] == PWS)
-    if not sel.size:
-        return
-    key = rows[sel, 0] * (1 << 32) + rows[sel, 5]
-    o = np.lexsort((rows[sel, 1], key))
-    k = key[o]
-    last = np.r_[k[1:] != k[:-1], True]
-    rows[sel[o[last]], 4] = PWSF

@@ -101,17 +101,17 @@ def _as_rows(moved: np.ndarray, kp: int) -> np.ndarray:
 
 def _program(g: dict) -> list:
     """Rank ``g``'s data ops (those with ``t``) in program order: threadblocks in the order
-    their semaphore handovers chain them (a threadblock without acquire starts a chain), each
+    their semaphore handovers chain them (a threadblock whose first op is no acquire starts a
+    chain), each
     put with its moves ((buffer, index) source, (rank, buffer, index, size) destination)."""
     tbs = {tb["id"]: tb for tb in g["threadblocks"]}
     released, acquires = {}, {}
-    for tb in g["threadblocks"]:
-        for op in tb["ops"]:
-            if op["name"] == "sem_release":
-                for s in op["semaphore_ids"]:
-                    released[s] = tb["id"]
-            elif op["name"] == "sem_acquire":
-                acquires[tb["id"]] = op["semaphore_ids"][0]
+    for tb in g["threadblocks"]:             # handovers: a last-op release, a first-op acquire
+        ops = tb["ops"]
+        if ops and ops[-1]["name"] == "sem_release":
+            released[ops[-1]["semaphore_ids"][0]] = tb["id"]
+        if ops and ops[0]["name"] == "sem_acquire":
+            acquires[tb["id"]] = ops[0]["semaphore_ids"][0]
     nxt = {released[s]: t for t, s in acquires.items() if s in released}
     order = []
     for start in sorted(set(tbs) - set(acquires)):

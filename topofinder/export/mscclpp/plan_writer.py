@@ -34,7 +34,7 @@ from topofinder.errors import TopofinderError
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 
-from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, PWS, PWSF, REDUCE, SIGNAL, WAIT, lower
+from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, REDUCE, SIGNAL, WAIT, lower
 
 #: The executor's compile-time limits (``execution_common.hpp``) and the resident bound.
 MAX_OPERATION = 64
@@ -186,7 +186,7 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
 _SRC = '{"type": "%s", "index": %d, "size": %d}'
 _DST = '{"buffer_id": %d, "index": %d, "size": %d}'
 _NOP = '{"name": "nop"}'
-_NAMES = {PUT: "put", PWS: "pws", PWSF: "pwsf", WAIT: "wait", SIGNAL: "signal"}
+_NAMES = {PUT: "put", WAIT: "wait", SIGNAL: "signal"}
 
 
 def _within(keys: list) -> np.ndarray:
@@ -270,9 +270,8 @@ class _Plan:
         nseg = np.where(nops <= MAX_OPERATION, 1, 2 + nmid)
         row_seg = seg[op_of]
         # channels: the link a row's op names (puts and data signals: rank → peer)
-        out_side = np.isin(kind, (PUT, PWS, PWSF, MPUT)) | ((kind == SIGNAL) & (t > 0)) | \
-            ((kind == WAIT) & (t == 0))
-        chan = np.isin(kind, (PUT, PWS, PWSF, WAIT, SIGNAL))
+        out_side = np.isin(kind, (PUT, MPUT)) | ((kind == WAIT) & (t == 0))
+        chan = (kind == PUT) | (np.isin(kind, (WAIT, SIGNAL)) & (t == 0))
         lu, lw = np.where(out_side, rk, peer), np.where(out_side, peer, rk)
         keys, qs, (crank, cmem, cpeer) = self.channels()
         ci = np.flatnonzero(chan)
@@ -281,7 +280,7 @@ class _Plan:
         row_q[ci] = qs[at]
         row_mem = self.memory(lu, lw).astype(np.int64)
         # remote buffers: (rank, receiver, buffer) of every put, ids in that order per rank
-        pi = np.flatnonzero(np.isin(kind, (PUT, PWS, PWSF, MPUT)))
+        pi = np.flatnonzero(np.isin(kind, (PUT, MPUT)))
         rkey = (rk[pi] * n + peer[pi]) * 4 + (rows[pi, 8] & 3)
         runiq, rinv = _unique(rkey)
         rrank = runiq // (4 * n)
@@ -297,7 +296,34 @@ class _Plan:
         conn = [{"port": [], "memory": []} for _ in range(n)]
         for r, mm, pp in zip(crank.tolist(), cmem.tolist(), cpeer.tolist()):
             conn[r]["memory" if mm else "port"].extend([pp] * k)
-        op_texts = [self._ops(j, heads, op_of, row_seg, row_q, row_mem, row_rb, nseg)
+        # receive points: rank r's in-link l gets its own threadblock, whose thread 0 waits
+        # for each message and releases semaphore (l, segment) at every receive point of r
+        # points: a rank's in-link (out-link) l gets its own threadblock, whose thread 0
+        # waits for (signals) each message and releases (acquires) semaphore (l, segment) at
+        # every receive (send) point of the rank; the chain acquires (releases) them all
+        self.links_of = {WAIT: [[] for _ in range(n)], SIGNAL: [[] for _ in range(n)]}
+        for key in self.links.tolist():
+            self.links_of[WAIT][key % n].append(key // n)
+            self.links_of[SIGNAL][key // n].append(key % n)
+        nin = np.array([len(x) for x in self.links_of[WAIT]], np.int64)
+        nout = np.array([len(x) for x in self.links_of[SIGNAL]], np.int64)
+        self.sem_first = {WAIT: nseg - 1, SIGNAL: nseg - 1 + nin * nseg}
+        self.sem_base = nseg - 1 + (nin + nout) * nseg     # semaphores per instance
+        self.points = {WAIT: {}, SIGNAL: {}}               # rank → [(t, segment)]
+        self.msgs = {WAIT: {}, SIGNAL: {}}                 # rank → {(t, peer)}
+        for kd in (WAIT, SIGNAL):
+            pts = heads[(kind[heads] == kd) & (t[heads] > 0)]
+            for h, sg in zip(pts.tolist(), seg[op_of[pts]].tolist()):
+                self.points[kd].setdefault(int(rk[h]), []).append((int(t[h]), sg))
+            for i in np.flatnonzero((kind == kd) & (t > 0)).tolist():
+                self.msgs[kd].setdefault(int(rk[i]), set()).add((int(t[i]), int(peer[i])))
+        for what, cnt in (("in-links", nin), ("out-links", nout)):
+            if (cnt > MAX_CHANNEL).any():
+                r = int(cnt.argmax())
+                raise TopofinderError(f"MSCCL++ plan: rank {r} has {int(cnt[r])} {what}, more "
+                                      f"than the {MAX_CHANNEL} semaphores one op names")
+        self.nseg = nseg
+        op_texts = [self._ops(j, heads, op_of, row_seg, row_q, row_mem, row_rb, seg[op_of])
                     for j in range(k)]
         # every rank's threadblocks: instance j, segment i
         seg_start = np.searchsorted(op_rank * (1 << 20) + seg,
@@ -308,6 +334,7 @@ class _Plan:
         for r in range(n):
             ns = int(nseg[r])
             tb_text = []
+            base = int(self.sem_base[r])
             for j in range(k):
                 ops = op_texts[j][0]
                 for i in range(ns):
@@ -315,15 +342,19 @@ class _Plan:
                     body = ops[a:b]
                     if i > 0:
                         body = ['{"name": "sem_acquire", "semaphore_ids": [%d]}'
-                                % (j * (ns - 1) + i - 1), _NOP] + body
+                                % (j * base + i - 1), _NOP] + body
                     if i < ns - 1:
                         body = body + [_NOP, '{"name": "sem_release", "semaphore_ids": [%d]}'
-                                       % (j * (ns - 1) + i)]
+                                       % (j * base + i)]
                     self.max_ops = max(self.max_ops, len(body))
                     chs, rbs = op_texts[j][1].get((r, i), ("", ""))
                     tb_text.append('{"id": %d, "ops": [\n%s], "channels": [%s], '
                                    '"remote_buffer_refs": [%s]}'
                                    % (len(tb_text), ",\n".join(body), chs, rbs))
+                for kd in (WAIT, SIGNAL):
+                    for l, x in enumerate(self.links_of[kd][r]):
+                        sem0 = j * base + int(self.sem_first[kd][r]) + l * ns
+                        tb_text.append(self._helper(kd, r, x, j, len(tb_text), sem0, keys, qs))
             scratch = k * int(self.scratch[r])
             self.span = max(self.span, inp, out, scratch)
             channels = ", ".join('{"channel_type": "%s", "connected_to": %s}'
@@ -331,7 +362,7 @@ class _Plan:
                                  if conn[r][ct])
             rb = ", ".join('{"rank": %d, "type": "%s", "access_channel_types": ["%s"]}' % x
                            for x in remote[r])
-            sems = ", ".join(['{"init_value": 0}'] * (k * (ns - 1)))
+            sems = ", ".join(['{"init_value": 0}'] * (k * base))
             texts.append('{"id": %d, "input_chunks": %d, "output_chunks": %d, '
                          '"scratch_chunks": %d, "channels": [%s], "remote_buffers": [%s], '
                          '"semaphores": [%s], "threadblocks": [\n%s]}'
@@ -339,7 +370,43 @@ class _Plan:
             tbs.append(len(tb_text))
         return texts, tbs
 
-    def _ops(self, j, heads, op_of, row_seg, row_q, row_mem, row_rb, nseg):
+    def _helper(self, kd, r, x, j, tb_id, sem0, keys, qs):
+        """The threadblock of rank r's link with x (instance j): for an in-link (kd WAIT),
+        at every receive point (t, segment) of r a wait on the link's channel if x sent at
+        step t, then a release of semaphore sem0 + segment, which that segment acquires; for
+        an out-link (kd SIGNAL), at every send point an acquire of the semaphore the segment
+        releases after its puts, then a signal if r sent to x at step t."""
+        n = self.n
+        u, w = (x, r) if kd == WAIT else (r, x)
+        q = int(qs[np.searchsorted(keys, (r * n + u) * n + w)])
+        ct = "memory" if self.memory(u, w) else "port"
+        msgs = self.msgs[kd].get(r, ())
+        ops = []
+        for tt, sg in self.points[kd].get(r, []):
+            sem = '{"name": "sem_%s", "semaphore_ids": [%d]}' % (
+                "release" if kd == WAIT else "acquire", sem0 + sg)
+            if kd == SIGNAL:
+                ops.append(sem)
+            if (tt, x) in msgs:
+                ops.append('{"name": "%s", "channel_ids": [0], "channel_type": "%s", '
+                           '"t": %d}' % ("wait" if kd == WAIT else "signal", ct, tt))
+            if kd == WAIT:
+                ops.append(sem)
+        if kd == SIGNAL and ct == "port" and ops:
+            # the proxy reads a put's source after the kernel may have ended: flush (one
+            # thread per dst_buff entry, handleFlush) so the next launch's input is safe
+            ops.append('{"name": "flush", "channel_ids": [0], "channel_type": "port", '
+                       '"dst_buff": [{"type": "o", "index": 0, "size": 1}]}')
+        if len(ops) > MAX_OPERATION:
+            raise TopofinderError(f"MSCCL++ plan: rank {r} {'receives' if kd == WAIT else 'sends'}"
+                                  f" in {len(self.points[kd][r])} steps; the threadblock of its "
+                                  f"link with {x} would hold {len(ops)} ops, more than "
+                                  f"MAX_OPERATION = {MAX_OPERATION}")
+        self.max_ops = max(self.max_ops, len(ops))
+        return ('{"id": %d, "ops": [\n%s], "channels": [{"channel_type": "%s", "channel_ids": '
+                '[%d]}], "remote_buffer_refs": []}' % (tb_id, ",\n".join(ops), ct, q * self.k + j))
+
+    def _ops(self, j, heads, op_of, row_seg, row_q, row_mem, row_rb, row_opseg):
         """Instance j's op texts (in op order) and per threadblock (rank, segment) the text
         of its channel and remote-buffer lists; ops name both by position in those lists."""
         rows, k = self.rows, self.k
@@ -371,7 +438,7 @@ class _Plan:
             meta[key] = (chs, rbs)
         a_idx = self.index(np.maximum(rows[:, 6], 0), rk, j)
         b_idx = self.index(np.maximum(rows[:, 7], 0), rk, j)
-        owner_c = np.where(np.isin(kind, (PUT, PWS, PWSF, MPUT)), peer, rk)
+        owner_c = np.where(np.isin(kind, (PUT, MPUT)), peer, rk)
         c_idx = self.index(np.maximum(rows[:, 8], 0), owner_c, j)
         if rows.shape[0]:
             self.span = max(self.span, int((np.maximum(np.maximum(a_idx, b_idx), c_idx)
@@ -383,13 +450,14 @@ class _Plan:
         ai, bi, cix, size = a_idx.tolist(), b_idx.tolist(), c_idx.tolist(), rows[:, 9].tolist()
         lch, lrb, tl, kl = local_c.tolist(), local_b.tolist(), t.tolist(), kind.tolist()
         mem = row_mem.tolist()
+        rl, sgl = rk.tolist(), row_opseg.tolist()
         ends = np.r_[heads[1:], rows.shape[0]].tolist()
         texts = []
         for h, e in zip(heads.tolist(), ends):
             kd = kl[h]
             if kd == NOP:
                 texts.append(_NOP)
-            elif kd in (PUT, PWS, PWSF):
+            elif kd == PUT:
                 texts.append('{"name": "%s", "src_buff": [%s], "dst_buff": [%s], '
                              '"channel_ids": [%s], "channel_type": "port", "t": %d}' % (
                                  _NAMES[kd],
@@ -402,6 +470,13 @@ class _Plan:
                              '"channel_type": "memory", "t": %d}'
                              % (_SRC % (la[h], ai[h], size[h]), _DST % (lrb[h], cix[h], size[h]),
                                 tl[h]))
+            elif kd in (WAIT, SIGNAL) and tl[h]:     # a receive or send point (_helper)
+                r, sg = rl[h], sgl[h]
+                ns, base = int(self.nseg[r]), int(self.sem_base[r])
+                first = j * base + int(self.sem_first[kd][r]) + sg
+                texts.append('{"name": "sem_%s", "semaphore_ids": [%s]}' % (
+                    "acquire" if kd == WAIT else "release", ", ".join(
+                        [str(first + li * ns) for li in range(len(self.links_of[kd][r]))])))
             elif kd in (WAIT, SIGNAL):
                 texts.append('{"name": "%s", "channel_ids": [%s], "channel_type": "%s"%s}' % (
                     _NAMES[kd], ", ".join([str(lch[x]) for x in range(h, e)]),
