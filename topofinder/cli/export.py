@@ -26,7 +26,8 @@ def add(sub) -> None:
                         "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o); "
+                        "schedule: json (default), mscclpp (MSCCL++ execution plan), xml "
+                        "(MSCCL, the legacy runtime), npz (compact, needs -o); "
                         "ranks: csv (default), hostfile, rankfile (Open MPI), torchrun")
     export_schedule.add_options(p)
     export_cabling.add_options(p)

@@ -1,5 +1,6 @@
 """`topofinder export EXPR --what schedule`: the replay-validated step, tree or all-to-all
-schedule as json, MSCCL XML or npz (:func:`topofinder.api.export_schedule_of`)."""
+schedule as json, an MSCCL++ execution plan, MSCCL XML or npz
+(:func:`topofinder.api.export_schedule_of`)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def add_options(p) -> None:
     p.add_argument("--low-trees", action="store_true",
                    help="trees: prefer low trees (heuristic)")
     p.add_argument("--channels", type=int, default=1, metavar="K",
-                   help="schedule xml: K channels' worth of parallelism per link (default 1): "
+                   help="schedule xml, mscclpp: K channels' worth of parallelism per link "
+                        "(default 1; mscclpp: K instances on K lanes of every link): "
                         "K instances, each moving 1/K of every chunk, or, where K instances "
                         "exceed the runtime's limits, one instance whose links deal their "
                         "messages in turn over K channels (said on stderr); --channel-mode "
@@ -54,15 +56,23 @@ def add_options(p) -> None:
                    help="schedule xml: instructions per threadblock the runtime allows "
                         "(MSCCL_MAX_NUM_STEPS; default 64 for msccl-executor, 256 for msccl)")
     place = p.add_mutually_exclusive_group()
-    place.add_argument("--in-place", dest="inplace", action="store_true", default=False,
-                       help="schedule xml: the in-place variant (NCCL's in-place buffers)")
+    place.add_argument("--in-place", "--inplace", dest="inplace", action="store_true",
+                       default=False,
+                       help="schedule xml, mscclpp: the in-place variant (NCCL's in-place "
+                            "buffers)")
     place.add_argument("--out-of-place", dest="inplace", action="store_false",
-                       help="schedule xml: the out-of-place variant (default)")
+                       help="schedule xml, mscclpp: the out-of-place variant (default)")
     p.add_argument("--min-bytes", type=int, default=0, metavar="BYTES",
-                   help="schedule xml: smallest message size the runtime may pick it for")
+                   help="schedule xml, mscclpp: smallest message size the runtime may pick it "
+                        "for (allgather: the whole output; else the input)")
     p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
-                   help="schedule xml: largest message size it may be picked for "
-                        "(default unbounded)")
+                   help="schedule xml, mscclpp: largest message size it may be picked for "
+                        "(default: xml unbounded; mscclpp the largest whose offsets fit 32 "
+                        "bits)")
+    p.add_argument("--gpus-per-node", type=int, default=1, metavar="G",
+                   help="schedule mscclpp: ranks r with equal r // G share a server: memory "
+                        "channels between them, port channels on the fabric's links, and G "
+                        "is the plan's ranks per node (default 1)")
     p.add_argument("--alpha", default="10us",
                    help="schedule xml: per-step latency α of the stated price (default 10us)")
     p.add_argument("--bandwidth", default="100Gbps",
@@ -101,6 +111,17 @@ def _state_price(price: dict) -> None:
           file=sys.stderr)
 
 
+def _state_plan(price: dict) -> None:
+    """One stderr line: the MSCCL++ plan's shape and its replayed α-β time
+    (:func:`topofinder.api.mscclpp_price`)."""
+    print(f"MSCCL++ plan: {price['max_ops_per_threadblock']} ops in the fullest threadblock, "
+          f"{price['max_threadblocks_per_rank']} threadblocks on the fullest rank "
+          f"({price['threadblocks']} in all), messages up to {price['max_message_bytes']:,} "
+          f"bytes (multiples of {16 * price['message_chunks']:,}; 32-bit offsets); replayed "
+          f"α-β time T_L·α + τ·M/B = {price['time_s'] * 1e6:.6g} us (T_L = {price['T_L']}, "
+          f"τ = {price['tau']})", file=sys.stderr)
+
+
 def run(args, renaming=None) -> int:
     """Build, rename and write the schedule; for all-to-all one stderr line compares its
     bandwidth time Σ_t max-load (units of (M/N)/b) with the LP bound 1/f."""
@@ -121,6 +142,13 @@ def run(args, renaming=None) -> int:
             _state_price(api.msccl_price(steps, text, workload, shape=shape,
                                          step_overhead=per_step,
                                          tb_overhead=per_tb))
+    if args.format == "mscclpp":
+        workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+        xml = dict(channels=args.channels, inplace=args.inplace, min_bytes=args.min_bytes,
+                   max_bytes=args.max_bytes, gpus_per_node=args.gpus_per_node)
+
+        def priced(steps, shape):
+            _state_plan(api.mscclpp_price(steps, shape, workload))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,

@@ -52,25 +52,23 @@ def schedule_from_plan(text: str | dict, topology: Topology) -> StepSchedule:
         else:
             bufs[0][:] = np.arange(n * kp)
         content.append(bufs)
-    programs = [_program(g) for g in doc["gpus"]]
-    steps = sorted({t for prog in programs for t, _ in prog})
-    sends = []
-    for t in steps:
-        for r, prog in enumerate(programs):
-            for tt, op in prog:
-                if tt == t and op["name"] in _PUTS:
-                    for src, (w, dbuf, didx, size) in op["moves"]:
-                        pieces = content[r][src[0]][src[1]:src[1] + size]
-                        if (pieces < 0).any():
-                            raise ScheduleError(f"plan step {t}: rank {r} puts a place "
-                                                "holding nothing")
-                        content[w][dbuf][didx:didx + size] = pieces
-                        sends.append(np.column_stack([np.full(size, t), pieces,
-                                                      np.full(size, r), np.full(size, w)]))
-        for r, prog in enumerate(programs):
-            for tt, op in prog:
-                if tt != t or op["name"] not in ("copy", "re"):
-                    continue
+    puts, local = {}, {}                    # step → [(rank, op)], each rank's in program order
+    for r, g in enumerate(doc["gpus"]):
+        for t, op in _program(g):
+            (puts if op["name"] in _PUTS else local).setdefault(t, []).append((r, op))
+    moved, heads = [], []                   # pieces each put entry moved; (t, rank, peer)
+    for t in sorted(set(puts) | set(local)):
+        for r, op in puts.get(t, ()):
+            for src, (w, dbuf, didx, size) in op["moves"]:
+                pieces = content[r][src[0]][src[1]:src[1] + size]
+                if (pieces < 0).any():
+                    raise ScheduleError(f"plan step {t}: rank {r} puts a place holding "
+                                        "nothing")
+                content[w][dbuf][didx:didx + size] = pieces
+                moved.append(pieces.copy())
+                heads.append((t, r, w, size))
+        for r, op in local.get(t, ()):
+            if op["name"] in ("copy", "re"):
                 srcs = [content[r][_BUF[b["type"]]][b["index"]:b["index"] + b["size"]]
                         for b in op["src_buff"]]
                 if op["name"] == "re" and not all((x == srcs[0]).all() for x in srcs):
@@ -78,6 +76,10 @@ def schedule_from_plan(text: str | dict, topology: Topology) -> StepSchedule:
                                         "different pieces")
                 d = op["dst_buff"][0]
                 content[r][_BUF[d["type"]]][d["index"]:d["index"] + d["size"]] = srcs[0]
+    h = np.array(heads, np.int64).reshape(-1, 4)
+    sends = [np.column_stack([np.repeat(h[:, 0], h[:, 3]), np.concatenate(moved),
+                              np.repeat(h[:, 1], h[:, 3]), np.repeat(h[:, 2], h[:, 3])])] \
+        if moved else []
     rows = np.concatenate(sends) if sends else np.zeros((0, 4), np.int64)
     return StepSchedule(topology, kp, _as_rows(rows, kp), collective=coll,
                         method="mscclpp plan", reduce_steps=meta.get("reduce_scatter_steps", 0))

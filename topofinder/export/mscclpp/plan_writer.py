@@ -128,14 +128,15 @@ def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int =
 def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = False,
                     gpus_per_node: int = 1, min_bytes: int = 0, max_bytes: int | None = None,
                     name: str | None = None, max_threadblocks: int = H100_SMS,
-                    shape: dict | None = None) -> str:
+                    shape: dict | None = None, extra: dict | None = None) -> str:
     """The MSCCL++ execution plan of ``schedule`` as JSON text (module doc). ``channels``: K
     instances; ``inplace``: NCCL's in-place buffers (one buffer: allgather's output,
     reduce-scatter's and allreduce's input); ``gpus_per_node`` G: ranks r // G alike share a
     server (memory channels between them, ``ranks per node`` of the NCCL shim's match);
     ``min_bytes``/``max_bytes``: the message sizes it serves (allgather: the whole output;
     else the input), default up to the largest whose offsets fit 32 bits. ``shape``: filled
-    with :class:`PlanShape`'s fields. Refuses (one line) what does not fit."""
+    with :class:`PlanShape`'s fields; ``extra``: more fields of the ``topofinder`` block (a
+    diff's ``physical`` mapping). Refuses (one line) what does not fit."""
     if channels < 1 or gpus_per_node < 1:
         raise TopofinderError("--channels and --gpus-per-node must be positive")
     if min_bytes < 0 or (max_bytes is not None and max_bytes < min_bytes):
@@ -178,7 +179,7 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
                            "channels": channels, "gpus_per_node": gpus_per_node,
                            "reduce_scatter_steps": plan.low_reduce_steps,
                            "num_steps": schedule.num_steps,
-                           "tau_exact": str(schedule.tau)}}
+                           "tau_exact": str(schedule.tau), **(extra or {})}}
     text = json.dumps(head)[:-1] + ', "gpus": [\n'
     return text + ",\n".join(gpus) + "\n]}\n"
 
