@@ -10,12 +10,14 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from topofinder import api
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp import plan_writer
+from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
 from topofinder.export.mscclpp.plan_read import schedule_from_plan
 from topofinder.export.mscclpp.plan_writer import largest_message, to_mscclpp_plan
 from topofinder.model.schedule import validate
@@ -70,6 +72,27 @@ def test_directed_chained_and_tree_plans_accepted(expr, coll, kind):
 def plan_writer_steps(trees):
     from topofinder.export.schedule_xml import trees_as_steps
     return trees_as_steps(trees)
+
+
+@pytest.mark.parametrize("expr,root", [("C(8,{1,3})", 3), ("L(K(3,3))", 2),
+                                       ("UniRing(1,5)", 1)])
+@pytest.mark.parametrize("channels,inplace,gpus", [(1, False, 1), (2, True, 2)])
+def test_broadcast_plans_accepted(expr, root, channels, inplace, gpus):
+    """The periodic one-root broadcast of `score --collective broadcast --root R`, run for
+    lag + 1 batches: every rank ends with the root's message (the model's exact check), and
+    every piece moves along its tree once (the step program is an allgather of the root's
+    shard: each non-root receives each piece exactly once)."""
+    topo = api.load(expr)
+    periodic = api.schedule_oneroot(topo, "broadcast", root=root)
+    steps = broadcast_steps(periodic, topo)
+    s = steps.sends
+    got = np.zeros((topo.n, steps.shard_chunks), np.int64)
+    for t, v, lo, hi, u, w in s.tolist():
+        got[w, lo:hi] += 1
+    assert (np.delete(got, root, axis=0) == 1).all() and (got[root] == 0).all()
+    report = check_plan(to_mscclpp_plan(steps, channels=channels, inplace=inplace,
+                                        gpus_per_node=gpus, root=root), root=root)
+    assert report.ok, report.first_error()
 
 
 def test_planted_fault_caught():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from topofinder.api.plans import export_plan
+from topofinder.api.plans import export_broadcast_plan, export_plan
 from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import write_blocks
 from topofinder.model.inputs import read_input
@@ -278,6 +278,13 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                               f"{', '.join(SCHEDULE_FORMATS)}")
     if collective == ALLTOALL and fmt != "json":     # refused before the LP is solved
         raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
+    if collective == Collective.BROADCAST:
+        if fmt != "mscclpp" or kind != "steps" or relabel is not None:
+            raise TopofinderError("export writes broadcast as an MSCCL++ plan (--format "
+                                  "mscclpp, no --relabel); its periodic schedule: score "
+                                  "--collective broadcast --schedule FILE")
+        return export_broadcast_plan(source, path, announce=announce, priced=priced,
+                                     **xml_options)
     named = recipe(source) if fmt == "xml" and kind == "steps" else None
     if named is not None and not _beyond_replay(source):
         check_fits(allgather_schedule(named), xml_options.get("channels", 1),

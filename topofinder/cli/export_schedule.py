@@ -18,14 +18,19 @@ def add_options(p) -> None:
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
     p.add_argument("--collective", choices=[Collective.ALLGATHER, Collective.REDUCE_SCATTER,
-                                            Collective.ALLREDUCE, Collective.ALLTOALL],
+                                            Collective.ALLREDUCE, Collective.ALLTOALL,
+                                            Collective.BROADCAST],
                    default=Collective.ALLGATHER,
                    help="schedule: which collective (default allgather). Steps: reduce-scatter "
                         "is an allgather run backwards, allreduce is reduce-scatter then "
                         "allgather, alltoall is a k-step schedule of piece fractions from a "
                         "time-expanded LP (json only; its bandwidth time, steps and the LP "
-                        "bound 1/f on stderr). Trees: out-trees, in-trees, or in-trees then "
-                        "out-trees, reported next to the allreduce tree optimum")
+                        "bound 1/f on stderr); broadcast (mscclpp only): the periodic "
+                        "one-root schedule of score --collective broadcast from --root, "
+                        "run for its largest lag + 1 batches. Trees: out-trees, in-trees, or "
+                        "in-trees then out-trees, reported next to the allreduce tree optimum")
+    p.add_argument("--root", type=int, default=0, metavar="R",
+                   help="broadcast: the root rank (default 0)")
     p.add_argument("--steps", type=int, default=None, metavar="K",
                    help="alltoall: exactly K steps (>= the diameter; fewer steps cost less "
                         "latency, maybe more bandwidth time); default: the least bandwidth "
@@ -117,9 +122,10 @@ def _state_plan(price: dict) -> None:
     print(f"MSCCL++ plan: {price['max_ops_per_threadblock']} ops in the fullest threadblock, "
           f"{price['max_threadblocks_per_rank']} threadblocks on the fullest rank "
           f"({price['threadblocks']} in all), messages up to {price['max_message_bytes']:,} "
-          f"bytes (multiples of {16 * price['message_chunks']:,}; 32-bit offsets); replayed "
-          f"α-β time T_L·α + τ·M/B = {price['time_s'] * 1e6:.6g} us (T_L = {price['T_L']}, "
-          f"τ = {price['tau']})", file=sys.stderr)
+          f"bytes (multiples of {16 * price['message_chunks']:,}; 32-bit offsets); " + (
+              f"{price['T_L']} steps" if price.get("broadcast") else
+              f"replayed α-β time T_L·α + τ·M/B = {price['time_s'] * 1e6:.6g} us (T_L = "
+              f"{price['T_L']}, τ = {price['tau']})"), file=sys.stderr)
 
 
 def run(args, renaming=None) -> int:
@@ -146,6 +152,8 @@ def run(args, renaming=None) -> int:
         workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
         xml = dict(channels=args.channels, inplace=args.inplace, min_bytes=args.min_bytes,
                    max_bytes=args.max_bytes, gpus_per_node=args.gpus_per_node)
+        if args.collective == Collective.BROADCAST:
+            xml["root"] = args.root
 
         def priced(steps, shape):
             _state_plan(api.mscclpp_price(steps, shape, workload))

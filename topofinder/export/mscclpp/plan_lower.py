@@ -82,8 +82,9 @@ class Lowering:
     scratch in use per rank, the recorded row blocks and the ranks with data ops since
     their last nop (``dirty``)."""
 
-    def __init__(self, schedule: StepSchedule, inplace: bool, split_shards: bool, g: int):
-        self.s, self.g = schedule, g
+    def __init__(self, schedule: StepSchedule, inplace: bool, split_shards: bool, g: int,
+                 root: int | None = None):
+        self.s, self.g, self.root = schedule, g, root
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.inplace, self.split = inplace, split_shards
         self.reduce_until = {Collective.ALLGATHER: 0,
@@ -98,6 +99,8 @@ class Lowering:
 
     def final(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Code of where rank w's result piece x ends (NCCL's buffers; in place one buffer)."""
+        if self.root is not None:                    # broadcast: the root's shard, P chunks
+            return 4 * (x - self.root * self.p) + 1
         if self.coll == Collective.REDUCE_SCATTER:
             return 4 * x if self.inplace else 4 * (x - w * self.p) + 1
         if self.coll == Collective.ALLREDUCE and self.inplace:
@@ -119,20 +122,25 @@ class Lowering:
 
 
 def lower(schedule: StepSchedule, inplace: bool = False, split_shards: bool = False,
-          gpus_per_node: int = 1) -> dict:
+          gpus_per_node: int = 1, root: int | None = None) -> dict:
     """Rows of every rank's program (module doc), sorted by (rank, t, phase, sub, order), and
     the scratch pieces each rank uses. ``split_shards``: no run crosses a shard boundary
     (instances j > 0 place shard v's pieces apart). ``gpus_per_node`` G: links between ranks
 r // G alike are memory channels, whose puts do not signal: each run is its own ``put``
-(kind mput), then a nop and a ``signal``. Raises ScheduleError on a schedule that
+(kind mput), then a nop and a ``signal``. ``root``: a broadcast (an allgather schedule of
+the root's shard only, :mod:`.plan_broadcast`): the root starts with its P chunks, every
+rank's buffers hold P chunks. Raises ScheduleError on a schedule that
     does not perform its collective (validate it first)."""
-    st = Lowering(schedule, inplace, split_shards, gpus_per_node)
+    st = Lowering(schedule, inplace, split_shards, gpus_per_node, root)
     n, p = st.n, st.p
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     links = np.unique(s[:, 4] * n + s[:, 5]) if s.shape[0] else np.zeros(0, np.int64)
     _start(st, links // n, links % n)
-    if st.coll == Collective.ALLGATHER:
+    if root is not None:
+        c = np.arange(p)
+        st.loc[root, root * p + c] = 4 * c + (1 if inplace else 0)
+    elif st.coll == Collective.ALLGATHER:
         u = np.arange(n)
         own = u[:, None] * p + np.arange(p)[None, :]
         st.loc[u[:, None], own] = 4 * own + 1 if inplace else 4 * np.arange(p)[None, :]
@@ -179,7 +187,11 @@ def _start(st: Lowering, lu: np.ndarray, lw: np.ndarray) -> None:
                            WAIT, w))
     senders = np.unique(lu)
     st.blocks.append(_rows(senders.size, senders, 0, 2, 0, NOP))
-    if st.coll == Collective.ALLGATHER and not st.inplace:
+    if st.root is not None and not st.inplace:
+        r = np.array([st.root])
+        st.blocks.append(_rows(1, r, 0, 3, 0, COPY, a=0, c=1, size=st.p))
+        st.writes.append(np.column_stack([r, 1 + 0 * r, 0 * r]))
+    elif st.coll == Collective.ALLGATHER and not st.inplace:
         r = np.arange(st.n)
         st.blocks.append(_rows(st.n, r, 0, 3, 0, COPY, a=0, c=4 * r * st.p + 1, size=st.p))
         st.writes.append(np.column_stack([r, 4 * r * st.p + 1, 0 * r]))

@@ -46,7 +46,7 @@ PLAN_FORMAT = "topofinder-mscclpp-plan"
 PLAN_VERSION = 1
 #: The executor's spelling of each collective.
 COLL_NAMES = {Collective.ALLGATHER: "allgather", Collective.REDUCE_SCATTER: "reducescatter",
-              Collective.ALLREDUCE: "allreduce"}
+              Collective.ALLREDUCE: "allreduce", Collective.BROADCAST: "broadcast"}
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,13 @@ def largest_message(span: int, message_chunks: int) -> int:
 
 def _chunks(coll: str, n: int, kp: int) -> tuple[int, int]:
     """(input_chunks, output_chunks) of a rank."""
-    return {Collective.ALLGATHER: (kp, n * kp), Collective.REDUCE_SCATTER: (n * kp, kp),
+    return {Collective.BROADCAST: (kp, kp), Collective.ALLGATHER: (kp, n * kp), Collective.REDUCE_SCATTER: (n * kp, kp),
             Collective.ALLREDUCE: (n * kp, n * kp)}[coll]
 
 
 def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int = 1,
                  min_bytes: int = 0, max_bytes: int | None = None,
-                 max_threadblocks: int = H100_SMS) -> None:
+                 max_threadblocks: int = H100_SMS, root: int | None = None) -> None:
     """Refuse, before any lowering, what no plan of ``schedule`` can do, from lower bounds:
     the message sizes asked beyond 32-bit offsets (the message buffer alone spans N·K·P
     chunks), more channels on a rank than one threadblock holds (its first threadblock
@@ -86,9 +86,10 @@ def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int =
     link message needs one op at the sender, every step with receives one wait and a nop at
     the receiver)."""
     n, k, p = schedule.topology.n, channels, schedule.shard_chunks
-    what = f"MSCCL++ plan of {schedule.topology.expr} {schedule.collective}"
-    inp, out = _chunks(schedule.collective, n, k * p)
-    msg = out if schedule.collective == Collective.ALLGATHER else inp
+    coll = schedule.collective if root is None else Collective.BROADCAST
+    what = f"MSCCL++ plan of {schedule.topology.expr} {coll}"
+    inp, out = _chunks(coll, n, k * p)
+    msg = out if coll == Collective.ALLGATHER else inp
     bound = largest_message(max(inp, out), msg)
     if bound == 0:
         raise TopofinderError(f"{what}: its {msg} chunks cannot be 16-byte aligned within "
@@ -128,7 +129,8 @@ def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int =
 def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = False,
                     gpus_per_node: int = 1, min_bytes: int = 0, max_bytes: int | None = None,
                     name: str | None = None, max_threadblocks: int = H100_SMS,
-                    shape: dict | None = None, extra: dict | None = None) -> str:
+                    shape: dict | None = None, extra: dict | None = None,
+                    root: int | None = None) -> str:
     """The MSCCL++ execution plan of ``schedule`` as JSON text (module doc). ``channels``: K
     instances; ``inplace``: NCCL's in-place buffers (one buffer: allgather's output,
     reduce-scatter's and allreduce's input); ``gpus_per_node`` G: ranks r // G alike share a
@@ -136,18 +138,23 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
     ``min_bytes``/``max_bytes``: the message sizes it serves (allgather: the whole output;
     else the input), default up to the largest whose offsets fit 32 bits. ``shape``: filled
     with :class:`PlanShape`'s fields; ``extra``: more fields of the ``topofinder`` block (a
-    diff's ``physical`` mapping). Refuses (one line) what does not fit."""
+    diff's ``physical`` mapping); ``root``: ``schedule`` is a broadcast from ``root`` (an
+    allgather schedule of its shard only, :func:`.plan_broadcast.broadcast_steps`). Refuses
+    (one line) what does not fit."""
     if channels < 1 or gpus_per_node < 1:
         raise TopofinderError("--channels and --gpus-per-node must be positive")
     if min_bytes < 0 or (max_bytes is not None and max_bytes < min_bytes):
         raise TopofinderError(f"size band [{min_bytes}, {max_bytes}] bytes: need 0 ≤ "
                               "min-bytes ≤ max-bytes")
-    coll, n = schedule.collective, schedule.topology.n
+    coll = schedule.collective if root is None else Collective.BROADCAST
+    n = schedule.topology.n
     if coll not in COLL_NAMES:
         raise TopofinderError(f"MSCCL++ plans are written for {', '.join(COLL_NAMES)}")
-    check_bounds(schedule, channels, gpus_per_node, min_bytes, max_bytes, max_threadblocks)
-    low = lower(schedule, inplace, split_shards=channels > 1, gpus_per_node=gpus_per_node)
-    plan = _Plan(schedule, low, channels, gpus_per_node)
+    check_bounds(schedule, channels, gpus_per_node, min_bytes, max_bytes, max_threadblocks,
+                 root)
+    low = lower(schedule, inplace, split_shards=channels > 1, gpus_per_node=gpus_per_node,
+                root=root)
+    plan = _Plan(schedule, low, channels, gpus_per_node, coll)
     gpus, tbs = plan.render()
     what = f"MSCCL++ plan of {schedule.topology.expr} {coll}"
     if max(tbs) > max_threadblocks:
@@ -179,7 +186,8 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
                            "channels": channels, "gpus_per_node": gpus_per_node,
                            "reduce_scatter_steps": plan.low_reduce_steps,
                            "num_steps": schedule.num_steps,
-                           "tau_exact": str(schedule.tau), **(extra or {})}}
+                           "tau_exact": str(schedule.tau),
+                           **({} if root is None else {"root": root}), **(extra or {})}}
     text = json.dumps(head)[:-1] + ', "gpus": [\n'
     return text + ",\n".join(gpus) + "\n]}\n"
 
@@ -206,15 +214,15 @@ class _Plan:
     """Channels, remote buffers, threadblocks and text of every rank (module doc), computed
     as arrays over the lowering's rows; only the text is written op by op."""
 
-    def __init__(self, schedule: StepSchedule, low: dict, k: int, g: int):
+    def __init__(self, schedule: StepSchedule, low: dict, k: int, g: int, coll: str):
         self.n, self.p, self.k, self.g = schedule.topology.n, schedule.shard_chunks, k, g
-        self.coll = schedule.collective
+        self.coll = coll
         self.low_reduce_steps = schedule.reduce_steps \
             if self.coll == Collective.ALLREDUCE else 0
         self.rows, self.scratch, self.links = low["rows"], low["scratch"], low["links"]
-        small = {Collective.ALLGATHER: 0, Collective.REDUCE_SCATTER: 1,
-                 Collective.ALLREDUCE: -1}[self.coll]
-        self.small = small                   # the buffer indexed by a chunk of one shard
+        # the buffers indexed by a chunk of one shard (the others by a piece v·P + c)
+        self.small = {Collective.ALLGATHER: [0], Collective.REDUCE_SCATTER: [1],
+                      Collective.ALLREDUCE: [], Collective.BROADCAST: [0, 1]}[self.coll]
         self.span = 0
         self.max_ops = 0
 
@@ -231,7 +239,7 @@ class _Plan:
         p, k = self.p, self.k
         v, c = idx // p, idx % p
         return np.where(buf == 2, idx + j * self.scratch[owner],
-                        np.where(buf == self.small, j * p + idx, v * k * p + j * p + c))
+                        np.where(np.isin(buf, self.small), j * p + idx, v * k * p + j * p + c))
 
     def channels(self):
         """Per link end (rank, u, w) sorted, its position q among the rank's channels of
