@@ -8,6 +8,7 @@ from topofinder.api.oneroot import schedule_oneroot
 from topofinder.api.topology import Source, emit, load
 from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
 from topofinder.export.mscclpp.plan_writer import to_mscclpp_plan
+from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 from topofinder.workload.cost import Workload
 
@@ -43,9 +44,10 @@ def mscclpp_price(steps: StepSchedule, shape: dict, workload: Workload | None = 
     """A plan's price and shape: ``time_s`` = T_L·α + τ·M/B of the step schedule the plan
     replays (paper 001 §3.2; the workload's α, B, M, default 10us / 100Gbps / 1MB), T_L,
     τ (exact), and the plan's ops in the fullest threadblock, threadblocks on the fullest rank
-    and the largest message (bytes) whose offsets fit 32 bits."""
+    and the largest message (bytes) whose offsets fit 32 bits; ``root``: a broadcast's root
+    (None otherwise; its T_L is the steps of its batches, τ has no meaning there)."""
     workload = workload or Workload()
-    return {"broadcast": "broadcast" in steps.method, "T_L": steps.num_steps, "tau": str(steps.tau),
+    return {"root": shape.get("root"), "T_L": steps.num_steps, "tau": str(steps.tau),
             "time_s": workload.collective_time(steps.num_steps, float(steps.tau)),
             "max_ops_per_threadblock": shape["max_ops_per_threadblock"],
             "max_threadblocks_per_rank": shape["max_threadblocks_per_rank"],
@@ -62,6 +64,6 @@ def export_broadcast_plan(source: Source, path: str | os.PathLike | None = None,
     broadcast_steps`). ``options`` as :func:`export_plan`. Returns (the periodic schedule,
     the text or None)."""
     topo = load(source)
-    periodic = schedule_oneroot(topo, "broadcast", root=root)
+    periodic = schedule_oneroot(topo, Collective.BROADCAST, root=root)
     steps = broadcast_steps(periodic, topo, batches)
     return periodic, export_plan(steps, path, root=root, **options)

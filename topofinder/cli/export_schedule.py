@@ -123,7 +123,7 @@ def _state_plan(price: dict) -> None:
           f"{price['max_threadblocks_per_rank']} threadblocks on the fullest rank "
           f"({price['threadblocks']} in all), messages up to {price['max_message_bytes']:,} "
           f"bytes (multiples of {16 * price['message_chunks']:,}; 32-bit offsets); " + (
-              f"{price['T_L']} steps" if price.get("broadcast") else
+              f"{price['T_L']} steps" if price["root"] is not None else
               f"replayed α-β time T_L·α + τ·M/B = {price['time_s'] * 1e6:.6g} us (T_L = "
               f"{price['T_L']}, τ = {price['tau']})"), file=sys.stderr)
 

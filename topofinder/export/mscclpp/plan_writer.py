@@ -45,8 +45,10 @@ ALIGNMENT = 16
 PLAN_FORMAT = "topofinder-mscclpp-plan"
 PLAN_VERSION = 1
 #: The executor's spelling of each collective.
-COLL_NAMES = {Collective.ALLGATHER: "allgather", Collective.REDUCE_SCATTER: "reducescatter",
-              Collective.ALLREDUCE: "allreduce", Collective.BROADCAST: "broadcast"}
+COLL_NAMES = {Collective.ALLGATHER: str(Collective.ALLGATHER),
+              Collective.REDUCE_SCATTER: "reducescatter",
+              Collective.ALLREDUCE: str(Collective.ALLREDUCE),
+              Collective.BROADCAST: str(Collective.BROADCAST)}
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
                               "the largest message whose offsets fit 32 bits")
     info = PlanShape(plan.max_ops, max(tbs), sum(tbs), plan.span, largest, msg)
     if shape is not None:
-        shape.update(info.__dict__)
+        shape.update(info.__dict__, root=root)
     head = {"name": name or f"topofinder {schedule.topology.expr} {coll}",
             "collective": COLL_NAMES[coll], "protocol": "Simple", "inplace": bool(inplace),
             "reuse_resources": False, "num_threads_per_block": 1024,
@@ -260,14 +262,48 @@ class _Plan:
     def render(self):
         """Every rank's ``gpus`` text and threadblock count."""
         rows, n, k = self.rows, self.n, self.k
-        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
+        heads, op_of, seg = self._segments()
+        row_q, row_mem, conn = self._row_channels()
+        row_rb, remote = self._row_buffers()
+        self._points(heads, op_of, seg)
+        op_texts = [self._ops(j, heads, op_of, row_q, row_mem, row_rb, seg[op_of])
+                    for j in range(k)]
+        # every rank's threadblocks: instance j, segment i
+        op_rank = rows[heads, 0]
+        seg_start = np.searchsorted(op_rank * (1 << 20) + seg,
+                                    np.arange(n)[:, None] * (1 << 20) + np.arange(
+                                        int(self.nseg.max(initial=1)) + 1)[None, :])
+        texts, tbs = [], []
+        for r in range(n):
+            tb_text = self._threadblocks(r, op_texts, seg_start[r])
+            inp, out = _chunks(self.coll, n, k * self.p)
+            scratch = k * int(self.scratch[r])
+            self.span = max(self.span, inp, out, scratch)
+            channels = ", ".join('{"channel_type": "%s", "connected_to": %s}'
+                                 % (ct, conn[r][ct]) for ct in ("port", "memory")
+                                 if conn[r][ct])
+            rb = ", ".join('{"rank": %d, "type": "%s", "access_channel_types": ["%s"]}' % x
+                           for x in remote[r])
+            sems = ", ".join(['{"init_value": 0}'] * (k * int(self.sem_base[r])))
+            texts.append('{"id": %d, "input_chunks": %d, "output_chunks": %d, '
+                         '"scratch_chunks": %d, "channels": [%s], "remote_buffers": [%s], '
+                         '"semaphores": [%s], "threadblocks": [\n%s]}'
+                         % (r, inp, out, scratch, channels, rb, sems, ",\n".join(tb_text)))
+            tbs.append(len(tb_text))
+        return texts, tbs
+
+    def _segments(self):
+        """Ops (``heads``: first row of each, ``op_of``: each row's op) and each op's
+        segment: a rank's ops cut into threadblocks of MAX_OPERATION with the handover ops
+        (first: 62 ops, middle ones 60, the last up to 62); sets ``nseg`` per rank."""
+        rows, n = self.rows, self.n
         m = rows.shape[0]
         new = np.ones(m, bool)
         if m:
             new[1:] = (rows[1:, :4] != rows[:-1, :4]).any(axis=1)
         op_of = np.cumsum(new) - 1
         heads = np.flatnonzero(new)
-        op_rank = rk[heads]
+        op_rank = rows[heads, 0]
         nops = np.bincount(op_rank, minlength=n)
         ordinal = _within([op_rank])
         total = nops[op_rank]
@@ -276,40 +312,57 @@ class _Plan:
             ordinal < MAX_OPERATION - 2, 0,
             np.minimum(1 + (ordinal - (MAX_OPERATION - 2)) // (MAX_OPERATION - 4),
                        1 + nmid[op_rank])))
-        nseg = np.where(nops <= MAX_OPERATION, 1, 2 + nmid)
-        row_seg = seg[op_of]
-        # channels: the link a row's op names (puts and data signals: rank → peer)
+        self.nseg = np.where(nops <= MAX_OPERATION, 1, 2 + nmid)
+        return heads, op_of, seg
+
+    def _row_channels(self):
+        """Per row the position q of the channel its op names among its rank's channels of
+        that type (−1: none) and whether it is a memory channel; per rank and type the
+        ``connected_to`` peers. Puts name rank → peer; the handshake's waits the out-link,
+        its signals the in-link."""
+        rows, n, k = self.rows, self.n, self.k
+        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
         out_side = np.isin(kind, (PUT, MPUT)) | ((kind == WAIT) & (t == 0))
         chan = (kind == PUT) | (np.isin(kind, (WAIT, SIGNAL)) & (t == 0))
         lu, lw = np.where(out_side, rk, peer), np.where(out_side, peer, rk)
         keys, qs, (crank, cmem, cpeer) = self.channels()
+        self.keys, self.qs = keys, qs
         ci = np.flatnonzero(chan)
         at = np.searchsorted(keys, (rk[ci] * n + lu[ci]) * n + lw[ci])
-        row_q = np.full(m, -1, np.int64)
+        row_q = np.full(rows.shape[0], -1, np.int64)
         row_q[ci] = qs[at]
-        row_mem = self.memory(lu, lw).astype(np.int64)
-        # remote buffers: (rank, receiver, buffer) of every put, ids in that order per rank
+        conn = [{"port": [], "memory": []} for _ in range(n)]
+        for r, mm, pp in zip(crank.tolist(), cmem.tolist(), cpeer.tolist()):
+            conn[r]["memory" if mm else "port"].extend([pp] * k)
+        return row_q, self.memory(lu, lw).astype(np.int64), conn
+
+    def _row_buffers(self):
+        """Per put row the id of the remote buffer it writes (rank, receiver, buffer; ids in
+        that order per rank, −1 for other rows) and per rank its ``remote_buffers``."""
+        rows, n = self.rows, self.n
+        rk, kind, peer = rows[:, 0], rows[:, 4], rows[:, 5]
         pi = np.flatnonzero(np.isin(kind, (PUT, MPUT)))
         rkey = (rk[pi] * n + peer[pi]) * 4 + (rows[pi, 8] & 3)
         runiq, rinv = _unique(rkey)
-        rrank = runiq // (4 * n)
-        rgid = _within([rrank])
-        row_rb = np.full(m, -1, np.int64)
+        rgid = _within([runiq // (4 * n)])
+        row_rb = np.full(rows.shape[0], -1, np.int64)
         row_rb[pi] = rgid[rinv]
         remote = [[] for _ in range(n)]
         for key in runiq.tolist():
             r, rest = divmod(key, 4 * n)
             w, b = divmod(rest, 4)
-            remote[r].append((w, BUFS[b], "memory" if self.g > 1 and r // self.g == w // self.g
-                              else "port"))
-        conn = [{"port": [], "memory": []} for _ in range(n)]
-        for r, mm, pp in zip(crank.tolist(), cmem.tolist(), cpeer.tolist()):
-            conn[r]["memory" if mm else "port"].extend([pp] * k)
-        # receive points: rank r's in-link l gets its own threadblock, whose thread 0 waits
-        # for each message and releases semaphore (l, segment) at every receive point of r
-        # points: a rank's in-link (out-link) l gets its own threadblock, whose thread 0
-        # waits for (signals) each message and releases (acquires) semaphore (l, segment) at
-        # every receive (send) point of the rank; the chain acquires (releases) them all
+            remote[r].append((w, BUFS[b], "memory" if self.memory(r, w) else "port"))
+        return row_rb, remote
+
+    def _points(self, heads, op_of, seg):
+        """Send and receive points: a rank's in-link (out-link) l gets a threadblock of its
+        own (:meth:`_helper`) whose thread 0 waits for (signals) each message and releases
+        (acquires) semaphore (l, segment) at every receive (send) point of the rank; the
+        point acquires (releases) those of all its in-links (out-links) at fixed positions.
+        Semaphores per instance: the handovers, then (in-link, segment), (out-link,
+        segment)."""
+        rows, n, nseg = self.rows, self.n, self.nseg
+        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
         self.links_of = {WAIT: [[] for _ in range(n)], SIGNAL: [[] for _ in range(n)]}
         for key in self.links.tolist():
             self.links_of[WAIT][key % n].append(key // n)
@@ -317,7 +370,7 @@ class _Plan:
         nin = np.array([len(x) for x in self.links_of[WAIT]], np.int64)
         nout = np.array([len(x) for x in self.links_of[SIGNAL]], np.int64)
         self.sem_first = {WAIT: nseg - 1, SIGNAL: nseg - 1 + nin * nseg}
-        self.sem_base = nseg - 1 + (nin + nout) * nseg     # semaphores per instance
+        self.sem_base = nseg - 1 + (nin + nout) * nseg
         self.points = {WAIT: {}, SIGNAL: {}}               # rank → [(t, segment)]
         self.msgs = {WAIT: {}, SIGNAL: {}}                 # rank → {(t, peer)}
         for kd in (WAIT, SIGNAL):
@@ -331,55 +384,34 @@ class _Plan:
                 r = int(cnt.argmax())
                 raise TopofinderError(f"MSCCL++ plan: rank {r} has {int(cnt[r])} {what}, more "
                                       f"than the {MAX_CHANNEL} semaphores one op names")
-        self.nseg = nseg
-        op_texts = [self._ops(j, heads, op_of, row_seg, row_q, row_mem, row_rb, seg[op_of])
-                    for j in range(k)]
-        # every rank's threadblocks: instance j, segment i
-        seg_start = np.searchsorted(op_rank * (1 << 20) + seg,
-                                    np.arange(n)[:, None] * (1 << 20) + np.arange(
-                                        int(nseg.max(initial=1)) + 1)[None, :])
-        inp, out = _chunks(self.coll, n, k * self.p)
-        texts, tbs = [], []
-        for r in range(n):
-            ns = int(nseg[r])
-            tb_text = []
-            base = int(self.sem_base[r])
-            for j in range(k):
-                ops = op_texts[j][0]
-                for i in range(ns):
-                    a, b = int(seg_start[r, i]), int(seg_start[r, i + 1])
-                    body = ops[a:b]
-                    if i > 0:
-                        body = ['{"name": "sem_acquire", "semaphore_ids": [%d]}'
-                                % (j * base + i - 1), _NOP] + body
-                    if i < ns - 1:
-                        body = body + [_NOP, '{"name": "sem_release", "semaphore_ids": [%d]}'
-                                       % (j * base + i)]
-                    self.max_ops = max(self.max_ops, len(body))
-                    chs, rbs = op_texts[j][1].get((r, i), ("", ""))
-                    tb_text.append('{"id": %d, "ops": [\n%s], "channels": [%s], '
-                                   '"remote_buffer_refs": [%s]}'
-                                   % (len(tb_text), ",\n".join(body), chs, rbs))
-                for kd in (WAIT, SIGNAL):
-                    for l, x in enumerate(self.links_of[kd][r]):
-                        sem0 = j * base + int(self.sem_first[kd][r]) + l * ns
-                        tb_text.append(self._helper(kd, r, x, j, len(tb_text), sem0, keys, qs))
-            scratch = k * int(self.scratch[r])
-            self.span = max(self.span, inp, out, scratch)
-            channels = ", ".join('{"channel_type": "%s", "connected_to": %s}'
-                                 % (ct, conn[r][ct]) for ct in ("port", "memory")
-                                 if conn[r][ct])
-            rb = ", ".join('{"rank": %d, "type": "%s", "access_channel_types": ["%s"]}' % x
-                           for x in remote[r])
-            sems = ", ".join(['{"init_value": 0}'] * (k * base))
-            texts.append('{"id": %d, "input_chunks": %d, "output_chunks": %d, '
-                         '"scratch_chunks": %d, "channels": [%s], "remote_buffers": [%s], '
-                         '"semaphores": [%s], "threadblocks": [\n%s]}'
-                         % (r, inp, out, scratch, channels, rb, sems, ",\n".join(tb_text)))
-            tbs.append(len(tb_text))
-        return texts, tbs
 
-    def _helper(self, kd, r, x, j, tb_id, sem0, keys, qs):
+    def _threadblocks(self, r, op_texts, starts) -> list:
+        """Rank r's threadblock texts: per instance j its segments (between handover ops)
+        then its links' threadblocks."""
+        ns, base = int(self.nseg[r]), int(self.sem_base[r])
+        tb_text = []
+        for j in range(self.k):
+            ops = op_texts[j][0]
+            for i in range(ns):
+                body = ops[int(starts[i]):int(starts[i + 1])]
+                if i > 0:
+                    body = ['{"name": "sem_acquire", "semaphore_ids": [%d]}'
+                            % (j * base + i - 1), _NOP] + body
+                if i < ns - 1:
+                    body = body + [_NOP, '{"name": "sem_release", "semaphore_ids": [%d]}'
+                                   % (j * base + i)]
+                self.max_ops = max(self.max_ops, len(body))
+                chs, rbs = op_texts[j][1].get((r, i), ("", ""))
+                tb_text.append('{"id": %d, "ops": [\n%s], "channels": [%s], '
+                               '"remote_buffer_refs": [%s]}'
+                               % (len(tb_text), ",\n".join(body), chs, rbs))
+            for kd in (WAIT, SIGNAL):
+                for l, x in enumerate(self.links_of[kd][r]):
+                    sem0 = j * base + int(self.sem_first[kd][r]) + l * ns
+                    tb_text.append(self._helper(kd, r, x, j, len(tb_text), sem0))
+        return tb_text
+
+    def _helper(self, kd, r, x, j, tb_id, sem0):
         """The threadblock of rank r's link with x (instance j): for an in-link (kd WAIT),
         at every receive point (t, segment) of r a wait on the link's channel if x sent at
         step t, then a release of semaphore sem0 + segment, which that segment acquires; for
@@ -387,7 +419,7 @@ class _Plan:
         releases after its puts, then a signal if r sent to x at step t."""
         n = self.n
         u, w = (x, r) if kd == WAIT else (r, x)
-        q = int(qs[np.searchsorted(keys, (r * n + u) * n + w)])
+        q = int(self.qs[np.searchsorted(self.keys, (r * n + u) * n + w)])
         ct = "memory" if self.memory(u, w) else "port"
         msgs = self.msgs[kd].get(r, ())
         ops = []
@@ -415,14 +447,13 @@ class _Plan:
         return ('{"id": %d, "ops": [\n%s], "channels": [{"channel_type": "%s", "channel_ids": '
                 '[%d]}], "remote_buffer_refs": []}' % (tb_id, ",\n".join(ops), ct, q * self.k + j))
 
-    def _ops(self, j, heads, op_of, row_seg, row_q, row_mem, row_rb, row_opseg):
-        """Instance j's op texts (in op order) and per threadblock (rank, segment) the text
-        of its channel and remote-buffer lists; ops name both by position in those lists."""
+    def _lists(self, j, row_seg, row_q, row_mem, row_rb):
+        """Instance j's local channel and remote-buffer ids per row (position of the global
+        id among its threadblock's ids of its type) and per threadblock (rank, segment) the
+        text of those lists; refuses a threadblock naming more than 16 of either."""
         rows, k = self.rows, self.k
-        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
         gid = np.where(row_q >= 0, row_q * k + j, -1)
-        # local ids: position of the global id among the threadblock's ids of its type
-        tbkey = rk * (1 << 20) + row_seg
+        tbkey = rows[:, 0] * (1 << 20) + row_seg
         lists = {}
         local_c = np.full(rows.shape[0], -1, np.int64)
         local_b = np.full(rows.shape[0], -1, np.int64)
@@ -435,6 +466,12 @@ class _Plan:
             for g, ids in _grouped(grp, uniq & ((1 << 24) - 1)):
                 tb, mm = divmod(g, 2)
                 r, i = divmod(tb, 1 << 20)
+                if len(ids) > MAX_CHANNEL:
+                    raise TopofinderError(
+                        f"MSCCL++ plan: rank {r} threadblock {i} needs {len(ids)} "
+                        f"{('port', 'memory')[mm]} "
+                        f"{'channels' if what == 'c' else 'remote buffers'}, more than "
+                        f"{MAX_CHANNEL}")
                 lists.setdefault((r, i), {})[(what, mm)] = ids
         meta = {}
         for key, d in lists.items():
@@ -445,6 +482,14 @@ class _Plan:
                             % (("port", "memory")[mm], d[("b", mm)])
                             for mm in (0, 1) if ("b", mm) in d)
             meta[key] = (chs, rbs)
+        return local_c, local_b, meta
+
+    def _ops(self, j, heads, op_of, row_q, row_mem, row_rb, row_opseg):
+        """Instance j's op texts (in op order) and per threadblock (rank, segment) the text
+        of its channel and remote-buffer lists; ops name both by position in those lists."""
+        rows = self.rows
+        rk, t, kind, peer = rows[:, 0], rows[:, 1], rows[:, 4], rows[:, 5]
+        local_c, local_b, meta = self._lists(j, row_opseg, row_q, row_mem, row_rb)
         a_idx = self.index(np.maximum(rows[:, 6], 0), rk, j)
         b_idx = self.index(np.maximum(rows[:, 7], 0), rk, j)
         owner_c = np.where(np.isin(kind, (PUT, MPUT)), peer, rk)
@@ -499,14 +544,6 @@ class _Plan:
                              '"reduce_op": "sum", "t": %d}'
                              % (_SRC % (la[h], ai[h], size[h]), _SRC % (lb[h], bi[h], size[h]),
                                 _SRC % (lc[h], cix[h], size[h]), tl[h]))
-        for d_key, d in lists.items():
-            for (what, mm), ids in d.items():
-                if len(ids) > MAX_CHANNEL:
-                    raise TopofinderError(
-                        f"MSCCL++ plan: rank {d_key[0]} threadblock {d_key[1]} needs "
-                        f"{len(ids)} {('port', 'memory')[mm]} "
-                        f"{'channels' if what == 'c' else 'remote buffers'}, more than "
-                        f"{MAX_CHANNEL}")
         return texts, meta
 
 
