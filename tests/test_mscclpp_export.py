@@ -138,8 +138,8 @@ def test_refused_before_lowering(monkeypatch):
     with pytest.raises(TopofinderError, match="beyond 4294966784 bytes") as exc:
         to_mscclpp_plan(s, max_bytes=2 ** 33)
     assert "\n" not in str(exc.value)
-    with pytest.raises(TopofinderError, match="at least 2 threadblocks") as exc:
-        to_mscclpp_plan(s, channels=2, max_threadblocks=1)
+    with pytest.raises(TopofinderError, match="at least 18 threadblocks") as exc:
+        to_mscclpp_plan(s, channels=2, max_threadblocks=17)
     assert "\n" not in str(exc.value)
 
 
@@ -172,3 +172,26 @@ def test_n256_frontier_plans_accepted(expr, coll):
     """Every frontier point of `search --n 256 --d 4`, each collective, G = 1."""
     report = check_plan(to_mscclpp_plan(api.schedule(expr, coll)))
     assert report.ok, report.first_error()
+
+
+N1024 = "L^3(C(16,{1,6}))"      # the recommended point of search --n 1024 --d 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll", COLLECTIVES)
+def test_n1024_recommended_plans(coll):
+    """The recommended N = 1024 point, each collective: the model's parser and limits accept
+    every rank, the figures agree with the writer's, and the plan read back replays to the
+    schedule's (T_L, τ). (The model's full execution at N = 1024 takes hours.)"""
+    from topofinder.export.mscclpp.plan_limits import check_limits
+    from topofinder.export.mscclpp.plan_parse import parse_plan
+    s = api.schedule(N1024, coll)
+    shape = {}
+    doc = json.loads(to_mscclpp_plan(s, shape=shape))
+    limits = check_limits(parse_plan(doc))
+    assert limits.max_ops_per_threadblock == shape["max_ops_per_threadblock"] <= 64
+    assert limits.max_threadblocks_per_rank == shape["max_threadblocks_per_rank"] <= 132
+    assert limits.max_message_bytes == shape["max_message_bytes"]
+    back = schedule_from_plan(doc, s.topology)
+    validate(back)
+    assert (back.num_steps, back.tau) == (s.num_steps, s.tau)

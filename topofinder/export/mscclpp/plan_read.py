@@ -34,6 +34,9 @@ def schedule_from_plan(text: str | dict, topology: Topology) -> StepSchedule:
     if meta.get("format") != PLAN_FORMAT:
         raise TopofinderError("not a topofinder MSCCL++ plan (no 'topofinder' block)")
     n, coll = len(doc["gpus"]), meta["collective"]
+    if coll not in (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE):
+        raise TopofinderError(f"a {coll} plan is no step schedule of the three collectives; "
+                              "check it with the execution model (check_plan)")
     if n != topology.n:
         raise TopofinderError(f"the plan has {n} ranks, the topology {topology.n} nodes")
     kp = meta["shard_chunks"] * meta["channels"]

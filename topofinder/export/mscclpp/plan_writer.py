@@ -84,9 +84,10 @@ def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int =
     """Refuse, before any lowering, what no plan of ``schedule`` can do, from lower bounds:
     the message sizes asked beyond 32-bit offsets (the message buffer alone spans N·K·P
     chunks), more channels on a rank than one threadblock holds (its first threadblock
-    handshakes on all of them), and more threadblocks than ``max_threadblocks`` (every
-    link message needs one op at the sender, every step with receives one wait and a nop at
-    the receiver)."""
+    handshakes on all of them), and more threadblocks than ``max_threadblocks`` (per
+    instance one per link end, and the program's ops over 64: every link message needs a
+    put, every step with sends a nop and a send point, every step with receives a receive
+    point and a nop)."""
     n, k, p = schedule.topology.n, channels, schedule.shard_chunks
     coll = schedule.collective if root is None else Collective.BROADCAST
     what = f"MSCCL++ plan of {schedule.topology.expr} {coll}"
@@ -118,14 +119,17 @@ def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int =
                                   "threadblock holds")
     msgs = np.unique(s[:, 0] * (n * n) + s[:, 4] * n + s[:, 5])
     sends = np.bincount((msgs // n) % n, minlength=n)
-    recv_steps = np.unique(s[:, 0] * n + s[:, 5]) % n
-    ops = sends + 2 * np.bincount(recv_steps, minlength=n) + 1
-    need = k * -(-ops // MAX_OPERATION)
+    send_steps = np.bincount(np.unique(s[:, 0] * n + s[:, 4]) % n, minlength=n)
+    recv_steps = np.bincount(np.unique(s[:, 0] * n + s[:, 5]) % n, minlength=n)
+    ops = sends + 2 * send_steps + 2 * recv_steps + 1
+    links = np.bincount(lu, minlength=n) + np.bincount(lw, minlength=n)
+    need = k * (-(-ops // MAX_OPERATION) + links)
     if need.max() > max_threadblocks:
         r = int(need.argmax())
         raise TopofinderError(f"{what}: rank {r} needs at least {int(need[r])} threadblocks "
-                              f"({int(ops[r])} ops × {k} instance(s), {MAX_OPERATION} ops "
-                              f"each), more than the {max_threadblocks} resident at once")
+                              f"(({int(ops[r])} ops in threadblocks of {MAX_OPERATION}, and "
+                              f"{int(links[r])} links) × {k} instance(s)), more than the "
+                              f"{max_threadblocks} resident at once")
 
 
 def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = False,
