@@ -1,6 +1,6 @@
 """Issue 28's table for N = 512 and 1024: every frontier point of `search --n N --d 4` ×
 {allgather, reduce-scatter, allreduce} × K channels, exported as MSCCL XML by the command line
-and checked by the execution model (`msccl_check.check`, capacity 1 and 2), or refused.
+and checked by the execution model (`msccl.execution.check`, capacity 1 and 2), or refused.
 
 Run from the repository root: PYTHONPATH=. python3 results/msccl_xml_n512_n1024.py
 (options: --n, --channels, --only-collective, --out, --dry-run, --render-only). One row at a
@@ -35,7 +35,8 @@ NOTES = "<!-- hand-written notes below this line are kept when the table is rend
 COMMAND = "PYTHONPATH=. python3 results/msccl_xml_n512_n1024.py"
 #: The check, run in a fresh process: the file streamed by the parser, then the execution model.
 CHECK = ("import json, pathlib, sys\n"
-         "from topofinder.export.msccl_check import MscclCheckError, check\n"
+         "from topofinder.export.msccl.execution import check\n"
+         "from topofinder.export.msccl.limits import MscclCheckError\n"
          "try:\n"
          "    s = check(pathlib.Path(sys.argv[1]), 'msccl-executor', capacities=(1, 2))\n"
          "except MscclCheckError as exc:\n"
@@ -202,10 +203,10 @@ def head(rows: list[dict]) -> list[str]:
         "instances exceed the parser (the export says so on stderr: see notes).",
         "- **XML MB**, **sha256**: the written file (deleted after the check).",
         "- **steps/tb, tbs/rank, elements/rank**: the fullest threadblock, the most "
-        "threadblocks on a rank, the most XML elements a rank loads, as `msccl_check` counts "
-        "them on every rank.",
+        "threadblocks on a rank, the most XML elements a rank loads, as "
+        "`msccl.rules.check_limits` counts them on every rank.",
         "- **T_L, τ**: the replayed price on the export's stderr (τ in M/B).",
-        "- **check**: `msccl_check.check(F, 'msccl-executor', capacities=(1, 2))` in a fresh "
+        "- **check**: `msccl.execution.check(F, 'msccl-executor', capacities=(1, 2))` in a fresh "
         "process: the parser's rules on every rank, then the execution model at connection "
         "capacity 1 and 2 with the collective's exact result; `ok` means all of it passed.",
         "- **load**: the 1-minute load average at the row's start; **notes**: any other "

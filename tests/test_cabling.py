@@ -23,7 +23,7 @@ from topofinder.cabling.physical import (
 from topofinder.cabling.ranks import ranks_text
 from topofinder.cabling.relabel import parse_mapping, read_mapping
 from topofinder.cabling.node_matching import best_relabelling, find_isomorphism, kept_arcs, _counts
-from topofinder.export.schedule_xml import parse_msccl_xml
+from topofinder.export.msccl.reimport import parse_msccl_xml
 from topofinder.families.build import load_topology
 from topofinder.model.files import read_topology, topology_text
 from topofinder.model.topology import Topology

@@ -11,9 +11,9 @@ import pytest
 
 from topofinder.errors import TopofinderError
 from topofinder.export.npz import load_npz, save_npz
-from topofinder.export.schedule_xml import (
-    parse_msccl_xml, schedule_from_xml, to_msccl_xml, trees_as_steps,
-)
+from topofinder.export.ir.steps import trees_as_steps
+from topofinder.export.msccl.reimport import parse_msccl_xml, schedule_from_xml
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.families import bi_ring, complete, hypercube, uni_ring
 from topofinder.model.schedule import StepSchedule, allreduce, reduce_scatter, validate
 from topofinder.model.tree_schedule import Tree, TreeSchedule

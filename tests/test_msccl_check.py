@@ -1,4 +1,4 @@
-"""The MSCCL execution model (export/msccl_check.py) against planted faults and a second
+"""The MSCCL execution model (export/msccl/) against planted faults and a second
 method: the streaming parser refuses DTDs and entities and reads paths and files; every
 planted fault (wrong peer, wrong offset, missing step, dependency cycle, deadlock at
 capacity 1, limit violations) is caught; the count-only flow run decides deadlock exactly as
@@ -11,16 +11,11 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from topofinder.export.msccl_check import (
-    MscclCheckError,
-    MscclDeadlock,
-    _Flow,
-    check,
-    check_limits,
-    execute,
-    parse,
-)
-from topofinder.export.schedule_xml import to_msccl_xml
+from topofinder.export.msccl.execution import _Flow, check, execute
+from topofinder.export.msccl.limits import MscclCheckError, MscclDeadlock
+from topofinder.export.msccl.parser import parse
+from topofinder.export.msccl.rules import check_limits
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 

@@ -12,21 +12,13 @@ import pytest
 from topofinder import api
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import (
-    MscclCheckError,
-    MscclDeadlock,
-    check,
-    check_limits,
-    execute,
-)
-from topofinder.export.schedule_xml import (
-    instruction_counts,
-    layout_for,
-    parse_msccl_xml,
-    schedule_from_xml,
-    to_msccl_xml,
-    trees_as_steps,
-)
+from topofinder.export.ir.bounds import layout_for
+from topofinder.export.ir.steps import trees_as_steps
+from topofinder.export.msccl.execution import check, execute
+from topofinder.export.msccl.limits import MscclCheckError, MscclDeadlock
+from topofinder.export.msccl.reimport import parse_msccl_xml, schedule_from_xml
+from topofinder.export.msccl.rules import check_limits
+from topofinder.export.msccl.writer import instruction_counts, to_msccl_xml
 from topofinder.families.build import parse
 from topofinder.finder.frontier import predicted_frontier
 from topofinder.finder.recipe import from_expression

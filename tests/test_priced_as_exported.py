@@ -10,7 +10,8 @@ from fractions import Fraction
 import pytest
 
 import topofinder as tf
-from topofinder.export.schedule_xml import schedule_from_xml, to_msccl_xml
+from topofinder.export.msccl.reimport import schedule_from_xml
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.model.schedule import validate
 
 

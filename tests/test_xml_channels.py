@@ -11,8 +11,12 @@ import pytest
 from topofinder import api
 from topofinder.cli.main import main
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import RUNTIMES, TYPE, TYPES, T, check, parse
-from topofinder.export.schedule_xml import check_fits, parse_msccl_xml, to_msccl_xml
+from topofinder.export.msccl.execution import check
+from topofinder.export.msccl.fit import check_fits
+from topofinder.export.msccl.limits import RUNTIMES
+from topofinder.export.msccl.parser import TYPE, TYPES, T, parse
+from topofinder.export.msccl.reimport import parse_msccl_xml
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
 

@@ -15,11 +15,13 @@ from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import write_blocks
 from topofinder.model.inputs import read_input
 from topofinder.errors import TopofinderError
-from topofinder.export.msccl_check import shape as xml_shape
 from topofinder.export.npz import save_npz
 from topofinder.cabling.relabel import (Mapping, document_mapping, relabel_schedule,
                                         relabel_topology)
-from topofinder.export.schedule_xml import check_fits, to_msccl_xml, trees_as_steps
+from topofinder.export.ir.steps import trees_as_steps
+from topofinder.export.msccl.fit import check_fits
+from topofinder.export.msccl.rules import shape as xml_shape
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.finder.verify import (REPLAY_LIMIT, allgather_schedule, collective_schedule,
                                       symmetric_collective)
@@ -180,7 +182,7 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
     or mscclpp (an MSCCL++ execution plan, :func:`topofinder.api.plans.export_plan`, which
     takes ``xml_options`` channels, inplace, gpus_per_node, min_bytes, max_bytes; ``priced``
     gets the schedule and the plan's shape) or xml (MSCCL, the legacy runtime's format;
-    ``xml_options`` as :func:`topofinder.export.schedule_xml.to_msccl_xml`,
+    ``xml_options`` as :func:`topofinder.export.msccl.writer.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); returned
     when ``path`` is None, else streamed to ``path`` ("-": standard output; JSON block by
     block, never held whole) and None returned. ``npz`` (step, orbit or tree schedules) is

@@ -14,7 +14,7 @@ from topofinder.expansions.schedules import power_schedule
 from topofinder.scoring.allgather.bfb import product_schedule
 from topofinder.cabling.patch_panel import diff_plans, plan_patch_panel
 from topofinder.compute.output import write_text
-from topofinder.export.schedule_xml import to_msccl_xml
+from topofinder.export.msccl.writer import to_msccl_xml
 from topofinder.families import circulant, generalized_kautz
 from topofinder.families import hypercube, torus
 from topofinder.families import uni_ring
@@ -381,10 +381,10 @@ def _exported_xml(expr: str, coll: str):
 
 
 def _check_xml_at_scale(max_gb: float):
-    """``msccl_check.check`` of the setup's XML file (limits on every rank, the execution
+    """``msccl.execution.check`` of the setup's XML file (limits on every rank, the execution
     model at connection capacity 1 and 2) in a fresh process, within ``max_gb`` GiB."""
     def run(path):
-        code = ("import pathlib\nfrom topofinder.export.msccl_check import check\n"
+        code = ("import pathlib\nfrom topofinder.export.msccl.execution import check\n"
                 f"check(pathlib.Path({path!r}), capacities=(1, 2))\nbad = []\n")
         _in_fresh_process(code, f"check {path}", max_gb)
     return run

@@ -26,7 +26,7 @@ from topofinder.errors import TopofinderError
 from topofinder.export.npz import load_npz
 from topofinder.cabling.patch_panel import KINDS, PatchPlan, parse_plan
 from topofinder.cabling.relabel import document_mapping, relabel_topology
-from topofinder.export.schedule_xml import parse_msccl_xml
+from topofinder.export.msccl.reimport import parse_msccl_xml
 from topofinder.families.build import document_topology
 from topofinder.model.alltoall_schedule import ALLTOALL_COLUMNS
 from topofinder.model.alltoall_schedule import COLLECTIVE as ALLTOALL

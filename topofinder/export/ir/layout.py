@@ -1,4 +1,4 @@
-"""Layout pass of the MSCCL lowering: where each (shard, chunk) piece sits in a buffer.
+"""Layout pass of the rank-program lowering: where each (shard, chunk) piece sits in a buffer.
 
 A layout gives channel 0's chunk c of shard v the piece offset ``base[v] + c·stride[v]``
 (instance j adds its own shift, :func:`channel_shift`). allgather and reduce-scatter keep
@@ -14,8 +14,8 @@ both kinds of class intervals; ordering first by the coarsest out- and in-classe
 then by chunk, then by the finer classes alternately, keeps the sets both phases send mostly
 contiguous (measured on
 L^3(C(16,{1,6})): per-rank instruction bounds 997 + 1057 against 1211 + 2774 for the
-out-quotient order). :func:`allreduce_layouts` lists such candidates; the writer keeps the
-one whose instruction bound is least (``check_fits``).
+out-quotient order). :func:`allreduce_layouts` lists such candidates; the lowering keeps the
+one whose instruction bound is least (:func:`~topofinder.export.ir.bounds.layout_for`).
 """
 
 from __future__ import annotations
