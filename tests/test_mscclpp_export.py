@@ -70,7 +70,7 @@ def test_directed_chained_and_tree_plans_accepted(expr, coll, kind):
 
 
 def plan_writer_steps(trees):
-    from topofinder.export.schedule_xml import trees_as_steps
+    from topofinder.export.ir.steps import trees_as_steps
     return trees_as_steps(trees)
 
 
@@ -160,6 +160,16 @@ def test_cli_writes_plan_and_refuses(tmp_path):
                           "-o", str(bad)], capture_output=True, text=True)
     assert run.returncode != 0 and len(run.stderr.strip().splitlines()) == 1
     assert "32 bits" in run.stderr and not bad.exists()
+
+
+def test_cli_file_equals_api_text(tmp_path):
+    out = tmp_path / "ag.json"
+    run = subprocess.run([sys.executable, "-m", "topofinder", "export", "UniRing(1,5)",
+                          "--what", "schedule", "--format", "mscclpp", "--channels", "2",
+                          "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    _, text = api.export_schedule_of("UniRing(1,5)", "mscclpp", None, channels=2)
+    assert out.read_text() == text
 
 
 N256 = ("L^3(C(4,{1,2}))", "L^2(C(16,{1,6}))", "L(Aff(64,17,{7,21,29,31}))")
