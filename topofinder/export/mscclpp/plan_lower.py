@@ -2,21 +2,21 @@
 
 The executor (microsoft/mscclpp ``execution_kernel.hpp``) runs a threadblock's ops in order; a
 port channel's ``put`` only pushes a request to the proxy (thread ``tid`` serves entry
-``tid``), ``pws`` pushes a put whose signal travels behind it on the same connection, ``wait``
-spins in thread 0 until the peer's signal has arrived, and ``nop`` is ``__syncthreads()``.
-Each rank's program (instance 0: chunk pieces ``x = v·P + c``) is, in schedule-step order:
+``tid``) and a later ``signal`` on the same channel travels behind it, ``wait`` spins in
+thread 0 until the peer's signal has arrived, and ``nop`` is ``__syncthreads()``. Each rank's
+program (instance 0: chunk pieces ``x = v·P + c``) is, in schedule-step order:
 
 - step 0: the launch handshake: a signal on every in-link's channel, a wait on every
   out-link's channel (the receiver has started this launch, so it is done reading what the
   last launch wrote), a nop; out of place, allgather copies its input into its output shard.
 - step t: [a nop if data ops ran since the last one] the sends of step t, per out-link the
   message's runs (pieces contiguous at both ends) as ``put`` entries (up to 8 per op, each on
-  its own thread), a nop and the send point (the writer makes it a ``sem_release`` that
-  lets the link's own threadblock signal behind the puts); then the receive point (the writer makes it waits on per-link threadblocks and a
-  ``sem_acquire``), a nop, and, in a reduce phase,
-  the reductions: a received partial lands in fresh scratch and is reduced in place with the
-  partial held (``re``), or, the last partial of the rank's own chunk, straight into its
-  final place; a piece reduced twice in one step waits for the first with a nop.
+  its own thread), a nop and the send point (the writer makes it a ``sem_release`` that lets
+  the link's own threadblock signal behind the puts); then the receive point (the writer
+  makes it waits on per-link threadblocks and one ``sem_acquire``), a nop, and, in a reduce
+  phase, the reductions: a received partial lands in fresh scratch and is reduced in place
+  with the partial held (``re``), or, the last partial of the rank's own chunk, straight
+  into its final place; a piece reduced twice in one step waits for the first with a nop.
 
 By induction on t every op of step t can run once all ranks finished step t − 1 (sends read
 only data of earlier steps, waits need only the peers' step-t sends), so the program cannot
@@ -36,8 +36,10 @@ from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule
 
 COLUMNS = ("rank", "t", "phase", "sub", "kind", "peer", "a", "b", "c", "size")
-KINDS = ("put", "pws", "pwsf", "wait", "signal", "nop", "copy", "re", "mput")
-PUT, PWS, PWSF, WAIT, SIGNAL, NOP, COPY, REDUCE, MPUT = range(len(KINDS))
+#: Row kinds: a port put entry, a receive point (t > 0) or handshake wait, a send point (t > 0)
+#: or handshake signal, nop, copy, reduce, a memory-channel put (one run, all threads).
+KINDS = ("put", "wait", "signal", "nop", "copy", "re", "mput")
+PUT, WAIT, SIGNAL, NOP, COPY, REDUCE, MPUT = range(len(KINDS))
 BUFS = "ios"
 PER_OP = 8                       # MAX_CHANNEL_PER_OPERATION: entries of a put, channels of a wait
 _NF = len(COLUMNS)

@@ -9,16 +9,21 @@ the remote buffers its puts write, its device semaphores and its threadblocks.
 - Threadblocks: the program is cut into consecutive threadblocks of at most 64 ops
   (MAX_OPERATION); threadblock i + 1 starts with ``sem_acquire`` of a semaphore threadblock
   i releases as its last op (each after a nop), so a rank still runs its ops in program
-  order. All of a rank's threadblocks spin at once, so their count must stay within the
-  GPU's SMs (``max_threadblocks``, 132 on an H100).
+  order. Every link has a threadblock of its own at each end whose thread 0 alone signals
+  (sender) or waits on (receiver) the link's channel, handing over to the program by device
+  semaphores with one releasing and one acquiring thread each (a send point releases, a
+  receive point acquires, those of all the rank's links at fixed positions); the sender's
+  ends with a ``flush`` so the proxy has read every source before the kernel ends. All of a
+  rank's threadblocks spin at once, so their count must stay within the GPU's SMs
+  (``max_threadblocks``, 132 on an H100).
 - Channels: the k-th channel r→p pairs with the k-th channel p→r, so both ends list the
   channels of a pair of ranks in one order: by (sender, receiver, lane). Ops name channels
   and remote buffers by their index in the threadblock's own lists (at most 16 of each type).
 - ``--channels K``: K instances, instance j moving the j-th K-th of every chunk
   (piece j·P + c of a shard, NCCL's order) on its own lanes, threadblocks and semaphores.
 - Memory channels: a put is a copy by all threads that does not signal (``handlePut``
-  returns before the signal for memory channels), so such a message is its puts, a nop and a
-  ``signal``.
+  returns before the signal for memory channels, even for ``pws``), so such a message is
+  one put per run, then the send point.
 - Every data op carries ``t``, its schedule step (the executor ignores it), so
   :mod:`.plan_read` recovers the sends. 32-bit offsets bound the message: the plan serves
   sizes up to :func:`largest_message` (``max_message_size``)."""
