@@ -39,13 +39,10 @@ from topofinder.errors import TopofinderError
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 
-from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, REDUCE, SIGNAL, WAIT, lower
+from .plan_limits import H100_SMS, MAX_CHANNEL, MAX_OPERATION, U32
+from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, SIGNAL, WAIT, lower
 
-#: The executor's compile-time limits (``execution_common.hpp``) and the resident bound.
-MAX_OPERATION = 64
-MAX_CHANNEL = 16
-H100_SMS = 132
-U32 = 2 ** 32 - 1
+#: Chunk alignment the plans declare (``buffer_alignment``; chunk sizes are multiples of it).
 ALIGNMENT = 16
 PLAN_FORMAT = "topofinder-mscclpp-plan"
 PLAN_VERSION = 1
@@ -79,8 +76,8 @@ def largest_message(span: int, message_chunks: int) -> int:
 
 def _chunks(coll: str, n: int, kp: int) -> tuple[int, int]:
     """(input_chunks, output_chunks) of a rank."""
-    return {Collective.BROADCAST: (kp, kp), Collective.ALLGATHER: (kp, n * kp), Collective.REDUCE_SCATTER: (n * kp, kp),
-            Collective.ALLREDUCE: (n * kp, n * kp)}[coll]
+    return {Collective.BROADCAST: (kp, kp), Collective.ALLGATHER: (kp, n * kp),
+            Collective.REDUCE_SCATTER: (n * kp, kp), Collective.ALLREDUCE: (n * kp, n * kp)}[coll]
 
 
 def check_bounds(schedule: StepSchedule, channels: int = 1, gpus_per_node: int = 1,
