@@ -86,7 +86,7 @@ class Lowering:
 
     def __init__(self, schedule: StepSchedule, inplace: bool, split_shards: bool, g: int,
                  root: int | None = None):
-        self.s, self.g, self.root = schedule, g, root
+        self.g, self.root = g, root
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
         self.inplace, self.split = inplace, split_shards
         self.reduce_until = {Collective.ALLGATHER: 0,
