@@ -35,6 +35,7 @@ from topofinder.api.catalog import (
 )
 from topofinder.api.prices import collective_prices, export_chakra, schedule_price
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
+from topofinder.api.plans import mscclpp_price
 from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
     SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,

@@ -1,5 +1,5 @@
 """Schedules: build the one an expression names, read one back, rename it by a diff's
-mapping, and write it as JSON, MSCCL XML or npz (docs/formats.md).
+mapping, and write it as JSON, MSCCL XML, npz or an MSCCL++ plan (docs/formats.md).
 
 >>> s = schedule("C(16,{1,6})", "allreduce")
 >>> s.collective, s.num_steps
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from topofinder.api.plans import export_broadcast_plan, export_plan
 from topofinder.api.topology import Source, emit, load, mapping, recipe
 from topofinder.compute.output import write_blocks
 from topofinder.model.documents import check_schedule_document
@@ -38,7 +39,7 @@ from topofinder.workload.cost import Workload, parse_time
 
 Schedule = StepSchedule | TreeSchedule | AllToAllSchedule | OrbitSchedule
 #: Schedule file formats: json (schema schedule.schema.json), xml (MSCCL), npz (binary).
-SCHEDULE_FORMATS = ("json", "xml", "npz")
+SCHEDULE_FORMATS = ("json", "xml", "npz", "mscclpp")
 #: A step schedule of at least this many send rows (~30 MB of JSON) has its size stated
 #: before it is written as json or npz (MSCCL XML and orbit schedules always have).
 ANNOUNCE_ROWS = 1_000_000
@@ -180,7 +181,10 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
                     *, physical=None, announce=None, priced=None,
                     **xml_options) -> str | None:
     """A schedule as text: ``fmt`` json (docs/formats.md, schema ``schedule.schema.json``)
-    or xml (MSCCL; ``xml_options`` as :func:`topofinder.export.msccl.writer.to_msccl_xml`,
+    or mscclpp (an MSCCL++ execution plan, :func:`topofinder.api.plans.export_plan`, which
+    takes ``xml_options`` channels, inplace, gpus_per_node, min_bytes, max_bytes; ``priced``
+    gets the schedule and the plan's shape) or xml (MSCCL, the legacy runtime's format;
+    ``xml_options`` as :func:`topofinder.export.msccl.writer.to_msccl_xml`,
     refused before anything is written when it does not fit the runtime's limits); returned
     when ``path`` is None, else streamed to ``path`` ("-": standard output; JSON block by
     block, never held whole) and None returned. ``npz`` (step, orbit or tree schedules) is
@@ -227,6 +231,9 @@ def export_schedule(sched: Schedule, fmt: str = "json", path: str | os.PathLike 
         write_blocks(path, document_blocks(doc, "\n"))
         return None
     steps = sched if isinstance(sched, StepSchedule) else trees_as_steps(sched)
+    if fmt == "mscclpp":
+        return export_plan(steps, path, physical=physical, announce=announce, priced=priced,
+                           **xml_options)
     if physical is not None:
         xml_options["extra"] = {"physical": " ".join(str(int(x)) for x in physical)}
     shape: dict = {}
@@ -275,6 +282,13 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
                               f"{', '.join(SCHEDULE_FORMATS)}")
     if collective == ALLTOALL and fmt != "json":     # refused before the LP is solved
         raise TopofinderError(f"all-to-all schedules are written as json, not {fmt}")
+    if collective == Collective.BROADCAST:
+        if fmt != "mscclpp" or kind != "steps" or relabel is not None:
+            raise TopofinderError("export writes broadcast as an MSCCL++ plan (--format "
+                                  "mscclpp, no --relabel); its periodic schedule: score "
+                                  "--collective broadcast --schedule FILE")
+        return export_broadcast_plan(source, path, announce=announce, priced=priced,
+                                     **xml_options)
     named = recipe(source) if fmt == "xml" and kind == "steps" else None
     if named is not None and not _beyond_replay(source):
         check_fits(allgather_schedule(named), xml_options.get("channels", 1),
@@ -286,15 +300,16 @@ def export_schedule_of(source: Source, fmt: str = "json", path: str | os.PathLik
     if renaming is not None:
         built = relabel_schedule(built, renaming)
     if kind == "trees" and fmt != "json":
-        if collective != Collective.ALLGATHER and fmt != "xml":
-            raise TopofinderError(f"{collective} tree schedules are written as json or xml")
+        if collective != Collective.ALLGATHER and fmt not in ("xml", "mscclpp"):
+            raise TopofinderError(f"{collective} tree schedules are written as json, xml or "
+                                  "mscclpp")
         if built.topology.has_switches:
             raise TopofinderError("tree schedules with routes through switches are written as "
                                   "json")
     text = export_schedule(built, fmt, path,
                            physical=None if renaming is None else renaming.physical,
                            announce=announce, priced=priced,
-                           **(xml_options if fmt == "xml" else {}))
+                           **(xml_options if fmt in ("xml", "mscclpp") else {}))
     return built, text
 
 

@@ -380,19 +380,19 @@ def _score_at_scale(expr: str, max_gb: float):
 
 
 def _export_xml_at_scale(expr: str, coll: str, max_gb: float, written: bool = False,
-                         channels: int = 1):
-    """`export EXPR --what schedule --collective COLL --format xml --channels K` (to memory)
+                         channels: int = 1, fmt: str = "xml"):
+    """`export EXPR --what schedule --collective COLL --format FMT --channels K` (to memory)
     in a fresh process: written or refused (one-line TopofinderError; a failed case when
     ``written``), within ``max_gb`` GiB."""
     code = ("bad = []\ntry:\n"
-            f"    tf.export_schedule_of({expr!r}, 'xml', None, collective={str(coll)!r}, "
+            f"    tf.export_schedule_of({expr!r}, {fmt!r}, None, collective={str(coll)!r}, "
             f"channels={channels})\n"
             "except tf.TopofinderError:\n"
             f"    bad = {['refused'] if written else []!r}\n")
 
     def run(_):
-        if _in_fresh_process(code, f"export {expr} {coll} xml", max_gb):
-            raise AssertionError(f"export {expr} {coll} xml: refused")
+        if _in_fresh_process(code, f"export {expr} {coll} {fmt}", max_gb):
+            raise AssertionError(f"export {expr} {coll} {fmt}: refused")
     return run
 
 
@@ -427,6 +427,10 @@ case("export L^3(C(16,{1,6})) allreduce --channels 2 --format xml (N=1024: one i
      "<= 2 GiB)", 30.0, group="scale", repeat=1)(
     _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0, written=True,
                          channels=2))
+case("export L^3(C(16,{1,6})) allreduce --format mscclpp (N=1024: the MSCCL++ plan; issue "
+     "37's goal 20 s, <= 2 GiB)", 20.0, group="scale", repeat=3)(
+    _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0, written=True,
+                         fmt="mscclpp"))
 for _coll, _mb in ((Collective.ALLGATHER, 307), (Collective.REDUCE_SCATTER, 161)):
     case(f"export L^3(C(16,{{1,6}})) {_coll} --format xml (N=1024, {_mb} MB: written within "
          "the default limits; issue 28's goal 30 s, <= 1.5 GiB)", 30.0, group="scale",

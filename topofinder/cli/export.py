@@ -29,7 +29,8 @@ def add(sub) -> None:
                         "panel-port cross-connects of a fixed node-port-to-panel layout")
     p.add_argument("--format", default=None,
                    help="topology: edgelist (default), json (node-link), graphml; "
-                        "schedule: json (default), xml (MSCCL-style), npz (compact, needs -o), "
+                        "schedule: json (default), mscclpp (MSCCL++ execution plan), xml "
+                        "(MSCCL, the legacy runtime), npz (compact, needs -o), "
                         "chakra (ASTRA-sim: one Chakra ET per rank and the configuration "
                         "files, -o DIR); "
                         "cross-connects: csv (default), sonic-ocs (SONiC CONFIG_DB JSON), "

@@ -1,5 +1,6 @@
 """`topofinder export EXPR --what schedule`: the replay-validated step, tree or all-to-all
-schedule as json, MSCCL XML or npz (:func:`topofinder.api.export_schedule_of`)."""
+schedule as json, an MSCCL++ execution plan, MSCCL XML or npz
+(:func:`topofinder.api.export_schedule_of`)."""
 
 from __future__ import annotations
 
@@ -26,14 +27,19 @@ def add_options(p) -> None:
                    help="schedule: steps (step schedule) or trees (ForestColl tree-flow "
                         "schedule reaching T_B^FC, JSON)")
     p.add_argument("--collective", choices=[Collective.ALLGATHER, Collective.REDUCE_SCATTER,
-                                            Collective.ALLREDUCE, Collective.ALLTOALL],
+                                            Collective.ALLREDUCE, Collective.ALLTOALL,
+                                            Collective.BROADCAST],
                    default=Collective.ALLGATHER,
                    help="schedule: which collective (default allgather). Steps: reduce-scatter "
                         "is an allgather run backwards, allreduce is reduce-scatter then "
                         "allgather, alltoall is a k-step schedule of piece fractions from a "
                         "time-expanded LP (json only; its bandwidth time, steps and the LP "
-                        "bound 1/f on stderr). Trees: out-trees, in-trees, or in-trees then "
-                        "out-trees, reported next to the allreduce tree optimum")
+                        "bound 1/f on stderr); broadcast (mscclpp only): the periodic "
+                        "one-root schedule of score --collective broadcast from --root, "
+                        "run for its largest lag + 1 batches. Trees: out-trees, in-trees, or "
+                        "in-trees then out-trees, reported next to the allreduce tree optimum")
+    p.add_argument("--root", type=int, default=0, metavar="R",
+                   help="broadcast: the root rank (default 0)")
     p.add_argument("--steps", type=int, default=None, metavar="K",
                    help="alltoall: exactly K steps (>= the diameter; fewer steps cost less "
                         "latency, maybe more bandwidth time); default: the least bandwidth "
@@ -43,7 +49,8 @@ def add_options(p) -> None:
     p.add_argument("--low-trees", action="store_true",
                    help="trees: prefer low trees (heuristic)")
     p.add_argument("--channels", type=int, default=1, metavar="K",
-                   help="schedule xml: K channels' worth of parallelism per link (default 1): "
+                   help="schedule xml, mscclpp: K channels' worth of parallelism per link "
+                        "(default 1; mscclpp: K instances on K lanes of every link): "
                         "K instances, each moving 1/K of every chunk, or, where K instances "
                         "exceed the runtime's limits, one instance whose links deal their "
                         "messages in turn over K channels (said on stderr); --channel-mode "
@@ -63,15 +70,23 @@ def add_options(p) -> None:
                    help="schedule xml: instructions per threadblock the runtime allows "
                         "(MSCCL_MAX_NUM_STEPS; default 64 for msccl-executor, 256 for msccl)")
     place = p.add_mutually_exclusive_group()
-    place.add_argument("--in-place", dest="inplace", action="store_true", default=False,
-                       help="schedule xml: the in-place variant (NCCL's in-place buffers)")
+    place.add_argument("--in-place", "--inplace", dest="inplace", action="store_true",
+                       default=False,
+                       help="schedule xml, mscclpp: the in-place variant (NCCL's in-place "
+                            "buffers)")
     place.add_argument("--out-of-place", dest="inplace", action="store_false",
-                       help="schedule xml: the out-of-place variant (default)")
+                       help="schedule xml, mscclpp: the out-of-place variant (default)")
     p.add_argument("--min-bytes", type=int, default=0, metavar="BYTES",
-                   help="schedule xml: smallest message size the runtime may pick it for")
+                   help="schedule xml, mscclpp: smallest message size the runtime may pick it "
+                        "for (allgather: the whole output; else the input)")
     p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
-                   help="schedule xml: largest message size it may be picked for "
-                        "(default unbounded)")
+                   help="schedule xml, mscclpp: largest message size it may be picked for "
+                        "(default: xml unbounded; mscclpp the largest whose offsets fit 32 "
+                        "bits)")
+    p.add_argument("--gpus-per-node", type=int, default=1, metavar="G",
+                   help="schedule mscclpp: ranks r with equal r // G share a server: memory "
+                        "channels between them, port channels on the fabric's links, and G "
+                        "is the plan's ranks per node (default 1)")
     p.add_argument("--alpha", default="10us",
                    help="schedule: per-step latency α of the stated prices and of the Chakra "
                         "network's link latency (default 10us)")
@@ -132,6 +147,16 @@ def _prices(price: dict) -> str:
     timed = ("not timed (beyond the replay limit)" if price["async_s"] is None
              else f"{price['async_s'] * 1e6:.6g} us")
     return f"lock-step {price['time_s'] * 1e6:.6g} us, dependency-driven {timed}"
+def _state_plan(price: dict) -> None:
+    """One stderr line: the MSCCL++ plan's shape and its replayed α-β time
+    (:func:`topofinder.api.mscclpp_price`)."""
+    print(f"MSCCL++ plan: {price['max_ops_per_threadblock']} ops in the fullest threadblock, "
+          f"{price['max_threadblocks_per_rank']} threadblocks on the fullest rank "
+          f"({price['threadblocks']} in all), messages up to {price['max_message_bytes']:,} "
+          f"bytes (multiples of {16 * price['message_chunks']:,}; 32-bit offsets); " + (
+              f"{price['T_L']} steps" if price["root"] is not None else
+              f"replayed α-β time T_L·α + τ·M/B = {price['time_s'] * 1e6:.6g} us (T_L = "
+              f"{price['T_L']}, τ = {price['tau']})"), file=sys.stderr)
 
 
 def run(args, renaming=None) -> int:
@@ -169,10 +194,21 @@ def run(args, renaming=None) -> int:
             _state_price(api.msccl_price(steps, text, workload, shape=shape,
                                          step_overhead=per_step,
                                          tb_overhead=per_tb))
+    if args.format == "mscclpp":
+        workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+        xml = dict(channels=args.channels, inplace=args.inplace, min_bytes=args.min_bytes,
+                   max_bytes=args.max_bytes, gpus_per_node=args.gpus_per_node)
+        if args.collective == Collective.BROADCAST:
+            xml["root"] = args.root
+
+        def priced(steps, shape):
+            _state_plan(api.mscclpp_price(steps, shape, workload))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
+    if args.collective == Collective.BROADCAST:  # periodic: its plan line states its steps
+        return 0
     price = api.schedule_price(schedule, api.Workload.from_strings(args.alpha, args.bandwidth,
                                                                    args.size))
     prices = _prices(price)
