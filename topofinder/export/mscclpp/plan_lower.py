@@ -58,6 +58,11 @@ def _within(new: np.ndarray) -> np.ndarray:
     return pos - np.maximum.accumulate(np.where(new, pos, 0)) if new.size else pos
 
 
+def group_index(keys: list) -> np.ndarray:
+    """Per item (sorted by ``keys``), its index among the items with equal keys."""
+    return _within(_starts(keys))
+
+
 def _starts(keys: list) -> np.ndarray:
     """Where any of the equally long arrays ``keys`` changes (the first item included)."""
     m = keys[0].size
@@ -118,7 +123,7 @@ class Lowering:
         o = np.argsort(ranks, kind="stable")
         r = ranks[o]
         off = np.empty(ranks.size, np.int64)
-        off[o] = self.scratch[r] + _within(_starts([r]))
+        off[o] = self.scratch[r] + group_index([r])
         self.scratch += np.bincount(ranks, minlength=self.n)
         return 4 * off + 2
 
@@ -181,11 +186,11 @@ def _start(st: Lowering, lu: np.ndarray, lw: np.ndarray) -> None:
     mem = st.memory(lu, lw).astype(np.int64)
     o = np.lexsort((lu, mem, lw))
     w, u, m = lw[o], lu[o], mem[o]
-    st.blocks.append(_rows(w.size, w, 0, 0, m * _SUB + _within(_starts([w, m])) // PER_OP,
+    st.blocks.append(_rows(w.size, w, 0, 0, m * _SUB + group_index([w, m]) // PER_OP,
                            SIGNAL, u))
     o = np.lexsort((lw, mem, lu))
     w, u, m = lw[o], lu[o], mem[o]
-    st.blocks.append(_rows(u.size, u, 0, 1, m * _SUB + _within(_starts([u, m])) // PER_OP,
+    st.blocks.append(_rows(u.size, u, 0, 1, m * _SUB + group_index([u, m]) // PER_OP,
                            WAIT, w))
     senders = np.unique(lu)
     st.blocks.append(_rows(senders.size, senders, 0, 2, 0, NOP))

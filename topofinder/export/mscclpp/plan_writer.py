@@ -40,7 +40,7 @@ from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 
 from .plan_limits import H100_SMS, MAX_CHANNEL, MAX_OPERATION, U32
-from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, SIGNAL, WAIT, lower
+from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, SIGNAL, WAIT, group_index, lower
 
 #: Chunk alignment the plans declare (``buffer_alignment``; chunk sizes are multiples of it).
 ALIGNMENT = 16
@@ -206,18 +206,6 @@ _NOP = '{"name": "nop"}'
 _NAMES = {PUT: "put", WAIT: "wait", SIGNAL: "signal"}
 
 
-def _within(keys: list) -> np.ndarray:
-    """Per item (sorted by ``keys``), its index among the items with equal keys."""
-    m = keys[0].size
-    new = np.zeros(m, bool)
-    if m:
-        new[0] = True
-        for x in keys:
-            new[1:] |= x[1:] != x[:-1]
-    pos = np.arange(m)
-    return pos - np.maximum.accumulate(np.where(new, pos, 0)) if m else pos
-
-
 class _Plan:
     """Channels, remote buffers, threadblocks and text of every rank (module doc), computed
     as arrays over the lowering's rows; only the text is written op by op."""
@@ -260,7 +248,7 @@ class _Plan:
         mem = self.memory(u, w).astype(np.int64)
         o = np.lexsort((w, u, peer, mem, rank))
         rank, peer, u, w, mem = rank[o], peer[o], u[o], w[o], mem[o]
-        q = _within([rank, mem])
+        q = group_index([rank, mem])
         key = (rank * n + u) * n + w
         ko = np.argsort(key)
         return key[ko], q[ko], (rank, mem, peer)
@@ -311,7 +299,7 @@ class _Plan:
         heads = np.flatnonzero(new)
         op_rank = rows[heads, 0]
         nops = np.bincount(op_rank, minlength=n)
-        ordinal = _within([op_rank])
+        ordinal = group_index([op_rank])
         total = nops[op_rank]
         nmid = np.maximum(0, -(-(nops - 2 * (MAX_OPERATION - 2)) // (MAX_OPERATION - 4)))
         seg = np.where(total <= MAX_OPERATION, 0, np.where(
@@ -350,7 +338,7 @@ class _Plan:
         pi = np.flatnonzero(np.isin(kind, (PUT, MPUT)))
         rkey = (rk[pi] * n + peer[pi]) * 4 + (rows[pi, 8] & 3)
         runiq, rinv = _unique(rkey)
-        rgid = _within([runiq // (4 * n)])
+        rgid = group_index([runiq // (4 * n)])
         row_rb = np.full(rows.shape[0], -1, np.int64)
         row_rb[pi] = rgid[rinv]
         remote = [[] for _ in range(n)]
@@ -468,7 +456,7 @@ class _Plan:
             key = (tbkey[sel] * 2 + row_mem[sel]) * (1 << 24) + col[sel]
             uniq, inv = _unique(key)
             grp = uniq >> 24
-            local[sel] = _within([grp])[inv]
+            local[sel] = group_index([grp])[inv]
             for g, ids in _grouped(grp, uniq & ((1 << 24) - 1)):
                 tb, mm = divmod(g, 2)
                 r, i = divmod(tb, 1 << 20)
