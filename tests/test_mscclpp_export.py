@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +206,24 @@ def test_n1024_recommended_plans(coll):
     back = schedule_from_plan(doc, s.topology)
     validate(back)
     assert (back.num_steps, back.tau) == (s.num_steps, s.tau)
+
+
+def test_broadcast_plan_of_a_directed_platform(tmp_path):
+    """Paper 003's Figure 1 is directed and not strongly connected: export reads it with what a
+    broadcast from root 0 needs, and its plan runs to the exact result in the model; a root
+    that does not reach every node is refused in one line."""
+    fig1 = Path(__file__).parent / "data" / "paper003_fig1.edges"
+    out = tmp_path / "fig1.json"
+    cli = [sys.executable, "-m", "topofinder", "export", str(fig1), "--what", "schedule",
+           "--collective", "broadcast", "--format", "mscclpp"]
+    done = subprocess.run(cli + ["--root", "0", "-o", str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = check_plan(out.read_text(), collective="broadcast", root=0)
+    assert report.ok, report.first_error()
+    refused = subprocess.run(cli + ["--root", "1", "-o", str(tmp_path / "x.json")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert "cannot be reached from root 1" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -11,6 +11,10 @@ import time
 from topofinder import api
 from topofinder.errors import TopofinderError
 
+#: Collectives with a root, whose platform need not be strongly connected (paper 003)
+_ONE_ROOT = (api.Collective.BROADCAST, api.Collective.SCATTER, api.Collective.REDUCE,
+             api.Collective.GATHER)
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of usage dumps."""
@@ -31,7 +35,13 @@ def add_undirected(p) -> None:
 
 
 def source(args):
-    """EXPR as given, or the topology read from a file with --undirected/--directed."""
+    """EXPR as given, or the topology read from a file with --undirected/--directed; for a
+    one-root collective (``args.collective``, ``args.root``) read with what it needs of the
+    platform (reachability from or to the root, not strong connectivity: paper 003)."""
+    collective = getattr(args, "collective", None)
+    if collective in _ONE_ROOT:
+        return api.load(args.expr, args.undirected, collective=collective,
+                        root=getattr(args, "root", 0) or 0)
     if args.undirected is None:
         return args.expr
     return api.load(args.expr, undirected=args.undirected)
