@@ -19,6 +19,7 @@ from math import lcm
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.expansions.schedules import group_indices, group_members
 from topofinder.model import operations
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
@@ -41,23 +42,6 @@ FAULTS = {
     "power-coordinate": "Cartesian power: the owner's next coordinate taken off by one",
     "power-shift": "Cartesian power: phase j shifted by j·T + 1 steps",
 }
-
-
-def _csr(keys: np.ndarray, size: int):
-    """(order, start, count): the indices 0..len(keys)-1 grouped by key (stable)."""
-    order = np.argsort(keys, kind="stable")
-    count = np.bincount(keys, minlength=size)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    return order, start, count
-
-
-def _expand(keys: np.ndarray, groups):
-    """For every i and every member m of group keys[i]: (i, m, m's rank in its group)."""
-    order, start, count = groups
-    cnt = count[keys]
-    rep = np.repeat(np.arange(keys.size), cnt)
-    off = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return rep, order[start[keys[rep]] + off], off
 
 
 def _stack(*cols) -> np.ndarray:
@@ -102,11 +86,11 @@ class Materialised(Rule):
         self.schedule = schedule
         self.topology, self.shard_chunks = schedule.topology, schedule.shard_chunks
         self.num_steps, self.method = schedule.num_steps, schedule.method
-        self._groups = _csr(schedule.sends[:, 5], schedule.topology.n)
+        self._groups = group_indices(schedule.sends[:, 5], schedule.topology.n)
 
     def rows_into(self, receivers) -> np.ndarray:
         r = np.asarray(receivers, np.int64)
-        _, idx, _ = _expand(r, self._groups)
+        _, idx, _ = group_members(r, self._groups)
         return self.schedule.sends[idx]
 
 
@@ -124,9 +108,9 @@ class LineRule(Rule):
         pair = g.src * n + g.dst
         self._pairs, pair_id, self._mult = np.unique(pair, return_inverse=True,
                                                      return_counts=True)
-        self._by_pair = _csr(pair_id.reshape(-1), self._pairs.size)
+        self._by_pair = group_indices(pair_id.reshape(-1), self._pairs.size)
         self.refine = lcm(*np.unique(self._mult).tolist())
-        self._in = _csr(g.dst, n)               # arcs into each node, by arc index
+        self._in = group_indices(g.dst, n)               # arcs into each node, by arc index
         self.shard_chunks = child.shard_chunks * self.refine
         self.num_steps = child.num_steps + 1 + (1 if fault == "line-step" else 0)
         self.method = "line-graph"
@@ -136,13 +120,13 @@ class LineRule(Rule):
         g, p = self.g, self.shard_chunks
         # step 1: every in-arc e of f's tail sends its whole shard (lg arcs e → f, e ≠ f)
         if self.fault == "line-swap":           # f receives its own shard from its successors
-            succ = _csr(g.src, g.n)
-            i, e, _ = _expand(g.dst[f_all], succ)
+            succ = group_indices(g.src, g.n)
+            i, e, _ = group_members(g.dst[f_all], succ)
             f, e = f_all[i], e
             keep = e != f
             first = _stack(1, f[keep], 0, p, e[keep], f[keep])
         else:
-            i, e, _ = _expand(g.src[f_all], self._in)
+            i, e, _ = group_members(g.src[f_all], self._in)
             keep = e != f_all[i]
             first = _stack(1, e[keep], 0, p, e[keep], f_all[i][keep])
         tails = np.unique(g.src[f_all])
@@ -151,11 +135,11 @@ class LineRule(Rule):
             return first
         # pair each receiver f with the base rows into its tail w
         pos = np.searchsorted(tails, base[:, 5])
-        i, r, _ = _expand(np.searchsorted(tails, g.src[f_all]), _csr(pos, tails.size))
+        i, r, _ = group_members(np.searchsorted(tails, g.src[f_all]), group_indices(pos, tails.size))
         f, b = f_all[i], base[r]
         # the parallel arcs of pair u→w, slot s of k
         pid = np.searchsorted(self._pairs, b[:, 4] * g.n + b[:, 5])
-        j, sender, slot = _expand(pid, self._by_pair)
+        j, sender, slot = group_members(pid, self._by_pair)
         f, b, k = f[j], b[j], self._mult[pid[j]]
         if self.fault == "line-port":           # the next in-arc of w instead of u→w
             order, start, count = self._in
@@ -164,7 +148,7 @@ class LineRule(Rule):
         piece = (b[:, 3] - b[:, 2]) * self.refine // k
         lo = b[:, 2] * self.refine + slot * piece
         # every in-arc a of the owner v, except f itself
-        m, owner, orank = _expand(b[:, 1], self._in)
+        m, owner, orank = group_members(b[:, 1], self._in)
         f, lo, piece, sender, t = f[m], lo[m], piece[m], sender[m], b[m, 0]
         keep = np.ones(owner.size, bool) if self.fault == "line-self" else owner != f
         if self.fault == "line-drop-arc":
@@ -209,7 +193,7 @@ class DegreeRule(Rule):
         self.topology = operations.degree_expansion(g, factor)
         self.shard_chunks = lcm(child.shard_chunks, factor * g.degree)
         self.scale = self.shard_chunks // child.shard_chunks
-        self._in = _csr(g.dst, g.n)
+        self._in = group_indices(g.dst, g.n)
         self.num_steps = child.num_steps + 1 + (1 if fault == "degree-step" else 0)
         self.method = "degree"
 
@@ -220,14 +204,14 @@ class DegreeRule(Rule):
         tails = np.unique(w)
         base = self.child.rows_into(tails)
         pos = np.searchsorted(tails, base[:, 5])
-        i, r, _ = _expand(np.searchsorted(tails, w), _csr(pos, tails.size))
+        i, r, _ = group_members(np.searchsorted(tails, w), group_indices(pos, tails.size))
         b, ci = base[r][:, None, :], copy[i][:, None]
         j = np.arange(nf)[None, :]
         sj = (j + 1) % nf if self.fault == "degree-copy" else j
         body = _stack(b[..., 0], j * n + b[..., 1], b[..., 2] * s, b[..., 3] * s,
                       sj * n + b[..., 4], ci * n + b[..., 5])
         # last step: receiver copy jj of u gets chunk alpha of copy ii's shard from x_k
-        m, arc, rank = _expand(w, self._in)
+        m, arc, rank = group_members(w, self._in)
         if self.fault == "degree-alpha":
             rank = rank + 1
         kk, ii = np.meshgrid(np.arange(nf), np.arange(nf), indexing="ij")
@@ -271,7 +255,7 @@ class PowerRule(Rule):
                 tails = np.unique(wb)
                 base = self.child.rows_into(tails)
                 pos = np.searchsorted(tails, base[:, 5])
-                k, r, _ = _expand(np.searchsorted(tails, wb), _csr(pos, tails.size))
+                k, r, _ = group_members(np.searchsorted(tails, wb), group_indices(pos, tails.size))
                 b = base[r][:, None, :]
                 xs = np.arange(n ** j)[None, :]
                 z = zs[k][:, None]

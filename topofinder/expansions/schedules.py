@@ -36,7 +36,7 @@ def _allgather(a: StepSchedule, what: str) -> None:
                               f"schedule (expand the allgather, then reverse it)")
 
 
-def _groups(keys: np.ndarray, size: int):
+def group_indices(keys: np.ndarray, size: int):
     """CSR grouping of indices 0..len(keys)-1 by key: (order, start, count)."""
     order = np.argsort(keys, kind="stable")
     count = np.bincount(keys, minlength=size)
@@ -44,13 +44,14 @@ def _groups(keys: np.ndarray, size: int):
     return order, start, count
 
 
-def _members(keys: np.ndarray, groups):
-    """For every row i and every member m of group keys[i]: (row index, member), row-major."""
+def group_members(keys: np.ndarray, groups):
+    """For every row i and every member m of group keys[i], row-major: (row index, member,
+    the member's rank in its group)."""
     order, start, count = groups
     cnt = count[keys]
     rep = np.repeat(np.arange(keys.size), cnt)
     off = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return rep, order[start[keys[rep]] + off]
+    return rep, order[start[keys[rep]] + off], off
 
 
 def _schedule(topo: Topology, chunks: int, parts: list[np.ndarray], method: str) -> StepSchedule:
@@ -83,23 +84,23 @@ def _line_graph_once(a: StepSchedule) -> StepSchedule:
     # split sends over parallel arcs u→w: refine chunks by the lcm of the multiplicities used
     pair = g.src * n + g.dst
     uniq, pair_id, mult = np.unique(pair, return_inverse=True, return_counts=True)
-    by_pair = _groups(pair_id, uniq.size)
+    by_pair = group_indices(pair_id, uniq.size)
     send_pair = np.searchsorted(uniq, rows[:, 4] * n + rows[:, 5])
     if not np.array_equal(uniq[np.minimum(send_pair, uniq.size - 1)], rows[:, 4] * n + rows[:, 5]):
         raise TopofinderError(f"{g.expr}: the base schedule sends over a pair that is no arc")
     k = mult[send_pair]
     refine = lcm(*np.unique(k).tolist())
-    rep, sender = _members(send_pair, by_pair)            # one row per parallel arc u→w
+    rep, sender, _ = group_members(send_pair, by_pair)            # one row per parallel arc u→w
     base = rows[rep]
     piece = (base[:, 3] - base[:, 2]) * refine // k[rep]
     slot = np.arange(rep.size) - np.repeat(np.cumsum(k) - k, k)
     lo = base[:, 2] * refine + slot * piece
     chunks = a.shard_chunks * refine
     # every in-arc v'v of the shard owner v, every out-arc ww' of the receiver w
-    in_arcs = _groups(g.dst, n)
-    out_arcs = _groups(g.src, n)
-    r1, owner = _members(base[:, 1], in_arcs)
-    r2, receiver = _members(base[r1, 5], out_arcs)
+    in_arcs = group_indices(g.dst, n)
+    out_arcs = group_indices(g.src, n)
+    r1, owner, _ = group_members(base[:, 1], in_arcs)
+    r2, receiver, _ = group_members(base[r1, 5], out_arcs)
     r = r1[r2]
     owner = owner[r2]
     keep = owner != receiver
@@ -140,7 +141,7 @@ def degree_schedule(a: StepSchedule, factor: int) -> StepSchedule:
                                         col(3) * scale, j * n + col(4), i * n + col(5)),
                     axis=2).reshape(-1, 6)
     # last step: arc x→u (rank r among u's in-arcs), copy k of x, receiver u_j, shard of u_i
-    order, start, _ = _groups(g.dst, n)
+    order, start, _ = group_indices(g.dst, n)
     rank = np.empty(g.num_arcs, np.int64)
     rank[order] = np.arange(g.num_arcs) - start[g.dst[order]]
     piece = chunks // (nf * d)
