@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -118,3 +119,14 @@ def test_installed_console_script():
                          timeout=60)
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
     assert "Traceback" not in bad.stderr
+
+
+def test_export_refuses_a_bad_price_figure_before_writing(tmp_path):
+    """The stated prices' --size is checked before the schedule is written: a refused export
+    leaves no file behind (it used to write the schedule, then fail on the price)."""
+    out = tmp_path / "s.json"
+    done = subprocess.run([sys.executable, "-m", "topofinder", "export", "C(8,{1,3})", "--what",
+                           "schedule", "--size", "1XB", "-o", str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "unknown unit 'XB'" in done.stderr
+    assert not out.exists()

@@ -34,6 +34,19 @@ def add_undirected(p) -> None:
                         "looks like one line per cable")
 
 
+def add_workload(p, of: str = "", where: str = "") -> None:
+    """--alpha, --bandwidth and --size (api.Workload.from_strings), one spelling for every
+    command that prices: ``of`` says what they price, ``where`` which outputs they apply to."""
+    p.add_argument("--alpha", default="10us",
+                   help=f"{where}per-step latency α{of} (default 10us)")
+    p.add_argument("--bandwidth", default="100Gbps",
+                   help=f"{where}node bandwidth B = d·b{of} (default 100Gbps; Gbps = 10^9 "
+                        "bit/s)")
+    p.add_argument("--size", default="1MB",
+                   help=f"{where}collective size M{of} (KB/MB/GB = 1024-based bytes), or a "
+                        "weighted list such as 1MB:0.7,64MB:0.3 (default 1MB)")
+
+
 def source(args):
     """EXPR as given, or the topology read from a file with --undirected/--directed; for a
     one-root collective (``args.collective``, ``args.root``) read with what it needs of the

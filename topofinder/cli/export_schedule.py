@@ -9,7 +9,7 @@ import sys
 import time
 
 from topofinder import api
-from topofinder.cli.common import source
+from topofinder.cli.common import add_workload, source
 from topofinder.api import Collective
 from topofinder.errors import TopofinderError
 
@@ -87,15 +87,7 @@ def add_options(p) -> None:
                    help="schedule mscclpp: ranks r with equal r // G share a server: memory "
                         "channels between them, port channels on the fabric's links, and G "
                         "is the plan's ranks per node (default 1)")
-    p.add_argument("--alpha", default="10us",
-                   help="schedule: per-step latency α of the stated prices and of the Chakra "
-                        "network's link latency (default 10us)")
-    p.add_argument("--bandwidth", default="100Gbps",
-                   help="schedule: node bandwidth B = d·b of the stated prices and of the "
-                        "Chakra network's links (b each; default 100Gbps)")
-    p.add_argument("--size", default="1MB",
-                   help="schedule: collective size M of the stated prices and of the Chakra "
-                        "trace (default 1MB)")
+    add_workload(p, " of the stated prices and the Chakra network and trace", "schedule: ")
     p.add_argument("--step-overhead", default="0s", metavar="TIME",
                    help="schedule xml: the runtime's cost per instruction, stated apart from "
                         "the α-β time as TIME × most steps in one threadblock (default 0s: "
@@ -128,12 +120,11 @@ def _state_price(price: dict) -> None:
           file=sys.stderr)
 
 
-def _run_chakra(args, renaming) -> int:
+def _run_chakra(args, renaming, workload) -> int:
     """--format chakra: the ASTRA-sim bundle in the directory -o, its prices on stderr."""
     if not args.output or args.output == "-" or renaming is not None:
         raise api.TopofinderError("export --format chakra writes a directory: give -o DIR "
                                   "(and no --relabel)")
-    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
     info = api.export_chakra(source(args), args.output, args.collective, workload,
                              kind=args.kind, low_trees=args.low_trees,
                              trees_per_root=args.trees_per_root)
@@ -163,8 +154,10 @@ def run(args, renaming=None) -> int:
     """Build, rename and write the schedule; one stderr line states both prices (lock-step
     and dependency-driven); for all-to-all it compares its bandwidth time Σ_t max-load
     (units of (M/N)/b) with the LP bound 1/f."""
+    # bad figures refused before anything is written
+    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
     if args.format == "chakra":
-        return _run_chakra(args, renaming)
+        return _run_chakra(args, renaming, workload)
     start = time.perf_counter()
     if args.rank is not None or args.ranks is not None:
         if args.kind != "steps" or renaming is not None:
@@ -185,8 +178,7 @@ def run(args, renaming=None) -> int:
                            "interleave": True}[args.channel_mode],
                note=lambda line: print(line, file=sys.stderr))
     priced = None
-    if args.format == "xml":                     # bad figures refused before the export
-        workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+    if args.format == "xml":
         per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
                             for x in (args.step_overhead, args.tb_overhead))
 
@@ -195,7 +187,6 @@ def run(args, renaming=None) -> int:
                                          step_overhead=per_step,
                                          tb_overhead=per_tb))
     if args.format == "mscclpp":
-        workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
         xml = dict(channels=args.channels, inplace=args.inplace, min_bytes=args.min_bytes,
                    max_bytes=args.max_bytes, gpus_per_node=args.gpus_per_node)
         if args.collective == Collective.BROADCAST:
@@ -209,8 +200,7 @@ def run(args, renaming=None) -> int:
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
     if args.collective == Collective.BROADCAST:  # periodic: its plan line states its steps
         return 0
-    price = api.schedule_price(schedule, api.Workload.from_strings(args.alpha, args.bandwidth,
-                                                                   args.size))
+    price = api.schedule_price(schedule, workload)
     prices = _prices(price)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "

@@ -8,7 +8,7 @@ import shlex
 import sys
 
 from topofinder import api
-from topofinder.cli.common import json_text
+from topofinder.cli.common import add_workload, json_text
 from topofinder.errors import TopofinderError
 
 DESCRIPTION = (
@@ -41,9 +41,7 @@ def add(sub) -> None:
     p.add_argument("--pair-budget", type=int, default=api.PAIR_BUDGET, metavar="P",
                    help=f"K = 2: most pair candidates scored exhaustively (default "
                         f"{api.PAIR_BUDGET}); beyond, P of them are sampled")
-    p.add_argument("--alpha", default="10us", help="per-step latency α (default 10us)")
-    p.add_argument("--bandwidth", default="100Gbps", help="node bandwidth B (default 100Gbps)")
-    p.add_argument("--size", default="1MB", help="allreduce size M (default 1MB)")
+    add_workload(p, " of the degraded prices")
     p.add_argument("--repatch", type=int, default=None, metavar="NODE",
                    help="plan the bypass of dead NODE instead of the survey")
     p.add_argument("-o", "--output", default=None, metavar="DIFF.csv",

@@ -6,7 +6,7 @@ import sys
 
 from topofinder import api
 from topofinder.cli.common import (
-    add_undirected, bracket_progress, json_text, source, stage_progress, stderr_is_tty,
+    add_undirected, add_workload, bracket_progress, json_text, source, stage_progress, stderr_is_tty,
 )
 from topofinder.api import Collective
 
@@ -38,14 +38,7 @@ def add(sub) -> None:
                    help="seconds of ForestColl max-flows before tau_fc is reported as a "
                         "certified bracket [tau_fc, tau_fc_upper] with tau_fc_optimal false "
                         f"(default {api.FC_TIME_LIMIT:g}; 0: no limit, always exact)")
-    p.add_argument("--alpha", default="10us", help="per-step latency α of the prices "
-                   "(default 10us)")
-    p.add_argument("--bandwidth", default="100Gbps",
-                   help="node bandwidth B = d·b of the prices (default 100Gbps; Gbps = 10^9 "
-                        "bit/s)")
-    p.add_argument("--size", default="1MB",
-                   help="collective size M of the prices (KB/MB/GB = 1024-based bytes), or a "
-                        "weighted list such as 1MB:0.7,64MB:0.3 (default 1MB)")
+    add_workload(p, " of the prices")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     _add_oneroot(p)
     p.set_defaults(run=run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from topofinder import api
-from topofinder.cli.common import json_text
+from topofinder.cli.common import add_workload, json_text
 from topofinder.cli.frontier import format_frontier
 from topofinder.errors import TopofinderError
 
@@ -30,12 +30,7 @@ def add(sub) -> None:
                "--what schedule (see 'topofinder export --help').")
     p.add_argument("--n", required=True, metavar="N", help="number of nodes (>= 2)")
     p.add_argument("--d", required=True, metavar="D", help="ports per node (1 <= d < N)")
-    p.add_argument("--alpha", default="10us", help="per-step latency α (default 10us)")
-    p.add_argument("--bandwidth", default="100Gbps",
-                   help="node bandwidth B = d·b (default 100Gbps; Gbps = 10^9 bit/s)")
-    p.add_argument("--size", default="1MB",
-                   help="allreduce size M (KB/MB/GB = 1024-based bytes), or a weighted list "
-                        "such as 1MB:0.7,64MB:0.3 (default 1MB)")
+    add_workload(p, " of the ranking's prices")
     p.add_argument("--alltoall-share", default="0", metavar="S",
                    help="share in [0, 1] of the ranking objective given to all-to-all of the "
                         "same per-node size (default 0)")
