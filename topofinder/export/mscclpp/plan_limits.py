@@ -41,7 +41,7 @@ PACKET_SRC_TAIL = frozenset({"respkt", "repkt", "recspkt", "recpkt"})   # src[1:
 PACKET_DST_TAIL = frozenset({"respkt", "recspkt"})                       # dst[1:] are packets
 
 
-@dataclass(frozen=True)
+@dataclass
 class Shape:
     """Figures of a plan: ops in the fullest threadblock, threadblocks per rank (largest),
     channels of each type in the fullest threadblock, channels per op, and the byte range of

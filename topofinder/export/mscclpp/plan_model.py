@@ -31,27 +31,20 @@ from topofinder.model.collectives import Collective
 
 from .plan_exec import COLLECTIVES, Run
 from .plan_ops import run_threadblock
-from .plan_limits import H100_SMS, check_limits
+from .plan_limits import H100_SMS, Shape, check_limits
 from .plan_parse import parse_plan
 from .plan_state import describe, digits_all
 
 
 @dataclass
-class PlanReport:
-    """The verdict and figures. ``ok`` is true when nothing below is wrong."""
+class PlanReport(Shape):
+    """The verdict, and the plan's figures (:class:`Shape`) with what was run. ``ok`` is true
+    when nothing below is wrong."""
 
     ranks: int
     collective: str
     inplace: bool
     launches: int
-    max_ops_per_threadblock: int
-    max_threadblocks_per_rank: int
-    max_memory_channels_per_threadblock: int
-    max_port_channels_per_threadblock: int
-    max_channels_per_op: int
-    memory_channels: int
-    port_channels: int
-    max_message_bytes: int
     cells_per_chunk: int = 1
     deadlock: str | None = None
     races: list[str] = field(default_factory=list)
@@ -100,15 +93,8 @@ def check_plan(doc_or_text, collective: str | None = None, max_threadblocks: int
     shape = check_limits(plan, max_threadblocks)
     run = Run(plan, coll or plan.collective, launches, relaxed_orders, root)
     _check_chunks(run)
-    report = PlanReport(
-        ranks=run.n, collective=coll or plan.collective, inplace=plan.inplace,
-        launches=launches, max_ops_per_threadblock=shape.max_ops_per_threadblock,
-        max_threadblocks_per_rank=shape.max_threadblocks_per_rank,
-        max_memory_channels_per_threadblock=shape.max_memory_channels_per_threadblock,
-        max_port_channels_per_threadblock=shape.max_port_channels_per_threadblock,
-        max_channels_per_op=shape.max_channels_per_op, memory_channels=shape.memory_channels,
-        port_channels=shape.port_channels, max_message_bytes=shape.max_message_bytes,
-        cells_per_chunk=run.G)
+    report = PlanReport(**vars(shape), ranks=run.n, collective=coll or plan.collective,
+                        inplace=plan.inplace, launches=launches, cells_per_chunk=run.G)
     if plan.max_message > shape.max_message_bytes:
         report.notes.append(
             f"max_message_size {plan.max_message} is beyond {shape.max_message_bytes} bytes, "
