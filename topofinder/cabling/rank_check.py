@@ -15,7 +15,7 @@ import numpy as np
 
 from topofinder.cabling.check import Sends
 from topofinder.errors import TopofinderError
-from topofinder.export.npz import _array_sizes
+from topofinder.export.npz import read_arrays
 from topofinder.families.build import document_topology
 from topofinder.finder.per_rank import RANK_COLLECTIVES, RANK_FORMAT, RANK_VERSION
 from topofinder.model.inputs import read_input
@@ -44,12 +44,7 @@ def is_rank_document(path) -> bool:
 def _read(path) -> dict:
     path = Path(path)
     if path.suffix == ".npz":
-        try:
-            _array_sizes(path)
-            with np.load(path, allow_pickle=False) as z:
-                raw = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TopofinderError(f"cannot read rank schedule {path}: {exc}") from None
+        raw = read_arrays(path, "rank schedule")
         doc = {k: (v.item() if v.ndim == 0 else v) for k, v in raw.items()}
         for k in ("format", "topology", "collective", "kind", "method", "made"):
             if k in doc:
@@ -125,7 +120,7 @@ def read_rank_file(path) -> dict:
     out.update(path=str(path), ranks=ranks.astype(np.int64))
     for key, col in (("sends", 4), ("receives", 5)):
         rows = _rows(doc, key, path)
-        t, v, lo, hi = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+        t, lo, hi = rows[:, 0], rows[:, 2], rows[:, 3]
         nodes = rows[:, [1, 4, 5]]
         bad = (t < 1) | (t > steps) | (lo < 0) | (hi > p) | (lo >= hi) | \
             (nodes < 0).any(1) | (nodes >= n).any(1) | ~np.isin(rows[:, col], out["ranks"])

@@ -109,16 +109,22 @@ def _array_sizes(path) -> None:
                          f"{MAX_NPZ_BYTES} are read")
 
 
+def read_arrays(path, what: str) -> dict:
+    """The arrays of the .npz at ``path``, sizes checked before decompressing (MAX_NPZ_BYTES)
+    and nothing unpickled; a TopofinderError naming ``what`` when it cannot be read."""
+    try:
+        _array_sizes(path)
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise TopofinderError(f"cannot read {what} {path}: {exc}") from None
+
+
 def load_npz(path) -> StepSchedule | TreeSchedule | OrbitSchedule:
     """Read a schedule written by :func:`save_npz` (validate it separately); sizes are checked
     before decompressing (MAX_NPZ_BYTES), objects are never unpickled."""
     note_input(path)
-    try:
-        _array_sizes(path)
-        with np.load(path, allow_pickle=False) as z:
-            a = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise TopofinderError(f"cannot read schedule .npz {path}: {exc}") from None
+    a = read_arrays(path, "schedule .npz")
     try:
         check_npz(a, f"schedule .npz {path}")
         cap = a["capacity"].astype(np.int64)
