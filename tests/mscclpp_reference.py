@@ -78,7 +78,7 @@ class Reference:
         self.programs = {}
         self.blocks = {g["id"]: [tb["id"] for tb in g["threadblocks"]] for g in doc["gpus"]}
         self._tables = {}
-        self.touched = set()     # ranks whose state a step changed (wakes the fast scheduler)
+        self.touched = set()     # (what, rank) a step changed: wakes the fast scheduler
         self.queued = set()      # proxy FIFOs a step appended to
         for g in doc["gpus"]:
             for tb in g["threadblocks"]:
@@ -257,12 +257,12 @@ class Reference:
             for k, v in zip(dst, vals):
                 st["mem"][k] = v
             if dst:
-                self.touched.add(dst[0][0])
-        self.touched.add(key[0])
+                self.touched.add(("mem", dst[0][0]))
+        self.touched.add(("fifo", key[0]))
 
     def _signal(self, st, chan, launch):
         mate = self.mate[chan]
-        self.touched.add(mate[0])
+        self.touched.add(("sig", mate[0]))
         st["inb"][mate] = st["inb"].get(mate, 0) + 1
         st["sent"][(mate, launch)] = st["sent"].get((mate, launch), 0) + 1
 
@@ -279,7 +279,7 @@ class Reference:
             for k, v in zip(keys, vals):
                 mem[k] = v
             if keys:
-                self.touched.update({keys[0][0], keys[-1][0]})
+                self.touched.update({("mem", keys[0][0]), ("mem", keys[-1][0])})
 
         def pkts(keys):
             return [mem[k][2] for k in keys[::2]]
@@ -365,7 +365,7 @@ class Reference:
         elif name in ("sem_acquire", "sem_release"):
             for i in op["semaphore_ids"]:
                 st["sem"][(r, i)] += -1 if name == "sem_acquire" else 1
-            self.touched.add(r)
+            self.touched.add(("sem", r))
         elif name in ("nop", "flush", "signal", "wait", "rlxsignal", "rlxwait"):
             pass
         else:
@@ -443,11 +443,12 @@ class Reference:
         """One random schedule: each step draws uniformly among the enabled actions; with
         ``lazy_proxy`` p > 0 the proxies are drawn only with probability 1 - p while a
         threadblock or a kernel end can move (late deliveries expose races). Event-driven: a
-        threadblock found blocked is parked until a step changes its rank's state."""
+        threadblock found blocked is parked until a step changes what it waits for on its rank
+        (a signal's arrival, a semaphore, a drained FIFO, memory)."""
         rng = random.Random(seed)
         st = self.initial()
         blocks, proxies, ends = _Pool(), _Pool(), _Pool()
-        parked = {r: set() for r in range(self.n)}
+        parked = {}                         # (what, rank) → blocks waiting for it
         left = {}
 
         def start(r):                       # a launch of rank r began: its blocks may move
@@ -478,11 +479,11 @@ class Reference:
                 prog, pc = self.programs[key], st["pc"][key]
                 if not self.enabled(st, r, tb, prog[pc]):
                     blocks.remove(key)
-                    parked[r].add(key)
+                    parked.setdefault((_BLOCKED_ON.get(prog[pc]["name"], "mem"), r),
+                                      set()).add(key)
                     continue
                 self.execute(st, r, tb, prog[pc])
                 st["pc"][key] = pc + 1
-                self.touched.add(r)
                 if pc + 1 == len(prog):
                     blocks.remove(key)
                     left[r] -= 1
@@ -504,11 +505,9 @@ class Reference:
                     proxies.add(key)
                 else:
                     proxies.discard(key)
-            for r in self.touched:
-                if parked[r]:
-                    for key in parked[r]:
-                        blocks.add(key)
-                    parked[r] = set()
+            for what in self.touched:
+                for key in parked.pop(what, ()):
+                    blocks.add(key)
             steps += 1
 
     def explore(self, max_states: int = 200000) -> list[Outcome]:
@@ -532,6 +531,10 @@ class Reference:
                 self.step(nxt, act)
                 stack.append(nxt)
         return finals
+
+
+#: What a blocked op waits for (packet reads wait for memory, "mem").
+_BLOCKED_ON = {"wait": "sig", "rlxwait": "sig", "sem_acquire": "sem", "flush": "fifo"}
 
 
 class _Pool:
