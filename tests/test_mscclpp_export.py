@@ -173,16 +173,35 @@ def test_cli_file_equals_api_text(tmp_path):
     assert out.read_text() == text
 
 
-N256 = ("L^3(C(4,{1,2}))", "L^2(C(16,{1,6}))", "L(Aff(64,17,{7,21,29,31}))")
+@pytest.fixture(scope="module")
+def frontier_n256():
+    """The frontier of `search --n 256 --d 4` (what the acceptance names, not a copied list)."""
+    return [p.expr for p in api.search(256, 4).frontier]
+
+
+def both_models_accept(text: str, seeds=((0, 0.0), (1, 0.9))) -> None:
+    """The project's execution model and the independent reference (tests/mscclpp_reference.py:
+    explicit state, asynchronous proxies; an eager and a lazy-proxy random schedule) both
+    accept the plan with the collective's exact result over two launches."""
+    from mscclpp_reference import Reference
+    report = check_plan(text)
+    assert report.ok, report.first_error()
+    ref = Reference(json.loads(text))
+    for seed, lazy in seeds:
+        assert ref.correct(ref.run_random(seed, lazy_proxy=lazy)), (seed, lazy)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("expr", N256)
 @pytest.mark.parametrize("coll", COLLECTIVES)
-def test_n256_frontier_plans_accepted(expr, coll):
-    """Every frontier point of `search --n 256 --d 4`, each collective, G = 1."""
-    report = check_plan(to_mscclpp_plan(api.schedule(expr, coll)))
-    assert report.ok, report.first_error()
+def test_n256_frontier_plans_accepted_by_both_models(frontier_n256, coll):
+    """Every frontier point of `search --n 256 --d 4`, each collective, one GPU per node (port
+    channels only), exported as `export --format mscclpp` writes it."""
+    assert len(frontier_n256) >= 3
+    for expr in frontier_n256:
+        _, text = api.export_schedule_of(expr, "mscclpp", None, collective=coll)
+        doc = json.loads(text)
+        assert {c["channel_type"] for g in doc["gpus"] for c in g["channels"]} == {"port"}
+        both_models_accept(text)
 
 
 N1024 = "L^3(C(16,{1,6}))"      # the recommended point of search --n 1024 --d 4

@@ -117,14 +117,18 @@ class Graph:
 
     def _structural(self, a: int, b: int) -> bool:
         """Orders that follow from the shape alone (a < b): one proxy FIFO; one block after a
-        sync; a rank's host and blocks across a kernel boundary."""
+        sync; a rank's host and blocks across a kernel boundary, and before the proxy events
+        its blocks issue after that boundary (a proxy event precedes nothing but its FIFO's
+        later events: the kernel does not wait for the proxy)."""
         rank, launch, kind, key, epoch = self._cols[:5]
         ka, kb = kind[a], kind[b]
-        if ka == 2 or kb == 2:
-            return ka == kb == 2 and rank[a] == rank[b] and key[a] == key[b]
+        if ka == 2:
+            return kb == 2 and rank[a] == rank[b] and key[a] == key[b]
         if rank[a] != rank[b]:
             return False
         la, lb = launch[a], launch[b]
+        if kb == 2:
+            return la < lb or (ka == 3 and la == lb)
         if la < lb or ka == 3 or kb == 4:
             return la <= lb
         return key[a] == key[b] and ka <= 1 and kb <= 1 and (ka == 1 or epoch[b] > epoch[a])
