@@ -5,7 +5,7 @@ execution model (`check_plan`) and by the independent reference (tests/mscclpp_r
 an eager and a lazy-proxy random schedule). Each export and each check runs in its own process,
 one at a time, and reports its CPU seconds and peak RSS.
 
-    python3 results/mscclpp_plans.py [--n 256 1024] [--out results/mscclpp_plans_run.md]
+    python3 results/mscclpp_plans.py [--n 256 1024] [--schedules 1|2] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def one(which: str, plan: str, coll: str) -> dict:
-    """Check one plan with one model in this process; the verdict and what it cost."""
+def one(which: str, plan: str, coll: str, schedules: int = 2) -> dict:
+    """Check one plan with one model in this process (the reference: the first ``schedules``
+    of an eager and a lazy-proxy random schedule); the verdict and what it cost."""
     t = time.process_time()
     text = Path(plan).read_text()
     if which == "model":
@@ -41,7 +42,7 @@ def one(which: str, plan: str, coll: str) -> dict:
         from mscclpp_reference import Reference
         ref = Reference(json.loads(text))
         ok, why = True, None
-        for seed, lazy in ((0, 0.0), (1, 0.9)):
+        for seed, lazy in ((0, 0.0), (1, 0.9))[:schedules]:
             if not ref.correct(ref.run_random(seed, lazy_proxy=lazy)):
                 ok, why = False, f"schedule seed {seed} lazy {lazy}: wrong result"
                 break
@@ -76,11 +77,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--out", default=None)
-    ap.add_argument("--one", nargs=3, metavar=("WHICH", "PLAN", "COLL"), help=argparse.SUPPRESS)
+    ap.add_argument("--schedules", type=int, default=2, choices=(1, 2),
+                    help="the reference's random schedules per plan: eager (1), and lazy (2)")
+    ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)   # WHICH PLAN COLL [K]
     ap.add_argument("--export", nargs=3, metavar=("EXPR", "COLL", "PLAN"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one(*a.one)))
+        print(json.dumps(one(*a.one[:3], *map(int, a.one[3:4]))))
         return
     if a.export:
         print(json.dumps(export(a.export[0], a.export[1], Path(a.export[2]))))
@@ -94,7 +97,7 @@ def main() -> None:
                 for coll in COLLECTIVES:
                     plan = Path(tmp) / "plan.json"
                     ex = _child(["--export", expr, coll, str(plan)])
-                    got = {w: _child(["--one", w, str(plan), coll])
+                    got = {w: _child(["--one", w, str(plan), coll, str(a.schedules)])
                            for w in ("model", "reference")}
                     cells = []
                     for w in ("model", "reference"):
