@@ -23,10 +23,11 @@ from topofinder.errors import TopofinderError
 from topofinder.expansions import rows as rules
 from topofinder.finder import certify
 from topofinder.finder.verify import (
-    REPLAY_LIMIT, _reversible, build_schedule, build_topology, by_construction,
-    collective_schedule, transposed_schedule,
+    REPLAY_LIMIT, _back, _reversible, build_schedule, build_topology, by_construction,
+    collective_schedule, symmetric_collective, transposed_schedule,
 )
 from topofinder.model import operations
+from topofinder.model.symmetric import OrbitSchedule, carried, replay_by_symmetry
 from topofinder.model.collectives import Collective
 from topofinder.scoring.allgather import bfb
 
@@ -62,9 +63,13 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
     elif by_construction(recipe):
         head, sends, receives = _constructed(recipe, topo, ranks, collective)
     else:
-        raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
-                              f"{REPLAY_LIMIT:.2g} and is not verified by construction "
-                              f"(an orbit-form schedule is exported whole, as npz)")
+        orbit = symmetric_collective(recipe, collective)
+        if orbit is None:
+            raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
+                                  f"{REPLAY_LIMIT:.2g} and neither expansion rules nor an "
+                                  f"orbit form to generate one rank's rows from")
+        replay_by_symmetry(orbit)
+        head, sends, receives = _by_symmetry(orbit, ranks)
     doc = {"format": RANK_FORMAT, "version": RANK_VERSION, "kind": "rank-steps",
            "collective": collective, "topology": topo.expr, "num_nodes": topo.n,
            "shard_chunks": head["shard_chunks"], "method": head["method"],
@@ -75,6 +80,38 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
                 "columns": ["t", "v", "lo", "hi", "u", "w"],
                 "sends": _sorted(sends), "receives": _sorted(receives)})
     return doc
+
+
+def _by_symmetry(orbit: OrbitSchedule, ranks: np.ndarray):
+    """(header, sends, receives) of ``ranks`` in the equivariant extension of ``orbit``: every
+    row of the whole schedule is γ(ρ) for exactly one representative row ρ and one γ in Γ
+    (free action), and γ(ρ) is received by y iff γ takes ρ's receiver w to y — so y's
+    receives are, for each representative row whose w lies in y's orbit, that row carried by
+    the element taking w to y (symmetric.carried); its sends likewise through the sender u.
+    O(|ranks|·N·d) rows, as many as the whole schedule's rows at those ranks."""
+    topo, rows = orbit.topology, orbit.sends
+    gens = list(orbit.generators)
+    sizes, backs = [topo.n], [_back(topo.n, gens)]
+    node_orbit = orbit.action.node_orbit
+    parts = []
+    for col in (4, 5):                                   # sends (by u), receives (by w)
+        order = np.argsort(node_orbit[rows[:, col]], kind="stable")
+        bounds = np.searchsorted(node_orbit[rows[order, col]],
+                                 np.arange(node_orbit.max() + 2))
+        out = []
+        for y in ranks.tolist():
+            o = node_orbit[y]
+            mine = rows[order[bounds[o]:bounds[o + 1]]]
+            moved = mine.copy()
+            for c in (1, 4, 5):
+                moved[:, c] = carried(sizes, backs, mine[:, col], y, mine[:, c])
+            out.append(moved)
+        parts.append(np.concatenate(out) if out else rows[:0])
+    made = (f"orbit form: the rows of one representative per orbit of a free automorphism "
+            f"group ({len(gens)} generator(s)), replayed by symmetry, carried to each rank by "
+            f"the group element that takes a row's sender or receiver to it")
+    return (dict(shard_chunks=orbit.shard_chunks, num_steps=orbit.num_steps,
+                 method=orbit.method, reduce_steps=orbit.reduce_steps, made=made), *parts)
 
 
 def _sorted(rows: np.ndarray) -> np.ndarray:

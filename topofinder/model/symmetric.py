@@ -524,6 +524,17 @@ def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def carried(sizes, backs, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """γ(x) for γ the element of the product of the factors' groups taking node a to node b
+    (a and b in one orbit; numpy broadcasting over a, b and x), as :func:`to_representatives`
+    numbers them: γ = γ_b ∘ γ_a⁻¹, unique as the action is free. γ_b is read off the
+    transversal too: γ_b = γ_c⁻¹ for c = γ_b⁻¹(rep(b)) (the element taking rep(b) to c is
+    γ_b⁻¹), so only ``backs`` are needed."""
+    sizes = [int(m) for m in sizes]
+    rep = _moved(sizes, backs, b, b)
+    return _moved(sizes, backs, _moved(sizes, backs, b, rep), _moved(sizes, backs, a, x))
+
+
 def inverse_element(sizes, backs, y: int, coords=None) -> np.ndarray:
     """γ_y⁻¹ as a permutation of all nodes (as :func:`to_representatives`): it takes y to its
     representative, and dist(v → y) = dist(γ_y⁻¹(v) → rep(y)) for every v. ``coords``: the
