@@ -160,9 +160,12 @@ def run(args, renaming=None) -> int:
         return _run_chakra(args, renaming, workload)
     start = time.perf_counter()
     if args.rank is not None or args.ranks is not None:
-        if args.kind != "steps" or renaming is not None:
-            raise TopofinderError("export --rank: a per-rank document of a step schedule, "
-                                  "without --kind trees or --relabel")
+        if args.kind != "steps":
+            raise TopofinderError("export --rank: no per-rank tree schedule: ForestColl's "
+                                  "trees of fractional weight span all ranks; export it whole")
+        if renaming is not None:
+            raise TopofinderError("export --rank: a per-rank document names ranks as the "
+                                  "expression numbers them, without --relabel")
         block = api.rank_block(args.rank, args.ranks)
         doc = api.export_rank_schedule(source(args), block, args.collective,
                                        args.format or "json", args.output or "-")

@@ -3,7 +3,10 @@ schedule"): the rows (t, v, lo, hi, u, w) a block of ranks sends (u in the block
 receives (w in the block), for the allgather, reduce-scatter or allreduce of a recipe.
 
 Within the replay limit the whole schedule is built (verify.collective_schedule) and cut.
-Beyond it, a point verified by construction is generated receiver by receiver from the
+Beyond it, a point with an orbit form (verified by symmetry: circulants, tori, Cayley graphs
+of Z_m, their line graphs, powers and products; verify.symmetric_collective, the schedule
+`export` writes there) is carried from its representatives' rows by the group (001 Def 7:
+the rows of source γ(r) are γ applied to r's; `_by_symmetry`). A point verified by construction is generated receiver by receiver from the
 expansion rules (topofinder.expansions.rows): the allgather's rows into and out of the block;
 the reduce-scatter the allgather reversed and relabelled by the reverse isomorphism p
 (Thm 2: row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or,
@@ -15,6 +18,7 @@ base's step loads (BFBRows). Time and memory O(|block|·N·d) plus the base's sc
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import lcm
 
 import numpy as np
@@ -38,6 +42,23 @@ RANK_VERSION = 1
 RANK_COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
 
 
+#: why the other collectives `export` writes have no per-rank document (one line each)
+_NOT_PER_RANK = {
+    Collective.ALLTOALL: "its schedule moves fractions of the N(N−1) (source, destination) "
+                         "pieces, found by one LP over the whole topology; export it whole",
+    Collective.BROADCAST: "its periodic one-root schedule is written whole, as an MSCCL++ "
+                          "plan (--format mscclpp)",
+}
+
+
+def check_collective(collective: str) -> None:
+    """TopofinderError, one line saying why, unless ``collective`` has a per-rank document."""
+    if collective not in RANK_COLLECTIVES:
+        why = _NOT_PER_RANK.get(collective, f"per-rank documents hold "
+                                            f"{', '.join(RANK_COLLECTIVES)}")
+        raise TopofinderError(f"export --rank: no per-rank {collective} schedule: {why}")
+
+
 def _touching(rows: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows sent by the ranks, rows received by them)."""
     return rows[np.isin(rows[:, 4], ranks)], rows[np.isin(rows[:, 5], ranks)]
@@ -47,9 +68,7 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
     """The per-rank document of ``ranks`` (sorted distinct node ids) for the recipe's
     ``collective``: header (topology, num_nodes, shard_chunks, num_steps, method, ranks, how
     it was made) and the ``sends`` and ``receives`` rows (module docstring)."""
-    if collective not in RANK_COLLECTIVES:
-        raise TopofinderError(f"export --rank: a per-rank schedule of the {collective} is not "
-                              f"written (steps collectives: {', '.join(RANK_COLLECTIVES)})")
+    check_collective(collective)
     ranks = np.unique(np.asarray(ranks, np.int64))
     topo = build_topology(recipe)
     if ranks.size == 0 or ranks[0] < 0 or ranks[-1] >= topo.n:
@@ -63,12 +82,11 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
     elif by_construction(recipe):
         head, sends, receives = _constructed(recipe, topo, ranks, collective)
     else:
-        orbit = symmetric_collective(recipe, collective)
+        orbit = replayed_orbit(recipe, collective)
         if orbit is None:
             raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
                                   f"{REPLAY_LIMIT:.2g} and neither expansion rules nor an "
                                   f"orbit form to generate one rank's rows from")
-        replay_by_symmetry(orbit)
         head, sends, receives = _by_symmetry(orbit, ranks)
     doc = {"format": RANK_FORMAT, "version": RANK_VERSION, "kind": "rank-steps",
            "collective": collective, "topology": topo.expr, "num_nodes": topo.n,
@@ -80,6 +98,16 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
                 "columns": ["t", "v", "lo", "hi", "u", "w"],
                 "sends": _sorted(sends), "receives": _sorted(receives)})
     return doc
+
+
+@lru_cache(maxsize=2)              # a caller exporting rank after rank builds it once
+def replayed_orbit(recipe, collective: str) -> OrbitSchedule | None:
+    """The recipe's ``collective`` in orbit form, as `export` writes it beyond the replay
+    limit (verify.symmetric_collective), replayed by symmetry; None without one."""
+    orbit = symmetric_collective(recipe, collective)
+    if orbit is not None:
+        replay_by_symmetry(orbit)
+    return orbit
 
 
 def _by_symmetry(orbit: OrbitSchedule, ranks: np.ndarray):
@@ -107,9 +135,8 @@ def _by_symmetry(orbit: OrbitSchedule, ranks: np.ndarray):
                 moved[:, c] = carried(sizes, backs, mine[:, col], y, mine[:, c])
             out.append(moved)
         parts.append(np.concatenate(out) if out else rows[:0])
-    made = (f"orbit form: the rows of one representative per orbit of a free automorphism "
-            f"group ({len(gens)} generator(s)), replayed by symmetry, carried to each rank by "
-            f"the group element that takes a row's sender or receiver to it")
+    made = ("orbit form (one source per orbit of a free automorphism group, replayed by "
+            "symmetry), carried to these ranks by the group")
     return (dict(shard_chunks=orbit.shard_chunks, num_steps=orbit.num_steps,
                  method=orbit.method, reduce_steps=orbit.reduce_steps, made=made), *parts)
 
