@@ -19,8 +19,9 @@ def add_options(p) -> None:
     block.add_argument("--rank", type=int, default=None, metavar="R",
                        help="schedule: only rank R's sends and receives (steps, peers, chunk "
                             "runs), at any N: a per-rank document (json or npz; "
-                            "docs/formats.md), generated from the expansion rules beyond the "
-                            "replay limit; 'check PLAN FILES...' checks a set of them together")
+                            "docs/formats.md), beyond the replay limit generated from the "
+                            "expansion rules or carried from the orbit form by the symmetry "
+                            "group; 'check PLAN FILES...' checks a set of them together")
     block.add_argument("--ranks", default=None, metavar="A:B",
                        help="schedule: the per-rank document of ranks A..B-1")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
