@@ -203,17 +203,18 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
 ORBIT_BFB_MAX_CELLS = 300_000_000
 
 
-def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
+def recipe_group(recipe: Recipe, topo: Topology | None = None) -> list[tuple[int, list]]:
     """The recipe's topology as a product G_1 × … × G_k (node index in mixed radix, the last
     factor fastest): each factor's size and generators of a free abelian automorphism group
     of it ([] for the trivial group). A base has its translations (`translations`: Z_N for a
     Cayley graph of Z_N such as circulants and rings, Z_{N/c} for Aff(N, q, A) with
     c = N/gcd(N, q − 1)); a line graph has its operand's group
     lifted to the arcs (line_graph_action), a Cartesian power or product the factors' groups
-    acting coordinate-wise (product_action); other operators the trivial group."""
+    acting coordinate-wise (product_action); other operators the trivial group. ``topo``:
+    the recipe's topology when the caller has built it (its checked group is kept with it)."""
     kids = recipe.children
     if recipe.op == "base":
-        topo = build_topology(recipe)
+        topo = build_topology(recipe) if topo is None else topo
         return [(topo.n, translations(topo))]
     if recipe.op == "product":
         return [f for c in kids for f in recipe_group(c)]
@@ -263,10 +264,11 @@ def _minus(x, v, n: int):
 def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
     """The BFB allgather of the recipe's topology made equivariant under its group
     (recipe_group, `orbit_bfb`); None when the group is trivial or too many orbits."""
-    factors = recipe_group(recipe)
+    topo = build_topology(recipe)
+    factors = recipe_group(recipe, topo)
     if not any(g for _, g in factors):
         return None
-    return orbit_bfb(build_topology(recipe), factors)
+    return orbit_bfb(topo, factors)
 
 
 def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
