@@ -162,3 +162,19 @@ def test_sampled_rank_files_at_n_100000_pass_check_together(tmp_path):
     np.savez_compressed(tmp_path / "r0.npz", **kept)
     with pytest.raises(TopofinderError, match="disagree"):
         api.check_rank_schedules(str(plan), files)
+
+
+@pytest.mark.parametrize("expr,sizes", [("Torus(6,8)", [6, 8]), ("Torus(2,3,4)", [2, 3, 4]),
+                                        ("Hypercube(5)", [2] * 5)])
+def test_torus_and_hypercube_bases_act_by_coordinates(expr, sizes):
+    """A torus or hypercube base's group is each coordinate's rotation (one orbit, so one
+    representative to replay and carry), not the translations of Z_N (N/m_1 or N/2 orbits);
+    its orbit BFB keeps BFB's optimal T_L and τ (figures unchanged)."""
+    from topofinder.finder.verify import recipe_group, symmetric_allgather
+    from topofinder.scoring.allgather.bfb import bfb_score
+    recipe = from_expression(expr)
+    assert [m for m, _ in recipe_group(recipe)] == sizes
+    orbit = symmetric_allgather(recipe)
+    assert orbit.action.reps.size == 1
+    best = bfb_score(build_topology(recipe))
+    assert (orbit.num_steps, orbit.tau) == (best.T_L, best.tau)

@@ -23,6 +23,7 @@ from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
+from topofinder.families.syntax import Leaf, parse_tree
 from topofinder.finder import certify
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
@@ -210,12 +211,13 @@ def recipe_group(recipe: Recipe, topo: Topology | None = None) -> list[tuple[int
     Cayley graph of Z_N such as circulants and rings, Z_{N/c} for Aff(N, q, A) with
     c = N/gcd(N, q − 1)); a line graph has its operand's group
     lifted to the arcs (line_graph_action), a Cartesian power or product the factors' groups
-    acting coordinate-wise (product_action); other operators the trivial group. ``topo``:
-    the recipe's topology when the caller has built it (its checked group is kept with it)."""
+    acting coordinate-wise (product_action); other operators the trivial group. A torus or
+    hypercube base is a Cartesian product itself (`_coordinate_factors`). ``topo``: the
+    recipe's topology when the caller has built it (its checked group is kept with it)."""
     kids = recipe.children
     if recipe.op == "base":
         topo = build_topology(recipe) if topo is None else topo
-        return [(topo.n, translations(topo))]
+        return _coordinate_factors(recipe, topo) or [(topo.n, translations(topo))]
     if recipe.op == "product":
         return [f for c in kids for f in recipe_group(c)]
     if recipe.op in ("line", "power"):
@@ -229,6 +231,26 @@ def recipe_group(recipe: Recipe, topo: Topology | None = None) -> list[tuple[int
         except ScheduleError:
             return [(build_topology(recipe).n, [])]
     return [(build_topology(recipe).n, [])]
+
+
+def _coordinate_factors(recipe: Recipe, topo: Topology) -> list[tuple[int, list]] | None:
+    """Torus(m_1, …, m_k) and Hypercube(n) are Cartesian products of rings and of K_2
+    (families.basic, numbered in mixed radix): Z_{m_1} × … × Z_{m_k} (Z_2^n) acts on them by
+    each factor's rotation of its coordinate, freely and with one orbit, where the
+    translations x ↦ x + c of Z_N leave N/m_1 orbits (N/2 for a hypercube). None for other
+    bases, or when check_group does not confirm the group on ``topo``."""
+    tree = parse_tree(recipe.base_expr) if recipe.source == "bfb" else None
+    if not isinstance(tree, Leaf) or tree.family not in ("Torus", "Hypercube"):
+        return None
+    sizes = list(tree.args) if tree.family == "Torus" else [2] * tree.args[0]
+    if len(sizes) < 2:
+        return None
+    factors = [(m, [rotation(m)]) for m in sizes]
+    try:
+        check_group(topo, _flat(factors))
+    except ScheduleError:
+        return None
+    return factors
 
 
 def recipe_generators(recipe: Recipe) -> list:
