@@ -25,9 +25,11 @@ COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLRE
 #: symmetric families search verifies by symmetry: a circulant, a directed circulant, a torus
 #: (Z_6 acting on the first coordinate), a hypercube (Z_2), a Cayley graph of Z_10 that is not
 #: reverse-symmetric (Aff: the reduce-scatter is BFB on G^T, Thm 1), a line graph (the group
-#: lifted to the arcs), a Cartesian power and a product (two generators)
+#: lifted to the arcs; of Aff: the reduce-scatter BFB on L(G)^T), a Cartesian power and
+#: products (two generators; a factor with fewer symmetries: two orbits)
 FAMILIES = ["C(64,{1,5,12})", "DC(30,{1,7})", "Torus(6,8)", "Hypercube(5)", "Aff(60,7,{1,3})",
-            "L(C(20,{1,4}))", "C(6,{1,2})^2", "C(12,{1,3})xC(5,{1})"]
+            "L(C(20,{1,4}))", "L(Aff(60,7,{1,3}))", "C(6,{1,2})^2", "C(12,{1,3})xC(5,{1})",
+            "C(12,{1,3})xPi(2,6)"]
 
 
 def _canon(a: np.ndarray) -> np.ndarray:
