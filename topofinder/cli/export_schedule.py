@@ -19,8 +19,9 @@ def add_options(p) -> None:
     block.add_argument("--rank", type=int, default=None, metavar="R",
                        help="schedule: only rank R's sends and receives (steps, peers, chunk "
                             "runs), at any N: a per-rank document (json or npz; "
-                            "docs/formats.md), generated from the expansion rules beyond the "
-                            "replay limit; 'check PLAN FILES...' checks a set of them together")
+                            "docs/formats.md), beyond the replay limit generated from the "
+                            "expansion rules or carried from the orbit form by the symmetry "
+                            "group; 'check PLAN FILES...' checks a set of them together")
     block.add_argument("--ranks", default=None, metavar="A:B",
                        help="schedule: the per-rank document of ranks A..B-1")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
@@ -160,9 +161,12 @@ def run(args, renaming=None) -> int:
         return _run_chakra(args, renaming, workload)
     start = time.perf_counter()
     if args.rank is not None or args.ranks is not None:
-        if args.kind != "steps" or renaming is not None:
-            raise TopofinderError("export --rank: a per-rank document of a step schedule, "
-                                  "without --kind trees or --relabel")
+        if args.kind != "steps":
+            raise TopofinderError("export --rank: no per-rank tree schedule: ForestColl's "
+                                  "trees of fractional weight span all ranks; export it whole")
+        if renaming is not None:
+            raise TopofinderError("export --rank: a per-rank document names ranks as the "
+                                  "expression numbers them, without --relabel")
         block = api.rank_block(args.rank, args.ranks)
         doc = api.export_rank_schedule(source(args), block, args.collective,
                                        args.format or "json", args.output or "-")
@@ -177,7 +181,7 @@ def run(args, renaming=None) -> int:
                interleave={"auto": None, "instances": False,
                            "interleave": True}[args.channel_mode],
                note=lambda line: print(line, file=sys.stderr))
-    priced = None
+    priced, broadcast = None, []
     if args.format == "xml":
         per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
                             for x in (args.step_overhead, args.tb_overhead))
@@ -194,13 +198,13 @@ def run(args, renaming=None) -> int:
 
         def priced(steps, shape):
             _state_plan(api.mscclpp_price(steps, shape, workload))
+            if args.collective == Collective.BROADCAST:
+                broadcast.append(api.broadcast_price(steps, workload))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
-    if args.collective == Collective.BROADCAST:  # periodic: its plan line states its steps
-        return 0
-    price = api.schedule_price(schedule, workload)
+    price = broadcast[0] if broadcast else api.schedule_price(schedule, workload)
     prices = _prices(price)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "
