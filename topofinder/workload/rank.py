@@ -210,12 +210,16 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
         progress=progress, construction=construction)
-    asyncs = point_asyncs([(c.expr, v.T_L, v.tau) for c, v in frontier], workload,
-                          use_cache, jobs)
-    points = _pareto_points([_point(c, v, workload, moe, a, price)
-                             for (c, v), a in zip(frontier, asyncs)],
+    points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall,
                             by_broadcast=workload.broadcast_share > 0)
+    # which points are kept does not depend on the dependency-driven prices (the frontiers
+    # are in (T_L, τ) and the other collectives' times): only the kept points are priced
+    verified = {c.expr: (c, v) for c, v in frontier}
+    asyncs = point_asyncs([(p.expr, p.T_L, Fraction(p.tau_exact)) for p in points], workload,
+                          use_cache, jobs)
+    points = [replace(_point(*verified[p.expr], workload, moe, a, price), frontiers=p.frontiers)
+              for p, a in zip(points, asyncs)]
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
     priced = None
     if baselines:
