@@ -165,8 +165,10 @@ class _ReplayState:
                reduce: bool) -> float:
         t = rows[:, 0]
         if np.any(t[1:] < t[:-1]):
-            rows = rows[_step_order(t)]
-        t, v, lo, hi, u, w = (np.ascontiguousarray(c) for c in rows.T)
+            order = step_order(t)
+            t, v, lo, hi, u, w = (c[order] for c in rows.T)
+        else:
+            t, v, lo, hi, u, w = (np.ascontiguousarray(c) for c in rows.T)
         index = np.zeros(self.n, np.int64)
         index[sources] = np.arange(sources.size)
         vi = index[v]
@@ -205,7 +207,7 @@ class _ReplayState:
         return last
 
 
-def _step_order(t: np.ndarray) -> np.ndarray:
+def step_order(t: np.ndarray) -> np.ndarray:
     """The stable order of rows by step (a radix sort on 16 bits when the steps fit)."""
     if int(t.min()) >= 0 and int(t.max()) < 2 ** 15:
         t = t.astype(np.int16)

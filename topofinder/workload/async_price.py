@@ -27,10 +27,10 @@ from topofinder.finder.verify import (
     symmetric_reduce_scatter,
 )
 from topofinder.model.collectives import Collective
-from topofinder.model.schedule import ScheduleError, StepSchedule
+from topofinder.model.schedule import ScheduleError, StepSchedule, send_rows
 from topofinder.model.symmetric import OrbitSchedule, rotation
 from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
-from topofinder.scoring.async_time import async_time
+from topofinder.scoring.async_time import async_time, step_order
 from topofinder.workload.cost import Workload
 
 #: Rings of more steps take their dependency-driven time from ring_prices (a replay spends
@@ -43,18 +43,22 @@ PRICES = ("lockstep", "async")
 def _allreduce(allgather, rs=None):
     """Reduce-scatter then the allgather as one schedule (orbit or step, as ``allgather``).
     ``rs`` default: the allgather's rows reversed (Thm 2 on a bidirectional topology: the
-    same topology, group and representatives). None when the chunk counts differ."""
+    same topology, group and representatives). None when the chunk counts differ. Rows are
+    laid out column by column in step order (each step's rows in their order in the phase),
+    as the replay reads them."""
     s, k = allgather.sends, allgather.num_steps
     if rs is None:
-        first = np.column_stack((k + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5], s[:, 4]))
+        t, v, lo, hi, u, w = s.T
+        o = step_order(k + 1 - t)
+        first = (k + 1 - t[o], v[o], lo[o], hi[o], w[o], u[o])
         steps = k
     else:
         if rs.shard_chunks != allgather.shard_chunks:
             return None
-        first, steps = rs.sends, rs.num_steps
-    ag = s.copy()
-    ag[:, 0] += steps
-    rows = np.vstack((first, ag))
+        o = step_order(rs.sends[:, 0])
+        first, steps = tuple(c[o] for c in rs.sends.T), rs.num_steps
+    o = step_order(s[:, 0])
+    rows = send_rows(first, (s[o, 0] + steps, *(c[o] for c in s[:, 1:].T)))
     if isinstance(allgather, OrbitSchedule):
         return OrbitSchedule(allgather.topology, allgather.shard_chunks, rows,
                              allgather.generators, method=allgather.method,
