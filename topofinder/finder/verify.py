@@ -577,6 +577,27 @@ def transposed_schedule(recipe: Recipe) -> StepSchedule:
     return bfb.bfb_schedule(build_topology(recipe).transpose())
 
 
+#: The orbit schedules the last verifications in this process replayed (recipe ↦ allgather,
+#: reduce-scatter or None), within REPLAY_LIMIT only: what prices a point next (its
+#: dependency-driven time, topofinder.workload.async_price) reads them instead of building
+#: them again. Two entries at most (each up to ~10^6 rows).
+_REPLAYED: dict = {}
+
+
+def replayed_orbits(recipe: Recipe):
+    """(allgather, reduce-scatter or None) orbit schedules `_symmetric_point` replayed for
+    ``recipe`` in this process, or None."""
+    return _REPLAYED.get(recipe)
+
+
+def _remember(recipe: Recipe, allgather, reduce_scatter) -> None:
+    topo = allgather.topology
+    if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+        while len(_REPLAYED) >= 2:
+            _REPLAYED.pop(next(iter(_REPLAYED)))
+        _REPLAYED[recipe] = (allgather, reduce_scatter)
+
+
 def _symmetric_point(candidate):
     """(topology, T_L, τ, "symmetry", method, reduce-scatter T_L, τ) of a candidate whose
     allgather is replayed by symmetry (symmetric_allgather), None when it has no orbit form.
@@ -602,6 +623,7 @@ def _symmetric_point(candidate):
         hist = orbit_distance_histogram(topo, orbit.action)
         hist.setflags(write=False)
         topo.__dict__["distance_histogram"] = hist
+    transposed = None
     if _reversible(topo):
         rs = t_l, tau
     else:
@@ -610,6 +632,7 @@ def _symmetric_point(candidate):
             return None
         replay_by_symmetry(transposed)
         rs = transposed.num_steps, transposed.tau
+    _remember(candidate.recipe, orbit, transposed)
     return topo, t_l, tau, "symmetry", method, *rs
 
 

@@ -23,8 +23,8 @@ from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import (
-    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, symmetric_collective,
-    symmetric_reduce_scatter,
+    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, replayed_orbits,
+    symmetric_collective, symmetric_reduce_scatter,
 )
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule, send_rows
@@ -86,13 +86,17 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
     topo = parse(expr)
     if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None                       # orbit forms there take minutes (docs/model.md)
-    ag = symmetric_collective(recipe, Collective.ALLGATHER)
+    # the orbit schedules verification just replayed in this process, when it did: the
+    # ones built below (the allgather of the verified (T_L, τ); BFB on Gᵀ reversed)
+    ag, rs = replayed_orbits(recipe) or (symmetric_collective(recipe, Collective.ALLGATHER),
+                                         None)
     if ag is not None and not (ag.num_steps == t_l and ag.tau == tau):
-        ag = orbit_bfb(topo, recipe_group(recipe))   # BFB beat the construction, as search
+        ag, rs = orbit_bfb(topo, recipe_group(recipe)), None  # BFB beat the construction
     if ag is not None and ag.num_steps == t_l and ag.tau == tau:
         if topo.bidirectional:
             return ag, _allreduce(ag)
-        rs = symmetric_reduce_scatter(ag, recipe)
+        if rs is None:
+            rs = symmetric_reduce_scatter(ag, recipe)
         ar = None if rs is None else _allreduce(ag, rs)
         if ar is not None:
             return ag, ar
@@ -172,6 +176,16 @@ def point_asyncs(points, workload: Workload, use_cache: bool = True,
     calls = [(expr, t_l, f"{Fraction(tau).numerator}/{Fraction(tau).denominator}",
               *_workload_args(workload)) for expr, t_l, tau in points]
     return finish_asyncs(_start(_point_prices, calls, use_cache, jobs))
+
+
+def price_verified(workload: Workload, candidate, verified) -> None:
+    """Price a point dependency-driven for ``workload`` into the disk cache right after its
+    verification, in the process that verified it (finder.frontier.verified_frontier's
+    ``then``), which reuses the orbit schedules that process just replayed
+    (verify.replayed_orbits); :func:`point_asyncs` then reads them from the cache."""
+    tau = Fraction(verified.tau)
+    cached(_point_prices)(candidate.expr, verified.T_L, f"{tau.numerator}/{tau.denominator}",
+                          *_workload_args(workload))
 
 
 def start_baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
