@@ -230,6 +230,10 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
     to ``free``) unrolls to fin_i = G_i + max_{j ≤ i} (r_j − G_{j−1}), G the running sum of d
     along the queue (Lindley's recursion): one running maximum per link, taken for all links
     at once (:func:`_running_max`), all in exact int64."""
+    if np.bincount(link).max() == 1:                 # no queue: one send on every link
+        fin = np.maximum(ready, free[link]) + dur
+        free[link] = fin
+        return fin
     order = _queue_order(link, ready, key)
     lk, rd, du = link[order], ready[order], dur[order]
     first = np.empty(lk.size, bool)
