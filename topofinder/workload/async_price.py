@@ -21,6 +21,7 @@ from topofinder.compute.cache import cached
 from topofinder.compute.parallel import begin, finish
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
+from topofinder.finder.baseline_scores import replayed_allgather
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import (
     REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, replayed_orbits,
@@ -105,24 +106,32 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
 
 
 def baseline_schedules(expr: str, schedule: str):
-    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it;
-    None beyond REPLAY_LIMIT except for the ring (:func:`ring_prices` needs no replay)."""
+    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it
+    (the very schedule, when that just ran in this process); None beyond REPLAY_LIMIT except
+    for the ring (:func:`ring_prices` needs no replay)."""
     topo = parse(expr)
-    if schedule == "ring":
-        ag = ring_orbit(topo.degree, topo.n)
-    elif topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+    if schedule != "ring" and topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None
-    elif schedule == "double-binary-tree":
-        ag = two_tree_allgather(topo.n)
-    else:
-        dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
-        try:
-            ag = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
-        except ScheduleError:
-            ag = None
-        if ag is None:
-            return point_schedules(expr, *_bfb(expr))
+    ag = replayed_allgather(expr, schedule)
+    if ag is None:
+        ag = _baseline_allgather(expr, schedule, topo)
+    if ag is None:
+        return point_schedules(expr, *_bfb(expr))
     return ag, _allreduce(ag)
+
+
+def _baseline_allgather(expr: str, schedule: str, topo):
+    """The ring's orbit, the two-tree schedule, or the torus's equivariant BFB (None when its
+    rotations do not give one)."""
+    if schedule == "ring":
+        return ring_orbit(topo.degree, topo.n)
+    if schedule == "double-binary-tree":
+        return two_tree_allgather(topo.n)
+    dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+    try:
+        return orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+    except ScheduleError:
+        return None
 
 
 def _bfb(expr: str):
@@ -188,13 +197,21 @@ def price_verified(workload: Workload, candidate, verified) -> None:
                           *_workload_args(workload))
 
 
-def start_baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
-                          jobs: int | None = None) -> tuple:
-    """Start pricing each baseline's (expr, schedule) dependency-driven allgather and
-    allreduce (they do not depend on the frontier: workers take them while the search
-    verifies); :func:`finish_asyncs` collects them."""
-    calls = [(expr, schedule, *_workload_args(workload)) for expr, schedule in specs]
-    return _start(_baseline_prices, calls, use_cache, jobs)
+def baseline_pricer(workload: Workload, use_cache: bool = True):
+    """(expr, schedule) ↦ the baseline's dependency-driven allgather and allreduce seconds for
+    ``workload``, disk-cached; ``.in_cache(expr, schedule)`` tells whether the cache answers."""
+    return _Pricer(cached(_baseline_prices, use_cache), _workload_args(workload), use_cache)
+
+
+class _Pricer:
+    def __init__(self, priced, args: tuple, use_cache: bool):
+        self.priced, self.args, self.use_cache = priced, args, use_cache
+
+    def __call__(self, expr: str, schedule: str) -> dict:
+        return self.priced(expr, schedule, *self.args)
+
+    def in_cache(self, expr: str, schedule: str) -> bool:
+        return self.use_cache and self.priced.in_cache(expr, schedule, *self.args)
 
 
 def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
@@ -207,7 +224,7 @@ def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
 
 
 def finish_asyncs(started: tuple) -> list[dict]:
-    """The results of :func:`start_baseline_asyncs` (or a point batch), in call order."""
+    """The results of a batch :func:`_start` began, in call order."""
     count, known, todo, batch = started
     if batch is not None:
         known.update(zip(todo, finish(batch, label="dependency-driven prices")))
