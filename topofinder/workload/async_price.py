@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
 
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import begin, finish
