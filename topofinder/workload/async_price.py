@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import begin, finish
 from topofinder.errors import TopofinderError
