@@ -116,14 +116,15 @@ def baseline_specs(n: int, d: int) -> list[BaselineSpec]:
 
 
 #: The allgather native_cost last replayed in this process ((expr, schedule) ↦ schedule), for
-#: what prices the baseline next (its dependency-driven time) to read instead of building it
-#: again: one entry, within REPLAY_LIMIT (DBT(1024)'s 2·10^6 rows).
+#: what prices the baseline next, in the same task (its dependency-driven time), to take
+#: instead of building it again: one entry (DBT(1024)'s 2·10^6 rows), given up when taken.
 _REPLAYED: dict = {}
 
 
 def replayed_allgather(expr: str, schedule: str):
-    """The allgather `native_cost` replayed for this baseline in this process, or None."""
-    return _REPLAYED.get((expr, schedule))
+    """The allgather `native_cost` last replayed, when for this baseline (then no longer
+    held), else None."""
+    return _REPLAYED.pop((expr, schedule), None)
 
 
 def _replayed(expr: str, schedule: str, sched):

@@ -577,24 +577,23 @@ def transposed_schedule(recipe: Recipe) -> StepSchedule:
     return bfb.bfb_schedule(build_topology(recipe).transpose())
 
 
-#: The orbit schedules the last verifications in this process replayed (recipe ↦ allgather,
-#: reduce-scatter or None), within REPLAY_LIMIT only: what prices a point next (its
-#: dependency-driven time, topofinder.workload.async_price) reads them instead of building
-#: them again. Two entries at most (each up to ~10^6 rows).
+#: The orbit schedules the last verification in this process replayed (recipe ↦ allgather,
+#: reduce-scatter or None), within REPLAY_LIMIT only: what prices the point next, in the same
+#: task (its dependency-driven time, topofinder.workload.async_price), takes them instead of
+#: building them again. One entry, given up when taken.
 _REPLAYED: dict = {}
 
 
 def replayed_orbits(recipe: Recipe):
-    """(allgather, reduce-scatter or None) orbit schedules `_symmetric_point` replayed for
-    ``recipe`` in this process, or None."""
-    return _REPLAYED.get(recipe)
+    """(allgather, reduce-scatter or None) orbit schedules `_symmetric_point` last replayed,
+    when for ``recipe`` (then no longer held), else None."""
+    return _REPLAYED.pop(recipe, None)
 
 
 def _remember(recipe: Recipe, allgather, reduce_scatter) -> None:
+    _REPLAYED.clear()
     topo = allgather.topology
     if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
-        while len(_REPLAYED) >= 2:
-            _REPLAYED.pop(next(iter(_REPLAYED)))
         _REPLAYED[recipe] = (allgather, reduce_scatter)
 
 

@@ -190,6 +190,8 @@ def price_verified(workload: Workload, candidate, verified) -> None:
     verification, in the process that verified it (finder.frontier.verified_frontier's
     ``then``), which reuses the orbit schedules that process just replayed
     (verify.replayed_orbits); :func:`point_asyncs` then reads them from the cache."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
+        return                            # null there; point_asyncs says so as before
     tau = Fraction(verified.tau)
     cached(_point_prices)(candidate.expr, verified.T_L, f"{tau.numerator}/{tau.denominator}",
                           *_workload_args(workload))
