@@ -30,7 +30,7 @@ from topofinder.errors import TopofinderError
 from topofinder.expansions.schedules import group_indices, group_members
 from topofinder.model import operations
 from topofinder.model.collectives import Collective
-from topofinder.model.schedule import StepSchedule
+from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.topology import Topology
 
 #: planted construction faults a rule accepts as ``fault`` (tests only): name → what it does
@@ -67,6 +67,12 @@ def _stack(*cols) -> np.ndarray:
     return np.stack(cols, axis=-1).reshape(-1, 6) if cols[0].size else np.zeros((0, 6), np.int64)
 
 
+#: largest N² for which `Rule.link_ids` finds links in a dense table (int32: 64 MB)
+DENSE_LINKS = 1 << 24
+#: most (step, link) bins `Rule.sum_loads` sums into (float64: 1 GB); beyond, by sorting
+BINS = 1 << 27
+
+
 def aggregate(t, u, w, c, n: int) -> np.ndarray:
     """(t, u, w, c) rows summed per (t, u, w) link-step, sorted, zero counts dropped."""
     t, u, w, c = (np.asarray(x, np.int64).reshape(-1) for x in np.broadcast_arrays(t, u, w, c))
@@ -84,10 +90,10 @@ def aggregate(t, u, w, c, n: int) -> np.ndarray:
     return out[total != 0]
 
 
-def _row_loads(rows: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
-    """The (t, u, w, c) loads of explicit rows, each weighted by weight[owner]."""
-    return aggregate(rows[:, 0], rows[:, 4], rows[:, 5],
-                     (rows[:, 3] - rows[:, 2]) * weight[rows[:, 1]], n)
+def _row_loads(rows: np.ndarray, weight: np.ndarray) -> tuple:
+    """The (t, u, w, c) of explicit rows, each weighted by weight[owner] (a `sum_loads`
+    part)."""
+    return rows[:, 0], rows[:, 4], rows[:, 5], (rows[:, 3] - rows[:, 2]) * weight[rows[:, 1]]
 
 
 def _pairs(receivers, owners) -> tuple[np.ndarray, np.ndarray]:
@@ -119,8 +125,69 @@ class Rule:
         raise NotImplementedError
 
     def loads(self, weight: np.ndarray) -> np.ndarray:
-        """(t, u, w, c): c = Σ (hi − lo)·weight[v] over the rows of link u→w at step t."""
+        """(t, u, w, c, link), sorted by (t, link): c = Σ (hi − lo)·weight[v] over the rows of
+        link u→w (CSR index ``link``, `links`) at step t, zero counts left out."""
         raise NotImplementedError
+
+    def links(self):
+        """This topology's links as its link matrix's CSR: (indptr, tail of each, head of each)."""
+        if "_links" not in self.__dict__:
+            m = self.topology.link_matrix
+            ptr, col = m.indptr.astype(np.int64), m.indices.astype(np.int64)
+            self._links = ptr, np.repeat(np.arange(self.topology.n), np.diff(ptr)), col
+        return self._links
+
+    def link_ids(self, u: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The CSR index of link u→w for each (u, w); ScheduleError for a pair that is no
+        link (a row off the topology: invariant 1 of topofinder.finder.invariants)."""
+        ptr, _, col = self.links()
+        n = self.topology.n
+        link = np.full(u.size, -1, np.int64)
+        inside = (np.minimum(u, w) >= 0) & (np.maximum(u, w) < n)
+        if n * n <= DENSE_LINKS:
+            if "_dense" not in self.__dict__:
+                self._dense = np.full(n * n, -1, np.int32)
+                self._dense[self.links()[1] * n + col] = np.arange(col.size)
+            link[inside] = self._dense[u[inside] * n + w[inside]]
+        elif col.size:
+            uu = np.where(inside, u, 0)
+            first, count = ptr[uu], ptr[uu + 1] - ptr[uu]
+            for k in range(int(np.diff(ptr).max())):      # w's place in row u
+                hit = inside & (k < count) & (col[np.minimum(first + k, col.size - 1)] == w)
+                link[hit] = first[hit] + k
+        if (link < 0).any():
+            i = int(np.argmax(link < 0))
+            raise ScheduleError(f"node {u[i]} sends to node {w[i]}, which is no link of "
+                                f"{self.topology.expr}")
+        return link
+
+    def sum_loads(self, *parts) -> np.ndarray:
+        """The (t, u, w, c, link) loads of the parts summed per link and step, sorted by
+        (step, link): each part (t, u, w, c) rows, or (t, link, c) with ``link`` this
+        topology's CSR index (`links`). Summed by bins (exact: float64 sums of integers
+        below 2^52), or by sorting beyond BINS cells."""
+        ts, ls, cs = [], [], []
+        for part in parts:
+            cols = [np.asarray(x, np.int64).reshape(-1) for x in np.broadcast_arrays(*part)]
+            ts.append(cols[0])
+            ls.append(cols[1] if len(cols) == 3 else self.link_ids(cols[1], cols[2]))
+            cs.append(cols[-1])
+        t, link, c = np.concatenate(ts), np.concatenate(ls), np.concatenate(cs)
+        _, tail, head = self.links()
+        m = max(head.size, 1)
+        key = t * m + link
+        if key.size and key.max() < BINS and np.abs(c).sum() < 1 << 52:
+            tot = np.rint(np.bincount(key, weights=c)).astype(np.int64)
+            at = np.flatnonzero(tot)
+            tot = tot[at]
+        else:
+            order = np.argsort(key, kind="stable")
+            key, c = key[order], c[order]
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+            at, tot = key[starts], np.add.reduceat(c, starts) if key.size else c
+            at, tot = at[tot != 0], tot[tot != 0]
+        link = at % m
+        return np.stack([at // m, tail[link], head[link], tot, link], 1)
 
     def rows_from(self, senders) -> np.ndarray:
         """The rows sent by ``senders``: those into their out-neighbours whose u is one."""
@@ -168,7 +235,7 @@ class Materialised(Rule):
         return sends[order[idx]]
 
     def loads(self, weight: np.ndarray) -> np.ndarray:
-        return _row_loads(self.schedule.sends, weight, self.topology.n)
+        return self.sum_loads(_row_loads(self.schedule.sends, weight))
 
 
 class LineRule(Rule):
@@ -274,26 +341,29 @@ class LineRule(Rule):
         a ≠ f of the owner: weighted by Σ_{a → v} weight[a] (the operand's loads under that
         weight), less the rows a = f, i.e. w's rows of f's head's shard (``rows_owned``)."""
         g, nl = self.g, self.topology.n
-        first = _row_loads(self._first(np.arange(nl)), weight, nl)
         into = np.zeros(g.n, np.int64)
         np.add.at(into, g.dst, weight)
         base = self.child.loads(into)
-        pseudo = _stack(base[:, 0], 0, 0, base[:, 3], base[:, 1], base[:, 2])
-        j, sender, _, piece = self._slots(pseudo)
-        i, f, _ = group_members(pseudo[j, 5], self._out)
+        # each operand link u→w at step t: its slots' arcs s (``_slots``) to every out-arc f
+        # of w at t + 1, as (operand link, link s→f, chunks per operand chunk)
+        _, tail, head = self.child.links()
+        j, sender, _, piece = self._slots(_stack(0, 0, 0, 1, tail, head))
+        i, f, _ = group_members(head[j], self._out)
+        src, link, factor = j[i], self.link_ids(sender[i], f), piece[i]
+        e, member, _ = group_members(base[:, 4], group_indices(src, tail.size))
         # less the rows of owner a = f: w's rows of head(f)'s shard, each sent to f
         own = self.child.rows_owned(g.src, g.dst)
         r, f_own, _ = group_members(np.searchsorted(self._pairs, own[:, 5] * g.n + own[:, 1]),
                                     self._by_pair)
         j_own, s_own, _, p_own = self._slots(own[r])
         f_own = f_own[j_own]
-        later = aggregate(np.concatenate([pseudo[j[i], 0], own[r][j_own, 0]]) + 1,
-                          np.concatenate([sender[i], s_own]), np.concatenate([f, f_own]),
-                          np.concatenate([piece[i], -p_own * weight[f_own]]), nl)
+        later = self.sum_loads(_row_loads(self._first(np.arange(nl)), weight),
+                               (base[e, 0] + 1, link[member], base[e, 3] * factor[member]),
+                               (own[r][j_own, 0] + 1, s_own, f_own, -p_own * weight[f_own]))
         if later.size and later[:, 3].min() < 0:
             raise TopofinderError(f"{self.topology.expr}: the line-graph count map gives a "
                                   f"negative load")
-        return aggregate(*np.concatenate([first, later]).T, nl)
+        return later
 
 
 def _rank_in(arc: np.ndarray, groups) -> np.ndarray:
@@ -382,13 +452,18 @@ class DegreeRule(Rule):
         """The last step's rows for every node (``_last``); each base load of u→w at t,
         under the weight of copy j's owners, on every u_j → w_i, chunks scaled."""
         n, nf, big = self.g.n, self.nf, self.topology.n
-        parts = [_row_loads(self._last(np.arange(big)), weight, big)]
+        parts = [_row_loads(self._last(np.arange(big)), weight)]
+        _, tail, head = self.child.links()
+        known = {}                                 # copies of equal weights share one map
         for j in range(nf):
-            b = self.child.loads(weight[j * n:(j + 1) * n])
-            i = np.arange(nf)[:, None]
-            parts.append(aggregate(b[:, 0], j * n + b[:, 1], i * n + b[:, 2],
-                                   b[:, 3] * self.scale, big))
-        return aggregate(*np.concatenate(parts).T, big)
+            part = weight[j * n:(j + 1) * n]
+            if part.tobytes() not in known:
+                known[part.tobytes()] = self.child.loads(part)
+            b = known[part.tobytes()]
+            for i in range(nf):
+                link = self.link_ids(j * n + tail, i * n + head)     # u_j → w_i
+                parts.append((b[:, 0], link[b[:, 4]], b[:, 3] * self.scale))
+        return self.sum_loads(*parts)
 
 
 class PowerRule(Rule):
@@ -469,9 +544,8 @@ class PowerRule(Rule):
                 z = np.arange(after)[None, :, None]
                 u, w = (pre + b[None, None, :, c] * after + z for c in (1, 2))
                 u, w = ((c % n ** i) * n ** (p - i) + c // n ** i for c in (u, w))
-                parts.append(aggregate(b[:, 0] + j * self.child.num_steps, u, w,
-                                       b[:, 3] * n ** j, big))
-        return aggregate(*np.concatenate(parts).T, big)
+                parts.append((b[:, 0] + j * self.child.num_steps, u, w, b[:, 3] * n ** j))
+        return self.sum_loads(*parts)
 
 
 class BiRule(Rule):
@@ -507,11 +581,8 @@ class BiRule(Rule):
     def loads(self, weight: np.ndarray) -> np.ndarray:
         """G's loads, and G's loads under the weight of the mirrored owners on π(u) → π(w)."""
         own, m = self.child.loads(weight), self.child.loads(weight[self.perm])
-        pm, n = self.perm, self.topology.n
-        return aggregate(np.concatenate([own[:, 0], m[:, 0]]),
-                         np.concatenate([own[:, 1], pm[m[:, 1]]]),
-                         np.concatenate([own[:, 2], pm[m[:, 2]]]),
-                         np.concatenate([own[:, 3], m[:, 3]]), n)
+        pm = self.perm
+        return self.sum_loads(own[:, :4].T, (m[:, 0], pm[m[:, 1]], pm[m[:, 2]], m[:, 3]))
 
 
 #: recipe operator name → its rule class (the operators whose schedule is a function of the
