@@ -230,3 +230,38 @@ def test_local_faults_touch_fewer_than_one_in_k_nodes():
         touched = sum(not np.array_equal(_canon(clean.rows_into([w])), _canon(bad.rows_into([w])))
                       for w in range(n))
         assert 0 < touched < n / certify.DEFAULT_SAMPLE, (fault, touched, n)
+
+
+DIAMETER_FORMS = FORMS + [
+    apply("degree", (base("UniRing(2,6)"),), 2),           # c(u) > D: the copies set D
+    _line(base("UniRing(2,6)"), 2),
+    apply("power", (_line(base("C(6,{1,2})")),), 2),
+    apply("degree", (_line(base("C(10,{1,3})")),), 2),
+]
+
+
+@pytest.mark.parametrize("recipe", DIAMETER_FORMS, ids=lambda r: r.expr)
+def test_diameter_laws_equal_the_measured_diameter(recipe):
+    """The expansions' distance laws (line graph +1, degree expansion max(D, c), power p·D)
+    from the base give the all-pairs BFS diameter of the built topology, and its check
+    passes; Bi(G) has no law (None)."""
+    from topofinder.finder import diameter
+    from topofinder.finder.verify import build_topology
+    topo = build_topology(recipe)
+    value = diameter.law(recipe, 0, build_topology)
+    if recipe.op == "bi":
+        assert value is None
+        return
+    assert value.d == topo.diameter
+    diameter.check(topo, value)
+
+
+def test_diameter_check_refuses_a_wrong_law():
+    from topofinder.finder import diameter
+    from topofinder.finder.verify import build_topology
+    recipe = _line(base("C(10,{1,3})"), 2)
+    topo = build_topology(recipe)
+    value = diameter.law(recipe, 0, build_topology)
+    for wrong in (value.d - 1, value.d + 1):
+        with pytest.raises(TopofinderError):
+            diameter.check(topo, diameter.Law(wrong, value.c_max, False, value.witnesses))
