@@ -221,7 +221,8 @@ def test_faults_on_a_few_nodes_are_caught_by_the_invariants_alone(recipe, faults
 def test_local_faults_touch_fewer_than_one_in_k_nodes():
     """Each fault of rows.LOCAL_FAULTS changes the rows into fewer than N/k receivers (the
     whole rule compared receiver by receiver with the fault-free one, at small N)."""
-    cases = {"line-": _line(base("Pi(4,125)")), "degree-": apply("degree", (base("C(40,{1,3})"),), 2)}
+    cases = {"line-": _line(base("Pi(4,125)")),
+             "degree-": apply("degree", (base("C(40,{1,3})"),), 2)}
     for fault in rows.LOCAL_FAULTS:
         recipe = next(r for p, r in cases.items() if fault.startswith(p))
         clean, _ = certify.construction_rule(recipe, 0, build_schedule)

@@ -534,7 +534,7 @@ class PowerRule(Rule):
         if weight.size and (weight != weight[0]).any():
             raise TopofinderError(f"{self.topology.expr}: the Cartesian power's count map "
                                   f"takes a uniform weight (a regular operand)")
-        n, p, big = self.n, self.p, self.topology.n
+        n, p = self.n, self.p
         b = self.child.loads(np.full(n, weight[0] if weight.size else 1, np.int64))
         parts = []
         for i in range(p):

@@ -166,6 +166,7 @@ def certify(recipe, t_l: int | None, tau: Fraction | None, limit: int, build,
                               f"not the claimed ({t_l}, {tau})")
     summary, loads = invariants.check(rule, t_l, Fraction(tau))
     receivers = sampled(rule.topology.n, sample, seed)
+    loads.keep(receivers)
     rows = sum(check_receiver(rule, int(w), t_l, Fraction(tau), loads) for w in receivers)
     return {"T_L": int(t_l), "tau": str(Fraction(tau)), "sample": int(receivers.size),
             "seed": int(seed), "receivers_checked": int(receivers.size),
