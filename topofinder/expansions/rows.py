@@ -257,7 +257,8 @@ class LineRule(Rule):
         self._in = group_indices(g.dst, n)               # arcs into each node, by arc index
         self._out = group_indices(g.src, n)              # arcs out of each node
         self.shard_chunks = child.shard_chunks * self.refine
-        self.num_steps = child.num_steps + 1 + (1 if fault == "line-step" else 0)
+        self.shift = 2 if fault == "line-step" else 1    # base step t → step t + 1
+        self.num_steps = child.num_steps + self.shift
         self.method = "line-graph"
 
     def rows_into(self, receivers) -> np.ndarray:
@@ -325,7 +326,7 @@ class LineRule(Rule):
         owner, f, lo, piece, sender, t = (x[keep] for x in (owner, f, lo, piece, sender, t))
         if self.fault == "line-relabel":
             owner = (owner + 1) % g.num_arcs
-        t = t + (2 if self.fault == "line-step" else 1)
+        t = t + self.shift
         if self.fault == "line-chunk":
             lo = lo + 1
         later = _stack(t, owner, lo, lo + piece, sender, f)
@@ -358,8 +359,10 @@ class LineRule(Rule):
         j_own, s_own, _, p_own = self._slots(own[r])
         f_own = f_own[j_own]
         later = self.sum_loads(_row_loads(self._first(np.arange(nl)), weight),
-                               (base[e, 0] + 1, link[member], base[e, 3] * factor[member]),
-                               (own[r][j_own, 0] + 1, s_own, f_own, -p_own * weight[f_own]))
+                               (base[e, 0] + self.shift, link[member],
+                                base[e, 3] * factor[member]),
+                               (own[r][j_own, 0] + self.shift, s_own, f_own,
+                                -p_own * weight[f_own]))
         if later.size and later[:, 3].min() < 0:
             raise TopofinderError(f"{self.topology.expr}: the line-graph count map gives a "
                                   f"negative load")
@@ -488,6 +491,10 @@ class PowerRule(Rule):
         y, x = _pairs(receivers, owners)
         return _only(self._rows(np.unique(y), (y, x)), y, x, self.topology.n)
 
+    def _shift(self, j: int) -> int:
+        """Phase j's steps follow the j phases before it: base step t → t + j·T."""
+        return j * self.child.num_steps + (1 if self.fault == "power-shift" and j else 0)
+
     def _unrotate(self, y: np.ndarray, i: int) -> np.ndarray:
         n, p = self.n, self.p
         return (y % n ** (p - i)) * n ** i + y // n ** (p - i)
@@ -495,7 +502,7 @@ class PowerRule(Rule):
     def _rows(self, y_all: np.ndarray, pairs) -> np.ndarray:
         """The rows into y_all (``pairs`` = (receivers, owners): only the operand's rows of
         those owners' coordinates are fetched)."""
-        n, p, steps, pc = self.n, self.p, self.child.num_steps, self.child.shard_chunks
+        n, p, pc = self.n, self.p, self.child.shard_chunks
         out = []
         for i in range(p):
             # block i = rot_i(block 0); rows into y are rot_i of block-0 rows into rot_i⁻¹(y)
@@ -516,7 +523,7 @@ class PowerRule(Rule):
                 xs = np.arange(n ** j)[None, :]
                 z = zs[k][:, None]
                 zo = (z + 1) % after if self.fault == "power-coordinate" else z
-                shift = j * steps + (1 if self.fault == "power-shift" and j else 0)
+                shift = self._shift(j)
                 yb = ys[k][:, None]
                 rows = _stack(b[..., 0] + shift, xs * block + b[..., 1] * after + zo,
                               b[..., 2] + i * pc, b[..., 3] + i * pc,
@@ -544,7 +551,7 @@ class PowerRule(Rule):
                 z = np.arange(after)[None, :, None]
                 u, w = (pre + b[None, None, :, c] * after + z for c in (1, 2))
                 u, w = ((c % n ** i) * n ** (p - i) + c // n ** i for c in (u, w))
-                parts.append((b[:, 0] + j * self.child.num_steps, u, w, b[:, 3] * n ** j))
+                parts.append((b[:, 0] + self._shift(j), u, w, b[:, 3] * n ** j))
         return self.sum_loads(*parts)
 
 
