@@ -20,7 +20,9 @@ A point built by expansions (line graph, degree expansion, Cartesian power, Bi(G
    it needs and received only what was held, so if every receiver passes, the schedule is a
    valid allgather; a construction fault that makes a fraction p of the receivers fail is
    caught with probability ≥ 1 − (1 − p)^k. Each sampled receiver's rows, counted per step
-   and in-link, must equal the count map's (so step 3 checks the rows' own counts).
+   and in-link, must equal the count map's (which ties the rows to the map step 3 checks,
+   where the sample sees them; the map shares step 1, the last step, the slot split and the
+   step shifts with the rows' code — docs/algorithms.md says which faults each step sees).
 """
 
 from __future__ import annotations
