@@ -507,6 +507,9 @@ for _coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
     case(f"export L^2(Pi(4,3125))*2 --rank 12345 --collective {_coll} (N=10^5, from the "
          f"expansion rules; <= 1 GiB)", 3.0, group="scale", repeat=3)(
         _export_rank("L^2(Pi(4,3125))*2", _coll, 1.0))
+    case(f"export C(100000,{{1,8218,33894,36797}}) --rank 12345 --collective {_coll} (N=10^5, "
+         f"carried from the orbit form by symmetry; <= 1 GiB)", 3.0, group="scale", repeat=3)(
+        _export_rank("C(100000,{1,8218,33894,36797})", _coll, 1.0))
 
 
 @case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",

@@ -23,6 +23,7 @@ from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
+from topofinder.families.syntax import Leaf, parse_tree
 from topofinder.finder import certify
 from topofinder.finder.diameter import check as check_diameter, law as diameter_law
 from topofinder.finder.operators import operator
@@ -204,18 +205,20 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
 ORBIT_BFB_MAX_CELLS = 300_000_000
 
 
-def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
+def recipe_group(recipe: Recipe, topo: Topology | None = None) -> list[tuple[int, list]]:
     """The recipe's topology as a product G_1 × … × G_k (node index in mixed radix, the last
     factor fastest): each factor's size and generators of a free abelian automorphism group
     of it ([] for the trivial group). A base has its translations (`translations`: Z_N for a
     Cayley graph of Z_N such as circulants and rings, Z_{N/c} for Aff(N, q, A) with
     c = N/gcd(N, q − 1)); a line graph has its operand's group
     lifted to the arcs (line_graph_action), a Cartesian power or product the factors' groups
-    acting coordinate-wise (product_action); other operators the trivial group."""
+    acting coordinate-wise (product_action); other operators the trivial group. A torus or
+    hypercube base is a Cartesian product itself (`_coordinate_factors`). ``topo``: the
+    recipe's topology when the caller has built it (its checked group is kept with it)."""
     kids = recipe.children
     if recipe.op == "base":
-        topo = build_topology(recipe)
-        return [(topo.n, translations(topo))]
+        topo = build_topology(recipe) if topo is None else topo
+        return _coordinate_factors(recipe, topo) or [(topo.n, translations(topo))]
     if recipe.op == "product":
         return [f for c in kids for f in recipe_group(c)]
     if recipe.op in ("line", "power"):
@@ -229,6 +232,26 @@ def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
         except ScheduleError:
             return [(build_topology(recipe).n, [])]
     return [(build_topology(recipe).n, [])]
+
+
+def _coordinate_factors(recipe: Recipe, topo: Topology) -> list[tuple[int, list]] | None:
+    """Torus(m_1, …, m_k) and Hypercube(n) are Cartesian products of rings and of K_2
+    (families.basic, numbered in mixed radix): Z_{m_1} × … × Z_{m_k} (Z_2^n) acts on them by
+    each factor's rotation of its coordinate, freely and with one orbit, where the
+    translations x ↦ x + c of Z_N leave N/m_1 orbits (N/2 for a hypercube). None for other
+    bases, or when check_group does not confirm the group on ``topo``."""
+    tree = parse_tree(recipe.base_expr) if recipe.source == "bfb" else None
+    if not isinstance(tree, Leaf) or tree.family not in ("Torus", "Hypercube"):
+        return None
+    sizes = list(tree.args) if tree.family == "Torus" else [2] * tree.args[0]
+    if len(sizes) < 2:
+        return None
+    factors = [(m, [rotation(m)]) for m in sizes]
+    try:
+        check_group(topo, _flat(factors))
+    except ScheduleError:
+        return None
+    return factors
 
 
 def recipe_generators(recipe: Recipe) -> list:
@@ -264,10 +287,11 @@ def _minus(x, v, n: int):
 def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
     """The BFB allgather of the recipe's topology made equivariant under its group
     (recipe_group, `orbit_bfb`); None when the group is trivial or too many orbits."""
-    factors = recipe_group(recipe)
+    topo = build_topology(recipe)
+    factors = recipe_group(recipe, topo)
     if not any(g for _, g in factors):
         return None
-    return orbit_bfb(build_topology(recipe), factors)
+    return orbit_bfb(topo, factors)
 
 
 def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
