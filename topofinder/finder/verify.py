@@ -616,23 +616,20 @@ def transposed_schedule(recipe: Recipe) -> StepSchedule:
     return bfb.bfb_schedule(build_topology(recipe).transpose())
 
 
-#: The orbit schedules the last verification in this process replayed (recipe ↦ allgather,
-#: reduce-scatter or None), within REPLAY_LIMIT only: what prices the point next, in the same
-#: task (its dependency-driven time, topofinder.workload.async_price), takes them instead of
-#: building them again. One entry, given up when taken.
+#: recipe ↦ (allgather, reduce-scatter or None) orbit schedules the last verification in this
+#: process replayed (within REPLAY_LIMIT), for pricing the point next in the same task
+#: (workload.async_price) instead of building them again; given up when taken.
 _REPLAYED: dict = {}
 
 
 def replayed_orbits(recipe: Recipe):
-    """(allgather, reduce-scatter or None) orbit schedules `_symmetric_point` last replayed,
-    when for ``recipe`` (then no longer held), else None."""
+    """`_REPLAYED`'s schedules when they are ``recipe``'s (then no longer held), else None."""
     return _REPLAYED.pop(recipe, None)
 
 
 def _remember(recipe: Recipe, allgather, reduce_scatter) -> None:
     _REPLAYED.clear()
-    topo = allgather.topology
-    if topo.n * topo.n * topo.degree <= REPLAY_LIMIT:
+    if allgather.topology.n ** 2 * allgather.topology.degree <= REPLAY_LIMIT:
         _REPLAYED[recipe] = (allgather, reduce_scatter)
 
 
