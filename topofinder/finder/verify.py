@@ -616,6 +616,23 @@ def transposed_schedule(recipe: Recipe) -> StepSchedule:
     return bfb.bfb_schedule(build_topology(recipe).transpose())
 
 
+#: recipe ↦ (allgather, reduce-scatter or None) orbit schedules the last verification in this
+#: process replayed (within REPLAY_LIMIT), for pricing the point next in the same task
+#: (workload.async_price) instead of building them again; given up when taken.
+_REPLAYED: dict = {}
+
+
+def replayed_orbits(recipe: Recipe):
+    """`_REPLAYED`'s schedules when they are ``recipe``'s (then no longer held), else None."""
+    return _REPLAYED.pop(recipe, None)
+
+
+def _remember(recipe: Recipe, allgather, reduce_scatter) -> None:
+    _REPLAYED.clear()
+    if allgather.topology.n ** 2 * allgather.topology.degree <= REPLAY_LIMIT:
+        _REPLAYED[recipe] = (allgather, reduce_scatter)
+
+
 def _symmetric_point(candidate):
     """(topology, T_L, τ, "symmetry", method, reduce-scatter T_L, τ) of a candidate whose
     allgather is replayed by symmetry (symmetric_allgather), None when it has no orbit form.
@@ -641,6 +658,7 @@ def _symmetric_point(candidate):
         hist = orbit_distance_histogram(topo, orbit.action)
         hist.setflags(write=False)
         topo.__dict__["distance_histogram"] = hist
+    transposed = None
     if _reversible(topo):
         rs = t_l, tau
     else:
@@ -649,6 +667,7 @@ def _symmetric_point(candidate):
             return None
         replay_by_symmetry(transposed)
         rs = transposed.num_steps, transposed.tau
+    _remember(candidate.recipe, orbit, transposed)
     return topo, t_l, tau, "symmetry", method, *rs
 
 
