@@ -91,7 +91,7 @@ class RankProgram:
             off = off.copy()
             alias = {Collective.ALLGATHER: (0, 1, self.u * self.kp),
                      Collective.REDUCE_SCATTER: (1, 0, self.u * self.kp),
-                     Collective.ALLREDUCE: (1, 0, 0)}[self.coll]
+                     Collective.ALLREDUCE: (1, 0, 0), Collective.BROADCAST: (0, 1, 0)}[self.coll]
             hit = buf == alias[0]
             off[hit] += alias[2]
             buf = np.where(hit, alias[1], buf)

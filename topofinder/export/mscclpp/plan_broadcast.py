@@ -7,7 +7,7 @@ the earlier trees' weights). Period r, slot k is step r·S + k + 1 (S slots per 
 r = 0 .. B − 1 + L (L the largest lag), and a send row [u, w, l, lo, hi, lag] of slot k moves
 pieces b·W + off_l + [lo, hi) of batch b = r − lag when 0 ≤ b < B. Every piece travels along
 its tree, so the steps are an allgather of the root's shard only (shard_chunks B·W), which
-the MSCCL++ lowering runs with ``root`` (:func:`.plan_lower.lower`)."""
+the IR lowering runs with ``root`` (:func:`topofinder.export.ir.lowering.lower`)."""
 
 from __future__ import annotations
 
