@@ -85,7 +85,7 @@ class RankProgram:
         pieces one instance uses."""
         self.arr, self.scratch, self.conflicts = rows, scratch, None
 
-    def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
+    def cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
         if self.inplace:
             off = off.copy()
@@ -136,7 +136,7 @@ class RankProgram:
         rep = cnt[rows]
         j = np.repeat(rows, rep)
         k = in_runs(rep)
-        return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
+        return j, k, np.repeat(self.cells(buf[rows], off[rows]), rep) + 3 * k
 
     def _conflicts(self):
         """What each instruction must follow, whatever the placement: (instruction,
