@@ -16,7 +16,7 @@ from topofinder.export.ir.pairing import (
     pair_ops,
 )
 from topofinder.export.ir.program import KIND_CODE
-from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+from topofinder.export.ir.steps import broadcast_steps
 
 CASES = [("C(8,{1,3})", "reduce-scatter", False), ("C(8,{1,3})", "allreduce", False),
          ("L(K(3,3))", "allreduce", False), ("UniRing(1,5)", "allgather", False),

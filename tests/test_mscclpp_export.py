@@ -18,7 +18,7 @@ from topofinder import api
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp import plan_writer
-from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+from topofinder.export.ir.steps import broadcast_steps
 from topofinder.export.mscclpp.plan_read import schedule_from_plan
 from topofinder.export.mscclpp.plan_writer import largest_message, to_mscclpp_plan
 from topofinder.model.schedule import validate
