@@ -143,16 +143,33 @@ def program_rows(progs: list, g: int) -> tuple[np.ndarray, np.ndarray]:
                         np.where(mem, MPUT, PUT), w, a=src[sends], c=land[partner[sends]],
                         size=cnt[sends]))
     local = np.flatnonzero(np.isin(kind, LOCAL))
-    lt = t[local]
     red = kind[local] == KIND_CODE["recv_reduce"]
-    blocks.append(_rows(local.size, rank[local], lt, np.where(lt == 0, 3, 4 + 2 * rnd[local]),
-                        order[local], np.where(red, REDUCE, COPY),
-                        a=np.where(red, land[local], src[local]),
-                        b=np.where(red, src[local], -1), c=dst[local], size=cnt[local]))
-    blocks += _points(n, rank[sends], w, t[sends], rank[local], lt, rnd[local])
+    blocks.append(_local_rows(rank[local], t[local], rnd[local], order[local],
+                              np.where(red, REDUCE, COPY), np.where(red, land[local], src[local]),
+                              np.where(red, src[local], -1), dst[local], cnt[local]))
+    blocks += _points(n, rank[sends], w, t[sends], rank[local], t[local], rnd[local])
     rows = np.concatenate(blocks)
     rows = rows[np.lexsort((np.arange(rows.shape[0]),) + tuple(rows[:, i] for i in (3, 2, 1, 0)))]
     return rows, scratch
+
+
+def _local_rows(rank, t, rnd, order, kind, a, b, c, size) -> np.ndarray:
+    """Rows of the local ops (copies at step 0 after the handshake, else by round after the
+    receive point), consecutive ops of one rank, step and round merged where they are alike
+    and their places ``a``, ``b``, ``c`` (codes, −1 none) all continue: ops of one round are
+    independent, and ``re`` and ``copy`` act element by element, so one op does both."""
+    o = np.lexsort((order, rnd, t, rank))
+    rank, t, rnd, order, kind, a, b, c, size = (x[o] for x in
+                                                 (rank, t, rnd, order, kind, a, b, c, size))
+    m = rank.size
+    same = (rank[1:] == rank[:-1]) & (t[1:] == t[:-1]) & (rnd[1:] == rnd[:-1]) & \
+        (kind[1:] == kind[:-1])
+    for x in (a, b, c):
+        same &= np.where(x[:-1] >= 0, x[1:] == x[:-1] + 4 * size[:-1], x[1:] < 0)
+    hs = np.flatnonzero(np.r_[True, ~same][:m])
+    size = np.add.reduceat(size, hs) if m else size
+    return _rows(hs.size, rank[hs], t[hs], np.where(t[hs] == 0, 3, 4 + 2 * rnd[hs]),
+                 order[hs], kind[hs], a=a[hs], b=b[hs], c=c[hs], size=size)
 
 
 def _start(progs: list, g: int) -> np.ndarray:
