@@ -87,9 +87,10 @@ def lower(schedule: StepSchedule, channels: int = 1, inplace: bool = False,
           gpus_per_node: int = 1, root: int | None = None) -> dict:
     """Rows of every rank's program (module doc), sorted by (rank, t, phase, sub, order), from
     the IR of ``schedule`` (``channels`` K instances' piece layout; ``root``: a broadcast from
-    it, :func:`~topofinder.export.ir.steps.broadcast_steps`). Returns the rows, the scratch pieces of one instance per rank
-    (IR scratch then landing), the links (u·N + w) and the piece layout. Raises ScheduleError
-    on a schedule that does not perform its collective (validate it first)."""
+    it, :func:`~topofinder.export.ir.steps.broadcast_steps`). Returns the rows, the scratch
+    pieces of one instance per rank (IR scratch then landing), the links (u·N + w) and the
+    piece layout (None: the root's). Raises ScheduleError on a schedule that does not perform
+    its collective (validate it first)."""
     layout = None if root is not None else layout_for(schedule, channels, False)
     progs = lower_ir(schedule, channels, inplace, RUN_LIMIT, stage=False, layout=layout,
                      root=root)

@@ -6,8 +6,9 @@ contribution to piece x', or, an allreduce whose ``topofinder`` block records th
 layout, to the piece the layout puts there). Step by step (``t`` of the ops), first every
 rank's puts move the pieces their sources hold into the receivers' places (each entry a send
 of those pieces from the rank to the buffer's owner), then every rank's copies and
-reductions (``re`` must add partials of one piece) run in program order. The sends found make the step schedule, which
-the caller replays (:func:`topofinder.model.schedule.validate`) to price it."""
+reductions (``re`` must add partials of one piece) run in program order. The sends found
+make the step schedule, which the caller replays (:func:`topofinder.model.schedule.validate`)
+to price it."""
 
 from __future__ import annotations
 

@@ -153,8 +153,9 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
     else the input), default up to the largest whose offsets fit 32 bits. ``shape``: filled
     with :class:`PlanShape`'s fields; ``extra``: more fields of the ``topofinder`` block (a
     diff's ``physical`` mapping); ``root``: ``schedule`` is a broadcast from ``root`` (an
-    allgather schedule of its shard only, :func:`~topofinder.export.ir.steps.broadcast_steps`). Refuses
-    (one line) what does not fit."""
+    allgather schedule of its shard only,
+    :func:`~topofinder.export.ir.steps.broadcast_steps`). Refuses (one line) what does not
+    fit."""
     if channels < 1 or gpus_per_node < 1:
         raise TopofinderError("--channels and --gpus-per-node must be positive")
     if min_bytes < 0 or (max_bytes is not None and max_bytes < min_bytes):
