@@ -5,6 +5,7 @@ diameter·α ≤ async ≤ lock-step (docs/model.md "Dependency-driven time").""
 from __future__ import annotations
 
 import heapq
+import json
 from collections import defaultdict
 from fractions import Fraction
 
@@ -240,3 +241,50 @@ def test_search_price_async_ranks_by_the_dependency_driven_allreduce():
                 b["allreduce_async_s"] / best["allreduce_async_s"])
     with pytest.raises(api.TopofinderError, match="price"):
         api.search(16, 4, w, jobs=1, price="fast")
+
+
+@pytest.mark.parametrize("expr", ["Torus(4,4)", "C(16,{1,6})", "Pi(3,12)"])
+def test_broadcast_program_prices(expr):
+    """The step program export writes for a one-root broadcast (an allgather of the root's
+    shard, which is the whole message M): its dependency-driven time equals the event
+    simulation of an allgather of N·M, and its lock-step price is Σ_t (α + the step's fullest
+    link's pieces · M/(pieces·b)), counted here from the rows."""
+    from topofinder.api.oneroot import schedule_oneroot
+    from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+    topo = api.load(expr)
+    steps = broadcast_steps(schedule_oneroot(topo, Collective.BROADCAST, root=0), topo)
+    alpha = 1e-6
+    price = api.broadcast_price(steps, api.Workload.from_strings("1us", "100Gbps", "1MB"))
+    n, pieces = topo.n, steps.shard_chunks
+    assert price["async_s"] == pytest.approx(
+        simulate(steps, round(alpha / TICK), n * MB, B) * TICK, rel=0, abs=1e-15)
+    cap = defaultdict(int)
+    for u, w, c in zip(topo.src.tolist(), topo.dst.tolist(), topo.arc_capacity.tolist()):
+        cap[u, w] += c
+    load = defaultdict(lambda: defaultdict(int))
+    for t, _, lo, hi, u, w in steps.sends.tolist():
+        load[t][u, w] += hi - lo
+    b = B / topo.node_bandwidth
+    lock = sum(alpha + max(Fraction(x, cap[e]) for e, x in links.items()) * MB / pieces / b
+               for links in load.values())
+    assert price["time_s"] == pytest.approx(float(lock), rel=1e-12)
+    assert price["T_L"] == len(load) and price["async_s"] <= price["time_s"] + 1e-12
+
+
+def test_score_and_export_state_the_broadcast_prices(tmp_path, capsys):
+    """score --collective broadcast (one-port) and export --collective broadcast state the
+    prices of the same program (api.broadcast_price)."""
+    from topofinder.cli.main import main
+    _, steps = api.broadcast_program("Torus(4,4)", root=2)
+    want = api.broadcast_price(steps, api.Workload.from_strings("1us", "100Gbps", "4MB"))
+    assert main(["score", "Torus(4,4)", "--collective", "broadcast", "--root", "2", "--json",
+                 "--size", "4MB", "--alpha", "1us"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["broadcast_T_L"], got["broadcast_time_s"], got["broadcast_async_s"]) == (
+        want["T_L"], want["time_s"], want["async_s"])
+    assert main(["export", "Torus(4,4)", "--what", "schedule", "--collective", "broadcast",
+                 "--format", "mscclpp", "--root", "2", "--size", "4MB", "--alpha", "1us",
+                 "-o", str(tmp_path / "p.json")]) == 0
+    err = capsys.readouterr().err
+    assert (f"broadcast for the workload: lock-step {want['time_s'] * 1e6:.6g} us, "
+            f"dependency-driven {want['async_s'] * 1e6:.6g} us") in err

@@ -156,3 +156,23 @@ def test_the_1e5_point_is_verified_by_construction():
     from topofinder.finder.verify import by_construction
     assert by_construction(from_expression("L^2(Pi(4,3125))*2"))
     assert not by_construction(from_expression("L^3(C(16,{1,6}))"))     # replayed in full
+
+
+def test_predicted_allreduce_of_a_construction_point(monkeypatch):
+    """The sweep's predicted price of a point verified by construction (allreduce_price) is
+    the allreduce search verifies (construction_point) and export writes: checked against the
+    whole allreduce schedule, built within the true replay limit, for a topology that is not
+    reverse-symmetric (its reduce-scatter from the transposes' construction)."""
+    from topofinder.finder import verify
+    from topofinder.finder.growth import Candidate
+    from topofinder.finder.recipe import from_expression
+    recipe = from_expression("L(Pi(4,256))")
+    exported = verify.collective_schedule(recipe, "allreduce")
+    whole = build_schedule(recipe)
+    monkeypatch.setattr(verify, "REPLAY_LIMIT", 256 * 256 * 4)
+    cand = Candidate(recipe=recipe, n=1024, d=4, t_l=whole.num_steps, tau=whole.tau)
+    assert verify.by_construction(recipe)
+    point = verify.construction_point(cand, 8, 1)
+    price = verify.allreduce_price(cand)
+    assert price == (point.allreduce_T_L, point.allreduce_tau)
+    assert price == (exported.num_steps, exported.tau)

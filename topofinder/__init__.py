@@ -23,6 +23,7 @@ __version__ = "0.2.0"
 API_NAMES = ("Source", "load", "score", "schedule", "load_schedule", "relabel", "mapping", "search",
              "export_topology", "export_ranks", "export_schedule", "export_schedule_of",
              "msccl_price", "mscclpp_price", "schedule_price", "collective_prices", "export_chakra",
+             "broadcast_price", "broadcast_program",
              "export_patch_panel", "diff_patch_panel", "wave_plan", "ocs_tables", "cross_connects",
              "export_cross_connects",
              "check_schedule", "catalog_list", "catalog_build", "catalog_affine", "sweep", "bench",

@@ -33,9 +33,10 @@ from topofinder.api.cabling import (
 from topofinder.api.catalog import (
     AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,
 )
-from topofinder.api.prices import collective_prices, export_chakra, schedule_price
+from topofinder.api.prices import (broadcast_price, collective_prices, export_chakra,
+                                   schedule_price)
 from topofinder.api.oneroot import schedule_oneroot, score_oneroot
-from topofinder.api.plans import mscclpp_price
+from topofinder.api.plans import broadcast_program, mscclpp_price
 from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
 from topofinder.api.schedules import (
     SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,

@@ -10,6 +10,7 @@ Chakra / ASTRA-sim export (topofinder.export.chakra).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from topofinder.api.schedules import Schedule, schedule
 from topofinder.api.topology import Source, load
@@ -52,6 +53,26 @@ def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
             timed = None
     return {"expr": steps.topology.expr, "collective": steps.collective,
             "T_L": steps.num_steps, "time_s": lock, "async_s": timed}
+
+
+def broadcast_price(steps: StepSchedule, workload: Workload | None = None) -> dict:
+    """{expr, collective, T_L, tau, time_s, async_s} of the step program a one-root broadcast
+    runs (`export --collective broadcast`; topofinder.export.mscclpp.plan_broadcast): an
+    allgather of the root's shard only, and that shard is the whole message M. So τ in M/B is
+    N × the program's allgather τ (each piece M/(B·W) bytes), and the dependency-driven time
+    replays the program as an allgather of N·M; both the expectation over the size profile,
+    ``async_s`` None past 2^62 ticks or 10^8 piece states."""
+    workload = workload or Workload()
+    n = steps.topology.n
+    tau = steps.tau * n
+    whole = replace(workload, sizes=tuple((m * n, w) for m, w in workload.sizes))
+    try:
+        timed = async_profile(steps, whole)
+    except TopofinderError:
+        timed = None
+    return {"expr": steps.topology.expr, "collective": Collective.BROADCAST,
+            "T_L": steps.num_steps, "tau": tau,
+            "time_s": workload.collective_time(steps.num_steps, float(tau)), "async_s": timed}
 
 
 def within_replay(topo) -> bool:

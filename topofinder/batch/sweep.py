@@ -185,8 +185,9 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     """The frontier of one (N, d) — the union of the allgather's and the exported
     allreduce's (`verifiable_frontier`) —: predicted (exact for scored bases, theorem values
     for expansions), or fully verified with ``verify``. Either way it is the frontier `search`
-    gives: beyond the replay limit the points without an orbit form are left out and listed
-    under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``). Base scores are
+    gives: beyond the replay limit the points neither built by expansions of replayable
+    operands (verified by construction, search's default) nor with an orbit form are left out
+    and listed under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``). Base scores are
     memoised in the worker process; the disk cache holds whole cells (see `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
@@ -197,7 +198,8 @@ def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
     else:
         frontier, skipped = verifiable_frontier(
             final_candidates(n, k, bidirectional, jobs=1, use_cache=False),
-            final_candidates(n, k, bidirectional, jobs=1, use_cache=False, whole=True))
+            final_candidates(n, k, bidirectional, jobs=1, use_cache=False, whole=True),
+            construction=True)
         if not frontier:
             raise TopofinderError(f"no frontier point of N = {n}, d = {k} can be verified: "
                                   f"{skipped[0]['expr']}: {skipped[0]['reason']}")

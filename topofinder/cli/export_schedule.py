@@ -177,7 +177,7 @@ def run(args, renaming=None) -> int:
                interleave={"auto": None, "instances": False,
                            "interleave": True}[args.channel_mode],
                note=lambda line: print(line, file=sys.stderr))
-    priced = None
+    priced, broadcast = None, []
     if args.format == "xml":
         per_step, per_tb = (api.Workload.from_strings(alpha=x).alpha_s     # times, as α is
                             for x in (args.step_overhead, args.tb_overhead))
@@ -194,13 +194,13 @@ def run(args, renaming=None) -> int:
 
         def priced(steps, shape):
             _state_plan(api.mscclpp_price(steps, shape, workload))
+            if args.collective == Collective.BROADCAST:
+                broadcast.append(api.broadcast_price(steps, workload))
     schedule, _ = api.export_schedule_of(
         source(args), args.format or "json", args.output or "-", collective=args.collective,
         kind=args.kind, low_trees=args.low_trees, trees_per_root=args.trees_per_root,
         steps=args.steps, relabel=renaming, announce=_announce(args), priced=priced, **xml)
-    if args.collective == Collective.BROADCAST:  # periodic: its plan line states its steps
-        return 0
-    price = api.schedule_price(schedule, workload)
+    price = broadcast[0] if broadcast else api.schedule_price(schedule, workload)
     prices = _prices(price)
     if args.collective == Collective.ALLTOALL:
         print(f"all-to-all schedule of {schedule.topology.expr}: {schedule.num_steps} steps, "

@@ -78,6 +78,8 @@ def _run_oneroot(args) -> int:
     if args.schedule:
         api.schedule_oneroot(topo, args.collective, path=args.schedule, **options)
         info["schedule"] = args.schedule
+    if args.collective == Collective.BROADCAST and args.port_model == "one":
+        info.update(_broadcast_prices(topo, args))
     if args.json:
         print(json_text(info))
         return 0
@@ -87,6 +89,17 @@ def _run_oneroot(args) -> int:
                                                       if "cuts" in cert else "")
     _print_table(info)
     return 0
+
+
+def _broadcast_prices(topo, args) -> dict:
+    """Both prices of the step program `export --collective broadcast --root R` writes (the
+    one-port periodic schedule run for its default batches; api.broadcast_price) for the
+    workload options."""
+    workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
+    _, steps = api.broadcast_program(topo, root=args.root)
+    price = api.broadcast_price(steps, workload)
+    return {"broadcast_T_L": price["T_L"], "broadcast_time_s": price["time_s"],
+            "broadcast_async_s": price["async_s"]}
 
 
 class _RoundsBar:

@@ -648,7 +648,18 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
     point there (`_symmetric_point`; no schedule swapped): the exact predicted allgather, or
     its orbit form's when the prediction is a bound, and BFB on G^T under the recipe's group
     (`_reduce_scatter_price`); TopofinderError for a point without an orbit form, which search
-    and the sweep leave out (`unverifiable_reason`)."""
+    and the sweep leave out (`unverifiable_reason`). A point verified by construction
+    (`by_construction`): its allgather's exact (T_L, τ) and, when G is not reverse-symmetric,
+    the reduce-scatter the theorems give over the operands' transposes, as
+    `construction_point` prices it (no receiver sampled here)."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT and candidate.exact and \
+            by_construction(candidate.recipe):
+        t_l, tau = candidate.t_l, Fraction(candidate.tau)
+        if _reversible(build_topology(candidate.recipe)):
+            return 2 * t_l, 2 * tau
+        rs = certify.certify(candidate.recipe, None, None, certify.OPERAND_LIMIT,
+                             transposed_schedule, sample=0)
+        return rs["T_L"] + t_l, Fraction(rs["tau"]) + tau
     if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
         topo = build_topology(candidate.recipe)
         t_l, tau = candidate.t_l, candidate.tau
