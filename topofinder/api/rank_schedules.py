@@ -16,7 +16,7 @@ from topofinder.cabling.patch_panel import PatchPlan, read_plan
 from topofinder.cabling.rank_check import combined_sends, is_rank_document
 from topofinder.compute.output import write_bytes
 from topofinder.errors import TopofinderError
-from topofinder.finder.per_rank import rank_document
+from topofinder.finder.per_rank import check_collective, rank_document
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import dumps_document
 
@@ -45,6 +45,7 @@ def export_rank_schedule(source: Source, block: tuple[int, int],
     """The per-rank document of ranks block[0]..block[1]−1 of the schedule `export` writes for
     ``source`` (an expression), written to ``path`` as json or npz (npz needs a path).
     Returns the document (its rows as arrays)."""
+    check_collective(collective)
     named = recipe(source)
     if named is None:
         raise TopofinderError("export --rank: give a topology expression (the per-rank "

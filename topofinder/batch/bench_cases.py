@@ -486,10 +486,12 @@ def _search_by_construction(n: int, d: int, max_gb: float, want: str):
 
 case("search --n 100000 --d 8: L^2(Pi(4,3125))*2 verified by construction, nothing skipped "
      "(<= 8 GiB)", 120.0, group="scale", repeat=1)(_search_by_construction(
-         100_000, 8, 8.0, "p.T_L <= 9 and p.tau <= 1.33289 and p.verified"))
+         100_000, 8, 8.0, "p.T_L <= 9 and p.tau <= 1.33289 and p.verified and "
+         "(p.verified_by != 'construction' or 'invariants' in p.certificate)"))
 case("search --n 65536 --d 4: a verified point at T_L <= 10, nothing skipped (<= 8 GiB)",
      120.0, group="scale", repeat=1)(_search_by_construction(
-         65_536, 4, 8.0, "p.T_L <= 10 and p.verified"))
+         65_536, 4, 8.0, "p.T_L <= 10 and p.verified and "
+         "(p.verified_by != 'construction' or 'invariants' in p.certificate)"))
 
 
 def _export_rank(expr: str, coll: str, max_gb: float):
@@ -505,6 +507,9 @@ for _coll in (Collective.ALLGATHER, Collective.ALLREDUCE):
     case(f"export L^2(Pi(4,3125))*2 --rank 12345 --collective {_coll} (N=10^5, from the "
          f"expansion rules; <= 1 GiB)", 3.0, group="scale", repeat=3)(
         _export_rank("L^2(Pi(4,3125))*2", _coll, 1.0))
+    case(f"export C(100000,{{1,8218,33894,36797}}) --rank 12345 --collective {_coll} (N=10^5, "
+         f"carried from the orbit form by symmetry; <= 1 GiB)", 3.0, group="scale", repeat=3)(
+        _export_rank("C(100000,{1,8218,33894,36797})", _coll, 1.0))
 
 
 @case("ring baseline ShiftedRing(8,100000) replayed by symmetry", 5.0, group="scale",

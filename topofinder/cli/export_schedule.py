@@ -19,8 +19,9 @@ def add_options(p) -> None:
     block.add_argument("--rank", type=int, default=None, metavar="R",
                        help="schedule: only rank R's sends and receives (steps, peers, chunk "
                             "runs), at any N: a per-rank document (json or npz; "
-                            "docs/formats.md), generated from the expansion rules beyond the "
-                            "replay limit; 'check PLAN FILES...' checks a set of them together")
+                            "docs/formats.md), beyond the replay limit generated from the "
+                            "expansion rules or carried from the orbit form by the symmetry "
+                            "group; 'check PLAN FILES...' checks a set of them together")
     block.add_argument("--ranks", default=None, metavar="A:B",
                        help="schedule: the per-rank document of ranks A..B-1")
     p.add_argument("--kind", choices=["steps", "trees"], default="steps",
@@ -160,9 +161,12 @@ def run(args, renaming=None) -> int:
         return _run_chakra(args, renaming, workload)
     start = time.perf_counter()
     if args.rank is not None or args.ranks is not None:
-        if args.kind != "steps" or renaming is not None:
-            raise TopofinderError("export --rank: a per-rank document of a step schedule, "
-                                  "without --kind trees or --relabel")
+        if args.kind != "steps":
+            raise TopofinderError("export --rank: no per-rank tree schedule: ForestColl's "
+                                  "trees of fractional weight span all ranks; export it whole")
+        if renaming is not None:
+            raise TopofinderError("export --rank: a per-rank document names ranks as the "
+                                  "expression numbers them, without --relabel")
         block = api.rank_block(args.rank, args.ranks)
         doc = api.export_rank_schedule(source(args), block, args.collective,
                                        args.format or "json", args.output or "-")

@@ -3,7 +3,10 @@ schedule"): the rows (t, v, lo, hi, u, w) a block of ranks sends (u in the block
 receives (w in the block), for the allgather, reduce-scatter or allreduce of a recipe.
 
 Within the replay limit the whole schedule is built (verify.collective_schedule) and cut.
-Beyond it, a point verified by construction is generated receiver by receiver from the
+Beyond it, a point with an orbit form (verified by symmetry: circulants, tori, Cayley graphs
+of Z_m, their line graphs, powers and products; verify.symmetric_collective, the schedule
+`export` writes there) is carried from its representatives' rows by the group (001 Def 7:
+the rows of source γ(r) are γ applied to r's; `_by_symmetry`). A point verified by construction is generated receiver by receiver from the
 expansion rules (topofinder.expansions.rows): the allgather's rows into and out of the block;
 the reduce-scatter the allgather reversed and relabelled by the reverse isomorphism p
 (Thm 2: row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or,
@@ -15,6 +18,7 @@ base's step loads (BFBRows). Time and memory O(|block|·N·d) plus the base's sc
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import lcm
 
 import numpy as np
@@ -23,10 +27,11 @@ from topofinder.errors import TopofinderError
 from topofinder.expansions import rows as rules
 from topofinder.finder import certify
 from topofinder.finder.verify import (
-    REPLAY_LIMIT, _reversible, build_schedule, build_topology, by_construction,
-    collective_schedule, transposed_schedule,
+    REPLAY_LIMIT, _back, _reversible, build_schedule, build_topology, by_construction,
+    collective_schedule, symmetric_collective, transposed_schedule,
 )
 from topofinder.model import operations
+from topofinder.model.symmetric import OrbitSchedule, carried, replay_by_symmetry
 from topofinder.model.collectives import Collective
 from topofinder.scoring.allgather import bfb
 
@@ -35,6 +40,23 @@ RANK_FORMAT = "topofinder-rank-schedule"
 RANK_VERSION = 1
 #: steps collectives a per-rank export writes
 RANK_COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCE_SCATTER, Collective.ALLREDUCE)
+
+
+#: why the other collectives `export` writes have no per-rank document (one line each)
+_NOT_PER_RANK = {
+    Collective.ALLTOALL: "its schedule moves fractions of the N(N−1) (source, destination) "
+                         "pieces, found by one LP over the whole topology; export it whole",
+    Collective.BROADCAST: "its periodic one-root schedule is written whole, as an MSCCL++ "
+                          "plan (--format mscclpp)",
+}
+
+
+def check_collective(collective: str) -> None:
+    """TopofinderError, one line saying why, unless ``collective`` has a per-rank document."""
+    if collective not in RANK_COLLECTIVES:
+        why = _NOT_PER_RANK.get(collective, f"per-rank documents hold "
+                                            f"{', '.join(RANK_COLLECTIVES)}")
+        raise TopofinderError(f"export --rank: no per-rank {collective} schedule: {why}")
 
 
 def _touching(rows: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,9 +68,7 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
     """The per-rank document of ``ranks`` (sorted distinct node ids) for the recipe's
     ``collective``: header (topology, num_nodes, shard_chunks, num_steps, method, ranks, how
     it was made) and the ``sends`` and ``receives`` rows (module docstring)."""
-    if collective not in RANK_COLLECTIVES:
-        raise TopofinderError(f"export --rank: a per-rank schedule of the {collective} is not "
-                              f"written (steps collectives: {', '.join(RANK_COLLECTIVES)})")
+    check_collective(collective)
     ranks = np.unique(np.asarray(ranks, np.int64))
     topo = build_topology(recipe)
     if ranks.size == 0 or ranks[0] < 0 or ranks[-1] >= topo.n:
@@ -62,9 +82,12 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
     elif by_construction(recipe):
         head, sends, receives = _constructed(recipe, topo, ranks, collective)
     else:
-        raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
-                              f"{REPLAY_LIMIT:.2g} and is not verified by construction "
-                              f"(an orbit-form schedule is exported whole, as npz)")
+        orbit = replayed_orbit(recipe, collective)
+        if orbit is None:
+            raise TopofinderError(f"export --rank: {recipe.expr} has N²·d = {n2d:.2g} > "
+                                  f"{REPLAY_LIMIT:.2g} and neither expansion rules nor an "
+                                  f"orbit form to generate one rank's rows from")
+        head, sends, receives = _by_symmetry(orbit, ranks)
     doc = {"format": RANK_FORMAT, "version": RANK_VERSION, "kind": "rank-steps",
            "collective": collective, "topology": topo.expr, "num_nodes": topo.n,
            "shard_chunks": head["shard_chunks"], "method": head["method"],
@@ -75,6 +98,47 @@ def rank_document(recipe, ranks, collective: str = Collective.ALLGATHER) -> dict
                 "columns": ["t", "v", "lo", "hi", "u", "w"],
                 "sends": _sorted(sends), "receives": _sorted(receives)})
     return doc
+
+
+@lru_cache(maxsize=2)              # a caller exporting rank after rank builds it once
+def replayed_orbit(recipe, collective: str) -> OrbitSchedule | None:
+    """The recipe's ``collective`` in orbit form, as `export` writes it beyond the replay
+    limit (verify.symmetric_collective), replayed by symmetry; None without one."""
+    orbit = symmetric_collective(recipe, collective)
+    if orbit is not None:
+        replay_by_symmetry(orbit)
+    return orbit
+
+
+def _by_symmetry(orbit: OrbitSchedule, ranks: np.ndarray):
+    """(header, sends, receives) of ``ranks`` in the equivariant extension of ``orbit``: every
+    row of the whole schedule is γ(ρ) for exactly one representative row ρ and one γ in Γ
+    (free action), and γ(ρ) is received by y iff γ takes ρ's receiver w to y — so y's
+    receives are, for each representative row whose w lies in y's orbit, that row carried by
+    the element taking w to y (symmetric.carried); its sends likewise through the sender u.
+    O(|ranks|·N·d) rows, as many as the whole schedule's rows at those ranks."""
+    topo, rows = orbit.topology, orbit.sends
+    gens = list(orbit.generators)
+    sizes, backs = [topo.n], [_back(topo.n, gens)]
+    node_orbit = orbit.action.node_orbit
+    parts = []
+    for col in (4, 5):                                   # sends (by u), receives (by w)
+        order = np.argsort(node_orbit[rows[:, col]], kind="stable")
+        bounds = np.searchsorted(node_orbit[rows[order, col]],
+                                 np.arange(node_orbit.max() + 2))
+        out = []
+        for y in ranks.tolist():
+            o = node_orbit[y]
+            mine = rows[order[bounds[o]:bounds[o + 1]]]
+            moved = mine.copy()
+            for c in (1, 4, 5):
+                moved[:, c] = carried(sizes, backs, mine[:, col], y, mine[:, c])
+            out.append(moved)
+        parts.append(np.concatenate(out) if out else rows[:0])
+    made = ("orbit form (one source per orbit of a free automorphism group, replayed by "
+            "symmetry), carried to these ranks by the group")
+    return (dict(shard_chunks=orbit.shard_chunks, num_steps=orbit.num_steps,
+                 method=orbit.method, reduce_steps=orbit.reduce_steps, made=made), *parts)
 
 
 def _sorted(rows: np.ndarray) -> np.ndarray:

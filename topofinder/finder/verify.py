@@ -23,7 +23,9 @@ from topofinder.scoring.allgather import kstep
 from topofinder.families import catalog
 from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
+from topofinder.families.syntax import Leaf, parse_tree
 from topofinder.finder import certify
+from topofinder.finder.diameter import check as check_diameter, law as diameter_law
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import (
@@ -203,18 +205,20 @@ def score_kstep(recipe: Recipe, extra_steps: int) -> dict | None:
 ORBIT_BFB_MAX_CELLS = 300_000_000
 
 
-def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
+def recipe_group(recipe: Recipe, topo: Topology | None = None) -> list[tuple[int, list]]:
     """The recipe's topology as a product G_1 × … × G_k (node index in mixed radix, the last
     factor fastest): each factor's size and generators of a free abelian automorphism group
     of it ([] for the trivial group). A base has its translations (`translations`: Z_N for a
     Cayley graph of Z_N such as circulants and rings, Z_{N/c} for Aff(N, q, A) with
     c = N/gcd(N, q − 1)); a line graph has its operand's group
     lifted to the arcs (line_graph_action), a Cartesian power or product the factors' groups
-    acting coordinate-wise (product_action); other operators the trivial group."""
+    acting coordinate-wise (product_action); other operators the trivial group. A torus or
+    hypercube base is a Cartesian product itself (`_coordinate_factors`). ``topo``: the
+    recipe's topology when the caller has built it (its checked group is kept with it)."""
     kids = recipe.children
     if recipe.op == "base":
-        topo = build_topology(recipe)
-        return [(topo.n, translations(topo))]
+        topo = build_topology(recipe) if topo is None else topo
+        return _coordinate_factors(recipe, topo) or [(topo.n, translations(topo))]
     if recipe.op == "product":
         return [f for c in kids for f in recipe_group(c)]
     if recipe.op in ("line", "power"):
@@ -228,6 +232,26 @@ def recipe_group(recipe: Recipe) -> list[tuple[int, list]]:
         except ScheduleError:
             return [(build_topology(recipe).n, [])]
     return [(build_topology(recipe).n, [])]
+
+
+def _coordinate_factors(recipe: Recipe, topo: Topology) -> list[tuple[int, list]] | None:
+    """Torus(m_1, …, m_k) and Hypercube(n) are Cartesian products of rings and of K_2
+    (families.basic, numbered in mixed radix): Z_{m_1} × … × Z_{m_k} (Z_2^n) acts on them by
+    each factor's rotation of its coordinate, freely and with one orbit, where the
+    translations x ↦ x + c of Z_N leave N/m_1 orbits (N/2 for a hypercube). None for other
+    bases, or when check_group does not confirm the group on ``topo``."""
+    tree = parse_tree(recipe.base_expr) if recipe.source == "bfb" else None
+    if not isinstance(tree, Leaf) or tree.family not in ("Torus", "Hypercube"):
+        return None
+    sizes = list(tree.args) if tree.family == "Torus" else [2] * tree.args[0]
+    if len(sizes) < 2:
+        return None
+    factors = [(m, [rotation(m)]) for m in sizes]
+    try:
+        check_group(topo, _flat(factors))
+    except ScheduleError:
+        return None
+    return factors
 
 
 def recipe_generators(recipe: Recipe) -> list:
@@ -263,10 +287,11 @@ def _minus(x, v, n: int):
 def _orbit_bfb(recipe: Recipe) -> OrbitSchedule | None:
     """The BFB allgather of the recipe's topology made equivariant under its group
     (recipe_group, `orbit_bfb`); None when the group is trivial or too many orbits."""
-    factors = recipe_group(recipe)
+    topo = build_topology(recipe)
+    factors = recipe_group(recipe, topo)
     if not any(g for _, g in factors):
         return None
-    return orbit_bfb(build_topology(recipe), factors)
+    return orbit_bfb(topo, factors)
 
 
 def orbit_bfb(topo: Topology, factors) -> OrbitSchedule | None:
@@ -466,8 +491,10 @@ class VerifiedPoint:
     T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
     schedule (False beyond REPLAY_LIMIT without a symmetry: the exact predicted values);
     ``verified_by``: "full", "symmetry" (topofinder.model.symmetric) or "construction"
-    (topofinder.finder.certify; ``certificate`` then holds its sample, seed and detection
-    statement, and τ_FC, the all-to-all and the diameter are None), None when not replayed. ``allreduce_*``: the
+    (topofinder.finder.certify; ``certificate`` then holds its sample, seed, invariants and
+    detection statement, the diameter comes from the expansions' distance laws
+    (topofinder.finder.diameter), and τ_FC and the all-to-all are None), None when not
+    replayed. ``allreduce_*``: the
     reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
     of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
     concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
@@ -540,6 +567,12 @@ def verify_candidate(candidate, full_alltoall: bool = False,
         alltoall_gap=a2a["alltoall_gap"])
 
 
+#: how a construction's diameter is known (the certificate's ``diameter.by``)
+DIAMETER_BY = ("the expansions' distance laws (L(G): D + 1; G*n: max(D, longest shortest "
+               "cycle); G^p: p*D) from the operand measured whole, checked by BFS from "
+               "witnesses and sampled nodes")
+
+
 def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     """The verified numbers of a point verified by construction (topofinder.finder.certify):
     the allgather's (T_L, τ) from the theorems over the replayed operands, checked against
@@ -547,9 +580,11 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     reduce-scatter the allgather reversed (Thm 2) when G is reverse-symmetric, else the same
     construction on the operands' transposes (BFB on G_0^T; (L(G))^T ≅ L(G^T), (G*n)^T =
     G^T*n, (G^p)^T = (G^T)^p, up to the relabelling per_rank.transposed_map, which keeps
-    T_L and τ) reversed (Thm 1), certified alike. ForestColl's
-    τ_FC, the all-to-all and the diameter need the whole graph's cuts or distances: not
-    computed (None) at this size."""
+    T_L and τ) reversed (Thm 1), certified alike. The diameter follows the expansions'
+    distance laws from the measured operand, checked by BFS on the built topology
+    (topofinder.finder.diameter; None where no law applies). ForestColl's τ_FC and the
+    all-to-all need the whole graph's cuts or flows, which no theorem carries through the
+    expansions: not computed (None) at this size (docs/algorithms.md)."""
     recipe = candidate.recipe
     topo = build_topology(recipe)
     cert = certify.certify(recipe, candidate.t_l, candidate.tau, certify.OPERAND_LIMIT,
@@ -562,10 +597,14 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
         cert["reduce_scatter"] = {k: rs[k] for k in ("T_L", "tau", "rows_checked", "bases")}
         rs_t_l, rs_tau = rs["T_L"], Fraction(rs["tau"])
     t_l, tau = candidate.t_l, Fraction(candidate.tau)
+    value = diameter_law(recipe, certify.OPERAND_LIMIT, build_topology)
+    if value is not None:
+        sources = check_diameter(topo, value, seed)
+        cert["diameter"] = {"value": value.d, "by": DIAMETER_BY, "bfs_sources": len(sources)}
     return VerifiedPoint(
         expr=candidate.expr, T_L=t_l, tau=tau, verified=True, verified_by="construction",
         allreduce_T_L=rs_t_l + t_l, allreduce_tau=rs_tau + tau, schedule=recipe.method,
-        diameter=None, bidirectional=bool(topo.bidirectional),
+        diameter=None if value is None else value.d, bidirectional=bool(topo.bidirectional),
         moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=None, alltoall_f=None,
         alltoall_f_upper=None, alltoall_bound=None, alltoall_method="not computed",
         alltoall_gap=None, certificate=cert)

@@ -68,9 +68,22 @@ def _arc_images(topo: Topology, keys: np.ndarray, cap: np.ndarray, g: np.ndarray
 
 def check_group(topo: Topology, generators) -> GroupAction:
     """Check that ``generators`` generate an abelian group of automorphisms of ``topo`` acting
-    freely with equal vertex orbits (module docstring); ScheduleError naming what fails."""
+    freely with equal vertex orbits (module docstring); ScheduleError naming what fails.
+    Kept with the topology (keyed by the generators), as a replay, the orbit plans and the
+    per-rank export each ask for the same group."""
     n = topo.n
     gens = [np.asarray(g, np.int64) for g in generators]
+    key = (len(gens), b"".join(g.tobytes() for g in gens))
+    memo = topo.__dict__.setdefault("_checked_groups", {})
+    if key not in memo:
+        memo.clear()                             # one group per topology is all that is asked
+        memo[key] = _checked_group(topo, gens)
+    return memo[key]
+
+
+def _checked_group(topo: Topology, gens: list[np.ndarray]) -> GroupAction:
+    """check_group without the memo."""
+    n = topo.n
     for g in gens:
         if g.shape != (n,) or not np.array_equal(np.sort(g), np.arange(n)):
             raise ScheduleError(f"a symmetry generator is not a permutation of 0..{n - 1}")
@@ -522,6 +535,17 @@ def to_representatives(sizes, backs, rows: np.ndarray) -> np.ndarray:
     for c in (1, 4, 5):
         out[:, c] = _moved(sizes, backs, rows[:, 1], rows[:, c])
     return out
+
+
+def carried(sizes, backs, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """γ(x) for γ the element of the product of the factors' groups taking node a to node b
+    (a and b in one orbit; numpy broadcasting over a, b and x), as :func:`to_representatives`
+    numbers them: γ = γ_b ∘ γ_a⁻¹, unique as the action is free. γ_b is read off the
+    transversal too: γ_b = γ_c⁻¹ for c = γ_b⁻¹(rep(b)) (the element taking rep(b) to c is
+    γ_b⁻¹), so only ``backs`` are needed."""
+    sizes = [int(m) for m in sizes]
+    rep = _moved(sizes, backs, b, b)
+    return _moved(sizes, backs, _moved(sizes, backs, b, rep), _moved(sizes, backs, a, x))
 
 
 def inverse_element(sizes, backs, y: int, coords=None) -> np.ndarray:

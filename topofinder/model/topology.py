@@ -294,6 +294,8 @@ class Topology:
 
     def same_arcs(self, other: "Topology") -> bool:
         """Identical node count and arc multiset (same labelling)."""
+        if other is self:
+            return True
         return self.n == other.n and np.array_equal(self.arc_multiset(), other.arc_multiset())
 
     def _arcs_equal_reverse(self) -> bool:

@@ -32,7 +32,8 @@ class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
     from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT);
     ``verified_by``: how it was verified ("full", "symmetry", "construction"; None when not);
-    ``certificate``: a construction's sample, seed and detection statement (else None).
+    ``certificate``: a construction's sample, seed, invariants and detection statement (else
+    None).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
     ``allreduce_time_s`` prices exactly that schedule in lock-step (T_L·α + τ·M/B),
