@@ -250,7 +250,7 @@ def test_broadcast_program_prices(expr):
     simulation of an allgather of N·M, and its lock-step price is Σ_t (α + the step's fullest
     link's pieces · M/(pieces·b)), counted here from the rows."""
     from topofinder.api.oneroot import schedule_oneroot
-    from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+    from topofinder.export.ir.steps import broadcast_steps
     topo = api.load(expr)
     steps = broadcast_steps(schedule_oneroot(topo, Collective.BROADCAST, root=0), topo)
     alpha = 1e-6

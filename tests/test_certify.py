@@ -158,6 +158,116 @@ def test_the_1e5_point_is_verified_by_construction():
     assert not by_construction(from_expression("L^3(C(16,{1,6}))"))     # replayed in full
 
 
+@pytest.mark.parametrize("recipe", FORMS, ids=lambda r: r.expr)
+def test_count_map_equals_the_whole_constructions_loads(recipe):
+    """Rule.loads (the count map the invariants check on every node) equals the per-step
+    per-link chunk counts of the whole construction's rows; the invariants pass on it."""
+    from topofinder.finder import invariants
+    whole = build_schedule(recipe)
+    rule, _ = certify.construction_rule(recipe, 0, build_schedule)
+    s, n = whole.sends, whole.topology.n
+    expected = rows.aggregate(s[:, 0], s[:, 4], s[:, 5], s[:, 3] - s[:, 2], n)
+    got = rule.loads(np.ones(n, np.int64))[:, :4]
+    assert np.array_equal(_canon(got), expected)
+    record, _ = invariants.check(rule, whole.num_steps, whole.tau)
+    assert record["received_per_node"] == (n - 1) * whole.shard_chunks
+    assert record["link_steps"] == expected.shape[0]
+
+
+def test_rows_owned_are_the_schedules_rows_of_those_owners():
+    recipe = _line(apply("power", (base("C(6,{1,2})"),), 2))
+    whole = build_schedule(recipe).sends
+    rule, _ = certify.construction_rule(recipe, 0, build_schedule)
+    n = rule.topology.n
+    rng = np.random.default_rng(3)
+    w, v = rng.integers(0, n, 40), rng.integers(0, n, 40)
+    keep = np.isin(whole[:, 5] * n + whole[:, 1], w * n + v)
+    assert np.array_equal(_canon(rule.rows_owned(w, v)), _canon(whole[keep]))
+
+
+#: (recipe at N >= 4096, the faults confined to a few nodes that its outermost operator takes)
+LOCAL = [(PLANTED[0][0], ["line-first-node", "line-split-pair"]),
+         (PLANTED[1][0], ["degree-last-node", "degree-last-self"])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe,faults", LOCAL, ids=lambda x: getattr(x, "expr", "faults"))
+def test_faults_on_a_few_nodes_are_caught_by_the_invariants_alone(recipe, faults):
+    """A fault confined to fewer than 1/k of the nodes passes the exact replay of the default
+    sample of k receivers, but fails the invariants on every node, and so the certificate."""
+    from topofinder.finder import invariants
+    from topofinder.model.schedule import ScheduleError
+    built = {}
+
+    def build(r):                       # the base, built and replayed once
+        if r.expr not in built:
+            built[r.expr] = build_schedule(r)
+        return built[r.expr]
+
+    cert = certify.certify(recipe, None, None, 0, build)
+    t_l, tau = cert["T_L"], Fraction(cert["tau"])
+    for fault in faults:
+        rule, _ = certify.construction_rule(recipe, 0, build, fault)
+        n = rule.topology.n
+        receivers = certify.sampled(n, certify.DEFAULT_SAMPLE, certify.DEFAULT_SEED)
+        for w in receivers:                       # the sample alone does not see the fault
+            certify.check_receiver(rule, int(w), t_l, tau)
+        with pytest.raises(ScheduleError):
+            invariants.check(rule, t_l, tau)
+        with pytest.raises((ScheduleError, TopofinderError)):
+            certify.certify(recipe, t_l, tau, 0, build, fault=fault)
+
+
+def test_local_faults_touch_fewer_than_one_in_k_nodes():
+    """Each fault of rows.LOCAL_FAULTS changes the rows into fewer than N/k receivers (the
+    whole rule compared receiver by receiver with the fault-free one, at small N)."""
+    cases = {"line-": _line(base("Pi(4,125)")),
+             "degree-": apply("degree", (base("C(40,{1,3})"),), 2)}
+    for fault in rows.LOCAL_FAULTS:
+        recipe = next(r for p, r in cases.items() if fault.startswith(p))
+        clean, _ = certify.construction_rule(recipe, 0, build_schedule)
+        bad, _ = certify.construction_rule(recipe, 0, build_schedule, fault)
+        n = clean.topology.n
+        touched = sum(not np.array_equal(_canon(clean.rows_into([w])), _canon(bad.rows_into([w])))
+                      for w in range(n))
+        assert 0 < touched < n / certify.DEFAULT_SAMPLE, (fault, touched, n)
+
+
+DIAMETER_FORMS = FORMS + [
+    apply("degree", (base("UniRing(2,6)"),), 2),           # c(u) > D: the copies set D
+    _line(base("UniRing(2,6)"), 2),
+    apply("power", (_line(base("C(6,{1,2})")),), 2),
+    apply("degree", (_line(base("C(10,{1,3})")),), 2),
+]
+
+
+@pytest.mark.parametrize("recipe", DIAMETER_FORMS, ids=lambda r: r.expr)
+def test_diameter_laws_equal_the_measured_diameter(recipe):
+    """The expansions' distance laws (line graph +1, degree expansion max(D, c), power p·D)
+    from the base give the all-pairs BFS diameter of the built topology, and its check
+    passes; Bi(G) has no law (None)."""
+    from topofinder.finder import diameter
+    from topofinder.finder.verify import build_topology
+    topo = build_topology(recipe)
+    value = diameter.law(recipe, 0, build_topology)
+    if recipe.op == "bi":
+        assert value is None
+        return
+    assert value.d == topo.diameter
+    diameter.check(topo, value)
+
+
+def test_diameter_check_refuses_a_wrong_law():
+    from topofinder.finder import diameter
+    from topofinder.finder.verify import build_topology
+    recipe = _line(base("C(10,{1,3})"), 2)
+    topo = build_topology(recipe)
+    value = diameter.law(recipe, 0, build_topology)
+    for wrong in (value.d - 1, value.d + 1):
+        with pytest.raises(TopofinderError):
+            diameter.check(topo, diameter.Law(wrong, value.c_max, False, value.witnesses))
+
+
 def test_predicted_allreduce_of_a_construction_point(monkeypatch):
     """The sweep's predicted price of a point verified by construction (allreduce_price) is
     the allreduce search verifies (construction_point) and export writes: checked against the

@@ -18,7 +18,7 @@ from topofinder import api
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp import plan_writer
-from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+from topofinder.export.ir.steps import broadcast_steps
 from topofinder.export.mscclpp.plan_read import schedule_from_plan
 from topofinder.export.mscclpp.plan_writer import largest_message, to_mscclpp_plan
 from topofinder.model.schedule import validate
@@ -117,6 +117,27 @@ def test_read_back_replays_to_search_n256():
     scored = api.score("Pi(4,256)")
     assert back.num_steps == scored["T_L"]
     assert back.tau == Fraction(scored["tau_bfb_exact"])
+
+
+def test_allreduce_layout_read_back_and_refused_when_broken():
+    """An allreduce plan records the IR's piece order (here not NCCL's: the candidate with the
+    fewest ops); read back through it, the plan is the schedule's sends. A layout that is not
+    a bijection onto the N·P places (a repeated base) is refused in one line."""
+    s = api.schedule("L(K(3,3))", "allreduce")
+    doc = json.loads(to_mscclpp_plan(s, channels=2))
+    lay = doc["topofinder"]["layout"]
+    n, p = s.topology.n, s.shard_chunks
+    base, stride = np.array(lay["base"]), np.array(lay["stride"])
+    table = base[:, None] + np.arange(p)[None, :] * stride[:, None]
+    assert sorted(table.ravel().tolist()) == list(range(n * p))
+    assert (base != np.arange(n) * p).any()                 # not NCCL's shard order
+    back = schedule_from_plan(doc, s.topology)
+    validate(back)
+    assert (back.num_steps, back.tau) == (s.num_steps, s.tau)
+    lay["base"][1] = lay["base"][0]
+    with pytest.raises(TopofinderError, match="not a layout") as exc:
+        schedule_from_plan(doc, s.topology)
+    assert "\n" not in str(exc.value)
 
 
 def test_largest_message_is_the_32_bit_bound():

@@ -6,7 +6,7 @@ import os
 
 from topofinder.api.oneroot import schedule_oneroot
 from topofinder.api.topology import Source, emit, load
-from topofinder.export.mscclpp.plan_broadcast import broadcast_steps
+from topofinder.export.ir.steps import broadcast_steps
 from topofinder.export.mscclpp.plan_writer import to_mscclpp_plan
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
@@ -60,16 +60,15 @@ def export_broadcast_plan(source: Source, path: str | os.PathLike | None = None,
                           root: int = 0, batches: int | None = None, **options):
     """The MSCCL++ plan of the periodic one-root broadcast from ``root`` that `score
     --collective broadcast --root R` schedules (one-port model), run for ``batches`` batches
-    (default: its largest lag + 1, :func:`~topofinder.export.mscclpp.plan_broadcast.
-    broadcast_steps`). ``options`` as :func:`export_plan`. Returns (the periodic schedule,
-    the text or None)."""
+    (default: its largest lag + 1, :func:`~topofinder.export.ir.steps.broadcast_steps`).
+    ``options`` as :func:`export_plan`. Returns (the periodic schedule, the text or None)."""
     periodic, steps = broadcast_program(source, root=root, batches=batches)
     return periodic, export_plan(steps, path, root=root, **options)
 
 
 def broadcast_program(source: Source, *, root: int = 0, batches: int | None = None):
     """(the one-port periodic broadcast from ``root``, its step program run for ``batches``
-    batches: :func:`~topofinder.export.mscclpp.plan_broadcast.broadcast_steps`), the program
+    batches: :func:`~topofinder.export.ir.steps.broadcast_steps`), the program
     `export --collective broadcast` writes."""
     topo = load(source)
     schedule = schedule_oneroot(topo, Collective.BROADCAST, root=root)

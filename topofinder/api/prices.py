@@ -57,7 +57,7 @@ def schedule_price(sched: Schedule, workload: Workload | None = None) -> dict:
 
 def broadcast_price(steps: StepSchedule, workload: Workload | None = None) -> dict:
     """{expr, collective, T_L, tau, time_s, async_s} of the step program a one-root broadcast
-    runs (`export --collective broadcast`; topofinder.export.mscclpp.plan_broadcast): an
+    runs (`export --collective broadcast`; topofinder.export.ir.steps.broadcast_steps): an
     allgather of the root's shard only, and that shard is the whole message M. So τ in M/B is
     N × the program's allgather τ (each piece M/(B·W) bytes), and the dependency-driven time
     replays the program as an allgather of N·M; both the expectation over the size profile,

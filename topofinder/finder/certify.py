@@ -8,7 +8,10 @@ A point built by expansions (line graph, degree expansion, Cartesian power, Bi(G
 2. each operator's preconditions checked on its operand (``Operator.preconditions``,
    topofinder.finder.operators), and the theorem's prediction recomputed from the replayed
    operand's (T_L, τ) and equal to the candidate's;
-3. a uniform random sample of k receivers replayed exactly from the expansion rule
+3. structural invariants on every node and link, from the rule's count map in O(N·d·T)
+   (topofinder.finder.invariants): each link's per-step load on a link, within 1..T_L and
+   held by its sender; every node receiving (N − 1)·P chunks; τ recomputed from every link;
+4. a uniform random sample of k receivers replayed exactly from the expansion rule
    (topofinder.expansions.rows), without materialising the schedule: receiver w's rows and
    its senders' rows are generated; w must end with every chunk of every other shard exactly
    once, each arrival over an arc of the topology and held by its sender before that step
@@ -16,7 +19,10 @@ A point built by expansions (line graph, degree expansion, Cartesian power, Bi(G
    loads of w's and its senders' in-links must fit τ. A receiver passing these checks has all
    it needs and received only what was held, so if every receiver passes, the schedule is a
    valid allgather; a construction fault that makes a fraction p of the receivers fail is
-   caught with probability ≥ 1 − (1 − p)^k.
+   caught with probability ≥ 1 − (1 − p)^k. Each sampled receiver's rows, counted per step
+   and in-link, must equal the count map's (which ties the rows to the map step 3 checks,
+   where the sample sees them; the map shares step 1, the last step, the slot split and the
+   step shifts with the rows' code — docs/algorithms.md says which faults each step sees).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from topofinder.errors import TopofinderError
 from topofinder.expansions import rows as rules
 from topofinder.families import catalog
 from topofinder.families.build import parse
+from topofinder.finder import invariants
 from topofinder.finder.operators import operator
 from topofinder.model.schedule import ScheduleError, link_capacity, validate
 
@@ -130,9 +137,10 @@ class _Operand:
 
 
 def detection(k: int) -> str:
-    """The detection statement of a k-receiver sample."""
+    """The detection statement of a k-receiver sample and the invariants on every node."""
     return (f"a construction fault that makes a fraction p of the receivers fail their exact "
-            f"replay is caught with probability >= 1 - (1 - p)^{k}")
+            f"replay is caught with probability >= 1 - (1 - p)^{k}; one that changes any "
+            f"node's per-step per-link chunk counts, at however few nodes, is caught surely")
 
 
 def certify(recipe, t_l: int | None, tau: Fraction | None, limit: int, build,
@@ -140,9 +148,11 @@ def certify(recipe, t_l: int | None, tau: Fraction | None, limit: int, build,
             fault: str | None = None) -> dict:
     """Verify ``recipe``'s allgather by construction against the claimed (t_l, tau) (None: the
     theorems' values from the replayed operands): the certificate {"T_L", "tau", "sample",
-    "seed", "receivers_checked", "rows_checked", "bases", "detection"}; ScheduleError or
+    "seed", "receivers_checked", "rows_checked", "bases", "invariants", "detection"}
+    (``invariants``: topofinder.finder.invariants.check's record); ScheduleError or
     TopofinderError naming the first failure. ``limit``: the N²·d within which subtrees are
-    replayed in full; ``build(subtree)`` their allgather."""
+    replayed in full; ``build(subtree)`` their allgather. ``sample`` = 0: a price only (the
+    operands replayed, the theorems' values; no invariants, no receiver, no "invariants")."""
     built = construction_rule(recipe, limit, build, fault)
     if built is None:
         raise TopofinderError(f"{recipe.expr}: not built by expansion rules above the replay "
@@ -157,17 +167,29 @@ def certify(recipe, t_l: int | None, tau: Fraction | None, limit: int, build,
         raise TopofinderError(f"{recipe.expr}: the theorems give (T_L, tau) = "
                               f"({predicted[0]}, {predicted[1]}) from the replayed operands, "
                               f"not the claimed ({t_l}, {tau})")
-    n = rule.topology.n
+    cert = {"T_L": int(t_l), "tau": str(Fraction(tau)), "sample": 0, "seed": int(seed),
+            "receivers_checked": 0, "rows_checked": 0, "bases": sorted(replayed),
+            "detection": detection(0)}
+    if sample == 0:
+        return cert
+    cert["invariants"], loads = invariants.check(rule, t_l, Fraction(tau))
+    receivers = sampled(rule.topology.n, sample, seed)
+    loads.keep(receivers)
+    rows = sum(check_receiver(rule, int(w), t_l, Fraction(tau), loads) for w in receivers)
+    k = int(receivers.size)
+    cert.update(sample=k, receivers_checked=k, rows_checked=int(rows), detection=detection(k))
+    return cert
+
+
+def sampled(n: int, sample: int, seed: int) -> np.ndarray:
+    """The receivers a certificate of ``sample`` and ``seed`` replays exactly (sorted)."""
     rng = np.random.default_rng(seed)
-    receivers = np.sort(rng.choice(n, size=min(sample, n), replace=False))
-    rows = sum(check_receiver(rule, int(w), t_l, Fraction(tau)) for w in receivers)
-    return {"T_L": int(t_l), "tau": str(Fraction(tau)), "sample": int(receivers.size), "seed": int(seed), "receivers_checked":
-            int(receivers.size), "rows_checked": int(rows),
-            "bases": sorted(replayed), "detection": detection(int(receivers.size))}
+    return np.sort(rng.choice(n, size=min(sample, n), replace=False))
 
 
-def check_receiver(rule, w: int, t_l: int, tau: Fraction) -> int:
-    """Replay receiver ``w`` of ``rule``'s allgather exactly (module docstring, step 3);
+def check_receiver(rule, w: int, t_l: int, tau: Fraction, loads=None) -> int:
+    """Replay receiver ``w`` of ``rule``'s allgather exactly (module docstring, step 4)
+    and, given the count map ``loads`` (invariants.Loads), match its rows' counts to it;
     the number of rows checked. ScheduleError on the first violation."""
     topo, p, n = rule.topology, rule.shard_chunks, rule.topology.n
     mine = rule.rows_into([w])
@@ -181,6 +203,8 @@ def check_receiver(rule, w: int, t_l: int, tau: Fraction) -> int:
     over = _over_budget(both, cap, budget)
     if over is not None:
         raise ScheduleError(f"node {over}'s in-links carry more than tau = {tau} allows")
+    if loads is not None:
+        invariants.match_sample(loads, mine, w, n)
     return int(both.shape[0])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
+from functools import partial
 from typing import Callable
 
 from topofinder.finder import growth, priced
@@ -238,13 +239,16 @@ def skipped_bases(n: int, d: int) -> list[dict]:
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                       kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
                       progress: Callable | None = None,
-                      construction: tuple[int, int] | None = None
+                      construction: tuple[int, int] | None = None,
+                      then: Callable | None = None
                       ) -> tuple[list[tuple[Candidate, VerifiedPoint]], list[dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored; and the
     predicted points left out because they cannot be replayed within the budget
     (`verifiable_frontier`). The workers that help verify start importing first, while this
     process predicts (prestart). ``construction`` = (sample, seed): also verify points by
-    construction (topofinder.finder.certify); None: by full replay or symmetry only."""
+    construction (topofinder.finder.certify); None: by full replay or symmetry only.
+    ``then(candidate, verified point)``: run right after each verification, in the process
+    that verified it (to reuse what it built; not part of the cached result)."""
     prestart(verify_candidate, verify_jobs(n, d, jobs))
     predicted, skipped = verifiable_frontier(
         final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep),
@@ -253,12 +257,20 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
     if not predicted:
         raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")
-    verified = run_parallel(cached(verify_candidate, use_cache, check_verified),
+    task = cached(verify_candidate, use_cache, check_verified)
+    verified = run_parallel(task if then is None else partial(_verify_then, task, then),
                             [(c, full_alltoall, construction) for c in predicted],
                             jobs=verify_jobs(n, d, jobs), progress=progress,
                             label="verifying frontier", share=True,
                             weights=[verify_work(c, construction) for c in predicted] if progress else None)
     return list(zip(predicted, verified)), skipped
+
+
+def _verify_then(verify: Callable, then: Callable, candidate, *args) -> VerifiedPoint:
+    """``verify(candidate, *args)``, then ``then(candidate, its result)``, in one process."""
+    point = verify(candidate, *args)
+    then(candidate, point)
+    return point
 
 
 def check_frontier(args: tuple, frontier: list) -> None:

@@ -25,6 +25,7 @@ from topofinder.expansions.schedules import line_graph_schedule, power_schedule
 from topofinder.families.build import parse
 from topofinder.families.syntax import Leaf, parse_tree
 from topofinder.finder import certify
+from topofinder.finder.diameter import check as check_diameter, law as diameter_law
 from topofinder.finder.operators import operator
 from topofinder.finder.recipe import Recipe, apply
 from topofinder.model.schedule import (
@@ -490,8 +491,10 @@ class VerifiedPoint:
     T_L in steps, τ in M/B (exact). ``verified``: T_L and τ come from the built and replayed
     schedule (False beyond REPLAY_LIMIT without a symmetry: the exact predicted values);
     ``verified_by``: "full", "symmetry" (topofinder.model.symmetric) or "construction"
-    (topofinder.finder.certify; ``certificate`` then holds its sample, seed and detection
-    statement, and τ_FC, the all-to-all and the diameter are None), None when not replayed. ``allreduce_*``: the
+    (topofinder.finder.certify; ``certificate`` then holds its sample, seed, invariants and
+    detection statement, the diameter comes from the expansions' distance laws
+    (topofinder.finder.diameter), and τ_FC and the all-to-all are None), None when not
+    replayed. ``allreduce_*``: the
     reduce-scatter `export` writes, then the allgather (Thm 1, 2). ``schedule``: the method
     of the allgather. ``tau_fc``: ForestColl's T_B^FC (002 Thm 1). ``alltoall_*``: the
     concurrent flow f (link capacity 1), its certified upper bound and method (001 App. A.5)."""
@@ -564,6 +567,12 @@ def verify_candidate(candidate, full_alltoall: bool = False,
         alltoall_gap=a2a["alltoall_gap"])
 
 
+#: how a construction's diameter is known (the certificate's ``diameter.by``)
+DIAMETER_BY = ("the expansions' distance laws (L(G): D + 1; G*n: max(D, longest shortest "
+               "cycle); G^p: p*D) from the operand measured whole, checked by BFS from "
+               "witnesses and sampled nodes")
+
+
 def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     """The verified numbers of a point verified by construction (topofinder.finder.certify):
     the allgather's (T_L, τ) from the theorems over the replayed operands, checked against
@@ -571,9 +580,11 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
     reduce-scatter the allgather reversed (Thm 2) when G is reverse-symmetric, else the same
     construction on the operands' transposes (BFB on G_0^T; (L(G))^T ≅ L(G^T), (G*n)^T =
     G^T*n, (G^p)^T = (G^T)^p, up to the relabelling per_rank.transposed_map, which keeps
-    T_L and τ) reversed (Thm 1), certified alike. ForestColl's
-    τ_FC, the all-to-all and the diameter need the whole graph's cuts or distances: not
-    computed (None) at this size."""
+    T_L and τ) reversed (Thm 1), certified alike. The diameter follows the expansions'
+    distance laws from the measured operand, checked by BFS on the built topology
+    (topofinder.finder.diameter; None where no law applies). ForestColl's τ_FC and the
+    all-to-all need the whole graph's cuts or flows, which no theorem carries through the
+    expansions: not computed (None) at this size (docs/algorithms.md)."""
     recipe = candidate.recipe
     topo = build_topology(recipe)
     cert = certify.certify(recipe, candidate.t_l, candidate.tau, certify.OPERAND_LIMIT,
@@ -586,10 +597,14 @@ def construction_point(candidate, sample: int, seed: int) -> VerifiedPoint:
         cert["reduce_scatter"] = {k: rs[k] for k in ("T_L", "tau", "rows_checked", "bases")}
         rs_t_l, rs_tau = rs["T_L"], Fraction(rs["tau"])
     t_l, tau = candidate.t_l, Fraction(candidate.tau)
+    value = diameter_law(recipe, certify.OPERAND_LIMIT, build_topology)
+    if value is not None:
+        sources = check_diameter(topo, value, seed)
+        cert["diameter"] = {"value": value.d, "by": DIAMETER_BY, "bfs_sources": len(sources)}
     return VerifiedPoint(
         expr=candidate.expr, T_L=t_l, tau=tau, verified=True, verified_by="construction",
         allreduce_T_L=rs_t_l + t_l, allreduce_tau=rs_tau + tau, schedule=recipe.method,
-        diameter=None, bidirectional=bool(topo.bidirectional),
+        diameter=None if value is None else value.d, bidirectional=bool(topo.bidirectional),
         moore_T_L=moore_bound_steps(topo.n, topo.degree), tau_fc=None, alltoall_f=None,
         alltoall_f_upper=None, alltoall_bound=None, alltoall_method="not computed",
         alltoall_gap=None, certificate=cert)
@@ -599,6 +614,23 @@ def transposed_schedule(recipe: Recipe) -> StepSchedule:
     """The allgather of a construction's operand on its transpose: BFB on G^T (Thm 1's
     reduce-scatter of a topology that is not reverse-symmetric, before reversal)."""
     return bfb.bfb_schedule(build_topology(recipe).transpose())
+
+
+#: recipe ↦ (allgather, reduce-scatter or None) orbit schedules the last verification in this
+#: process replayed (within REPLAY_LIMIT), for pricing the point next in the same task
+#: (workload.async_price) instead of building them again; given up when taken.
+_REPLAYED: dict = {}
+
+
+def replayed_orbits(recipe: Recipe):
+    """`_REPLAYED`'s schedules when they are ``recipe``'s (then no longer held), else None."""
+    return _REPLAYED.pop(recipe, None)
+
+
+def _remember(recipe: Recipe, allgather, reduce_scatter) -> None:
+    _REPLAYED.clear()
+    if allgather.topology.n ** 2 * allgather.topology.degree <= REPLAY_LIMIT:
+        _REPLAYED[recipe] = (allgather, reduce_scatter)
 
 
 def _symmetric_point(candidate):
@@ -626,6 +658,7 @@ def _symmetric_point(candidate):
         hist = orbit_distance_histogram(topo, orbit.action)
         hist.setflags(write=False)
         topo.__dict__["distance_histogram"] = hist
+    transposed = None
     if _reversible(topo):
         rs = t_l, tau
     else:
@@ -634,6 +667,7 @@ def _symmetric_point(candidate):
             return None
         replay_by_symmetry(transposed)
         rs = transposed.num_steps, transposed.tau
+    _remember(candidate.recipe, orbit, transposed)
     return topo, t_l, tau, "symmetry", method, *rs
 
 

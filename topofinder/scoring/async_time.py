@@ -81,6 +81,9 @@ def _phases(schedule) -> list[tuple[np.ndarray, str]]:
     if schedule.collective != Collective.ALLREDUCE:
         return [(s, schedule.collective)]
     first = s[:, 0] <= schedule.reduce_steps
+    k = int(np.count_nonzero(first))
+    if first[:k].all():                  # the reduce-scatter's rows first: no copies
+        return [(s[:k], Collective.REDUCE_SCATTER), (s[k:], Collective.ALLGATHER)]
     return [(s[first], Collective.REDUCE_SCATTER), (s[~first], Collective.ALLGATHER)]
 
 
@@ -103,9 +106,13 @@ class _ReplayState:
             self.dense[self.links.keys] = np.arange(self.links.num, dtype=np.int32)
         gens = [np.asarray(g, np.int64) for g in (generators or ())]
         self.back = transversal(self.n, gens) if gens else None
+        self.canon = None           # an orbit schedule's link ↦ its image at the sender's rep.
         if self.back is not None:
             from_orbits = np.asarray(self.back(np.arange(self.n), np.arange(self.n)))
             self.orbit_rep = from_orbits                           # smallest node of the orbit
+            if self.orbit:
+                tail, head = self.links.tail, self.links.head
+                self.canon = self._link(self.back(tail, tail), self.back(tail, head))
         else:
             self.orbit_rep = np.arange(self.n)
 
@@ -117,18 +124,17 @@ class _ReplayState:
     def _canonical(self, v, u, w):
         """(link, γ_u⁻¹(v)) of rows with sender u: an orbit schedule's rows stand for their
         images, so their link is moved onto u's orbit representative by γ_u⁻¹ too."""
+        link = self._link(u, w)
         if self.back is None:
-            return self._link(u, w), v
-        if self.orbit:
-            return self._link(self.back(u, u), self.back(u, w)), self.back(u, v)
-        return self._link(u, w), self.back(u, v)
+            return link, v
+        return (link if self.canon is None else self.canon[link]), self.back(u, v)
 
     def run(self) -> float:
         done, last = None, 0
         for rows, collective in _phases(self.schedule):
             if rows.shape[0] == 0:
                 continue
-            sources = np.unique(rows[:, 1])
+            sources = np.flatnonzero(np.bincount(rows[:, 1], minlength=self.n))
             cells = self.n * sources.size * self.p
             if cells > _MAX_CELLS or int((rows[:, 3] - rows[:, 2]).sum()) > _MAX_CELLS:
                 raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
@@ -157,9 +163,12 @@ class _ReplayState:
 
     def _phase(self, rows: np.ndarray, sources: np.ndarray, arrival: np.ndarray,
                reduce: bool) -> float:
-        if np.any(rows[1:, 0] < rows[:-1, 0]):
-            rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        t, v, lo, hi, u, w = rows.T
+        t = rows[:, 0]
+        if np.any(t[1:] < t[:-1]):
+            order = step_order(t)
+            t, v, lo, hi, u, w = (c[order] for c in rows.T)
+        else:
+            t, v, lo, hi, u, w = (np.ascontiguousarray(c) for c in rows.T)
         index = np.zeros(self.n, np.int64)
         index[sources] = np.arange(sources.size)
         vi = index[v]
@@ -198,6 +207,13 @@ class _ReplayState:
         return last
 
 
+def step_order(t: np.ndarray) -> np.ndarray:
+    """The stable order of rows by step (a radix sort on 16 bits when the steps fit)."""
+    if int(t.min()) >= 0 and int(t.max()) < 2 ** 15:
+        t = t.astype(np.int16)
+    return np.argsort(t, kind="stable")
+
+
 def _runs(t: np.ndarray):
     """(start, end) of each run of equal values in the sorted array ``t``."""
     cuts = np.flatnonzero(np.diff(t)) + 1
@@ -208,29 +224,69 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
           dur: np.ndarray) -> np.ndarray:
     """Finish times of one step's sends: each link (``free``: when it is next free, updated)
     takes its sends in order of (ready, key), each starting at max(ready, previous finish)
-    and holding the link ``dur`` seconds."""
-    low = int(ready.min())
-    bits = int(key.max()).bit_length()
-    if (int(ready.max()) - low) >> (62 - bits) == 0:   # (ready, key) packed in one int64
-        order = np.lexsort((((ready - low) << bits) | key, link))
-    else:
-        order = np.lexsort((key, ready, link))
+    and holding the link ``dur`` ticks.
+
+    The queue's recursion fin_i = max(r_i, fin_{i−1}) + d_i (r of a link's first send raised
+    to ``free``) unrolls to fin_i = G_i + max_{j ≤ i} (r_j − G_{j−1}), G the running sum of d
+    along the queue (Lindley's recursion): one running maximum per link, taken for all links
+    at once (:func:`_running_max`), all in exact int64."""
+    if np.bincount(link).max() == 1:                 # no queue: one send on every link
+        fin = np.maximum(ready, free[link]) + dur
+        free[link] = fin
+        return fin
+    order = _queue_order(link, ready, key)
     lk, rd, du = link[order], ready[order], dur[order]
-    first = np.concatenate(([True], lk[1:] != lk[:-1]))
+    first = np.empty(lk.size, bool)
+    first[0] = True
+    np.not_equal(lk[1:], lk[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], lk.size) - 1
-    fin = np.empty(lk.size, free.dtype)
-    fin[starts] = np.maximum(rd[starts], free[lk[starts]]) + du[starts]
-    sizes = ends - starts + 1
-    if sizes.max() > 1:                  # the k-th send of every queue longer than k, in turn
-        by_size = np.argsort(-sizes, kind="stable")
-        first, longest = starts[by_size], -sizes[by_size]
-        for k in range(1, -int(longest[0])):
-            at = first[:np.searchsorted(longest, -k, side="left")] + k
-            fin[at] = np.maximum(rd[at], fin[at - 1]) + du[at]
+    rd[starts] = np.maximum(rd[starts], free[lk[starts]])
+    total = np.cumsum(du)
+    fin = total + _running_max(rd - (total - du), np.cumsum(first) - 1, starts)
     free[lk[ends]] = fin[ends]
     out = np.empty_like(fin)
     out[order] = fin
+    return out
+
+
+def _queue_order(link: np.ndarray, ready: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The stable order of sends by (link, ready, key): one int64 sort key when the three
+    fit in 62 bits (sorted by the faster unstable sort when no two keys are equal, the
+    usual case, where every order is the stable one), else a lexicographic sort."""
+    low = int(ready.min())
+    key_bits = int(key.max()).bit_length()
+    ready_bits = (int(ready.max()) - low).bit_length()
+    link_bits = int(link.max()).bit_length()
+    if link_bits + ready_bits + key_bits <= 62:
+        packed = (((link << ready_bits) | (ready - low)) << key_bits) | key
+        order = np.argsort(packed)
+        ranked = packed[order]
+        if np.any(ranked[1:] == ranked[:-1]):
+            order = np.argsort(packed, kind="stable")
+        return order
+    if ready_bits + key_bits <= 62:
+        return np.lexsort((((ready - low) << key_bits) | key, link))
+    return np.lexsort((key, ready, link))
+
+
+def _running_max(x: np.ndarray, segment: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of ``x`` restarted at every segment (``segment``: each entry's
+    segment number, non-decreasing; ``starts``: each segment's first index), exact: shifted
+    so every segment's values lie above all earlier segments' when that fits in int64, else
+    by doubling (after the pass of width s, each entry holds the maximum of the 2s entries of
+    its segment ending at it)."""
+    low, high = int(x.min()), int(x.max())
+    span = high - low + 1
+    if span * starts.size < 2 ** 62:
+        lift = segment * span - low
+        return np.maximum.accumulate(x + lift) - lift
+    pos = np.arange(x.size) - starts[segment]
+    out, width = x.copy(), 1
+    while width <= int(pos.max()):
+        out[width:] = np.where(pos[width:] >= width, np.maximum(out[width:], out[:-width]),
+                               out[width:])
+        width *= 2
     return out
 
 

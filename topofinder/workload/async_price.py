@@ -15,22 +15,21 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
-
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import begin, finish
 from topofinder.errors import TopofinderError
 from topofinder.families.build import parse
+from topofinder.finder.baseline_scores import replayed_allgather
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import (
-    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, symmetric_collective,
-    symmetric_reduce_scatter,
+    REPLAY_LIMIT, collective_schedule, orbit_bfb, recipe_group, replayed_orbits,
+    symmetric_collective, symmetric_reduce_scatter,
 )
 from topofinder.model.collectives import Collective
-from topofinder.model.schedule import ScheduleError, StepSchedule
+from topofinder.model.schedule import ScheduleError, StepSchedule, send_rows
 from topofinder.model.symmetric import OrbitSchedule, rotation
 from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
-from topofinder.scoring.async_time import async_time
+from topofinder.scoring.async_time import async_time, step_order
 from topofinder.workload.cost import Workload
 
 #: Rings of more steps take their dependency-driven time from ring_prices (a replay spends
@@ -43,18 +42,22 @@ PRICES = ("lockstep", "async")
 def _allreduce(allgather, rs=None):
     """Reduce-scatter then the allgather as one schedule (orbit or step, as ``allgather``).
     ``rs`` default: the allgather's rows reversed (Thm 2 on a bidirectional topology: the
-    same topology, group and representatives). None when the chunk counts differ."""
+    same topology, group and representatives). None when the chunk counts differ. Rows are
+    laid out column by column in step order (each step's rows in their order in the phase),
+    as the replay reads them."""
     s, k = allgather.sends, allgather.num_steps
     if rs is None:
-        first = np.column_stack((k + 1 - s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 5], s[:, 4]))
+        t, v, lo, hi, u, w = s.T
+        o = step_order(k + 1 - t)
+        first = (k + 1 - t[o], v[o], lo[o], hi[o], w[o], u[o])
         steps = k
     else:
         if rs.shard_chunks != allgather.shard_chunks:
             return None
-        first, steps = rs.sends, rs.num_steps
-    ag = s.copy()
-    ag[:, 0] += steps
-    rows = np.vstack((first, ag))
+        o = step_order(rs.sends[:, 0])
+        first, steps = tuple(c[o] for c in rs.sends.T), rs.num_steps
+    o = step_order(s[:, 0])
+    rows = send_rows(first, (s[o, 0] + steps, *(c[o] for c in s[:, 1:].T)))
     if isinstance(allgather, OrbitSchedule):
         return OrbitSchedule(allgather.topology, allgather.shard_chunks, rows,
                              allgather.generators, method=allgather.method,
@@ -82,13 +85,17 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
     topo = parse(expr)
     if topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None                       # orbit forms there take minutes (docs/model.md)
-    ag = symmetric_collective(recipe, Collective.ALLGATHER)
+    # the orbit schedules verification just replayed in this process, when it did: the
+    # ones built below (the allgather of the verified (T_L, τ); BFB on Gᵀ reversed)
+    ag, rs = replayed_orbits(recipe) or (symmetric_collective(recipe, Collective.ALLGATHER),
+                                         None)
     if ag is not None and not (ag.num_steps == t_l and ag.tau == tau):
-        ag = orbit_bfb(topo, recipe_group(recipe))   # BFB beat the construction, as search
+        ag, rs = orbit_bfb(topo, recipe_group(recipe)), None  # BFB beat the construction
     if ag is not None and ag.num_steps == t_l and ag.tau == tau:
         if topo.bidirectional:
             return ag, _allreduce(ag)
-        rs = symmetric_reduce_scatter(ag, recipe)
+        if rs is None:
+            rs = symmetric_reduce_scatter(ag, recipe)
         ar = None if rs is None else _allreduce(ag, rs)
         if ar is not None:
             return ag, ar
@@ -97,24 +104,32 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
 
 
 def baseline_schedules(expr: str, schedule: str):
-    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it;
-    None beyond REPLAY_LIMIT except for the ring (:func:`ring_prices` needs no replay)."""
+    """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it
+    (the very schedule, when that just ran in this process); None beyond REPLAY_LIMIT except
+    for the ring (:func:`ring_prices` needs no replay)."""
     topo = parse(expr)
-    if schedule == "ring":
-        ag = ring_orbit(topo.degree, topo.n)
-    elif topo.n * topo.n * topo.degree > REPLAY_LIMIT:
+    if schedule != "ring" and topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None
-    elif schedule == "double-binary-tree":
-        ag = two_tree_allgather(topo.n)
-    else:
-        dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
-        try:
-            ag = orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
-        except ScheduleError:
-            ag = None
-        if ag is None:
-            return point_schedules(expr, *_bfb(expr))
+    ag = replayed_allgather(expr, schedule)
+    if ag is None:
+        ag = _baseline_allgather(expr, schedule, topo)
+    if ag is None:
+        return point_schedules(expr, *_bfb(expr))
     return ag, _allreduce(ag)
+
+
+def _baseline_allgather(expr: str, schedule: str, topo):
+    """The ring's orbit, the two-tree schedule, or the torus's equivariant BFB (None when its
+    rotations do not give one)."""
+    if schedule == "ring":
+        return ring_orbit(topo.degree, topo.n)
+    if schedule == "double-binary-tree":
+        return two_tree_allgather(topo.n)
+    dims = [int(m) for m in expr[expr.index("(") + 1:-1].split(",")]
+    try:
+        return orbit_bfb(topo, [(m, [rotation(m)]) for m in dims])
+    except ScheduleError:
+        return None
 
 
 def _bfb(expr: str):
@@ -170,13 +185,33 @@ def point_asyncs(points, workload: Workload, use_cache: bool = True,
     return finish_asyncs(_start(_point_prices, calls, use_cache, jobs))
 
 
-def start_baseline_asyncs(specs, workload: Workload, use_cache: bool = True,
-                          jobs: int | None = None) -> tuple:
-    """Start pricing each baseline's (expr, schedule) dependency-driven allgather and
-    allreduce (they do not depend on the frontier: workers take them while the search
-    verifies); :func:`finish_asyncs` collects them."""
-    calls = [(expr, schedule, *_workload_args(workload)) for expr, schedule in specs]
-    return _start(_baseline_prices, calls, use_cache, jobs)
+def price_verified(workload: Workload, candidate, verified) -> None:
+    """Price a point dependency-driven for ``workload`` into the disk cache right after its
+    verification, in the process that verified it (finder.frontier.verified_frontier's
+    ``then``), which reuses the orbit schedules that process just replayed
+    (verify.replayed_orbits); :func:`point_asyncs` then reads them from the cache."""
+    if candidate.n * candidate.n * candidate.d > REPLAY_LIMIT:
+        return                            # null there; point_asyncs says so as before
+    tau = Fraction(verified.tau)
+    cached(_point_prices)(candidate.expr, verified.T_L, f"{tau.numerator}/{tau.denominator}",
+                          *_workload_args(workload))
+
+
+def baseline_pricer(workload: Workload, use_cache: bool = True):
+    """(expr, schedule) ↦ the baseline's dependency-driven allgather and allreduce seconds for
+    ``workload``, disk-cached; ``.in_cache(expr, schedule)`` tells whether the cache answers."""
+    return _Pricer(cached(_baseline_prices, use_cache), _workload_args(workload), use_cache)
+
+
+class _Pricer:
+    def __init__(self, priced, args: tuple, use_cache: bool):
+        self.priced, self.args, self.use_cache = priced, args, use_cache
+
+    def __call__(self, expr: str, schedule: str) -> dict:
+        return self.priced(expr, schedule, *self.args)
+
+    def in_cache(self, expr: str, schedule: str) -> bool:
+        return self.use_cache and self.priced.in_cache(expr, schedule, *self.args)
 
 
 def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
@@ -189,7 +224,7 @@ def _start(fn, calls: list[tuple], use_cache: bool, jobs: int | None) -> tuple:
 
 
 def finish_asyncs(started: tuple) -> list[dict]:
-    """The results of :func:`start_baseline_asyncs` (or a point batch), in call order."""
+    """The results of a batch :func:`_start` began, in call order."""
     count, known, todo, batch = started
     if batch is not None:
         known.update(zip(todo, finish(batch, label="dependency-driven prices")))

@@ -5,11 +5,12 @@ recommended time (> 1: the recommendation is faster)."""
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 
 from topofinder.compute.cache import cached
 from topofinder.compute.parallel import begin, finish
 from topofinder.finder.baseline_scores import baseline_specs, check_baseline, score_baseline
-from topofinder.workload.async_price import finish_asyncs, start_baseline_asyncs
+from topofinder.workload.async_price import baseline_pricer
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -38,21 +39,26 @@ def iteration_split(moe: MoEWorkload, workload: Workload, n: int, d: int, allred
 
 def start_baselines(n: int, d: int, full_alltoall: bool, use_cache: bool = True,
                     jobs: int | None = None, workload: Workload | None = None) -> tuple:
-    """Start scoring the baselines of (N, d) that the cache does not answer, on a worker in the
+    """Start scoring the baselines of (N, d) that the cache does not answer, each with its
+    dependency-driven prices for ``workload`` right after in the same task (which reuses the
+    allgather the scoring replayed: baseline_scores.replayed_allgather), on a worker in the
     background (topofinder.compute.parallel.begin: a worker that has finished importing takes
-    them while this process verifies the frontier; `priced_baselines` takes the rest), and
-    their dependency-driven prices for ``workload`` likewise. Returns (the cached scores by
-    expression, the expressions being scored, their batch, the started prices)."""
+    them while this process verifies the frontier; `priced_baselines` takes the rest).
+    Returns ({expression: (score, prices)} answered by the cache, the expressions being
+    scored, their batch)."""
     score = cached(score_baseline, use_cache, check_baseline)
-    calls = [(s.expr, s.schedule, full_alltoall) for s in baseline_specs(n, d)
-             if s.expr is not None]
+    price = baseline_pricer(workload or Workload(), use_cache)
+    calls = [(s.expr, s.schedule) for s in baseline_specs(n, d) if s.expr is not None]
     # answered from the cache in this process (a worker pool costs more than a warm search)
-    scored = {c[0]: score(*c) for c in calls if use_cache and score.in_cache(*c)}
-    todo = [c for c in calls if c[0] not in scored]
-    asyncs = start_baseline_asyncs([(s.expr, s.schedule) for s in baseline_specs(n, d)
-                                    if s.expr is not None], workload or Workload(),
-                                   use_cache, jobs)
-    return scored, [c[0] for c in todo], begin(score, todo, jobs=jobs), asyncs
+    known = {e: (score(e, s, full_alltoall), price(e, s)) for e, s in calls
+             if use_cache and score.in_cache(e, s, full_alltoall) and price.in_cache(e, s)}
+    todo = [c for c in calls if c[0] not in known]
+    return known, [c[0] for c in todo], begin(partial(_score_and_price, score, price,
+                                                      full_alltoall), todo, jobs=jobs)
+
+
+def _score_and_price(score, price, full_alltoall: bool, expr: str, schedule: str) -> tuple:
+    return score(expr, schedule, full_alltoall), price(expr, schedule)
 
 
 def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoall: bool,
@@ -69,27 +75,25 @@ def priced_baselines(n: int, d: int, workload: Workload, best: dict, full_alltoa
     Every baseline carries its lock-step and dependency-driven allgather and allreduce times
     (``*_time_s``, ``*_async_s``); ``price`` "async" ranks and compares by the latter."""
     specs = baseline_specs(n, d)
-    scored, exprs, batch, asyncs = started or start_baselines(n, d, full_alltoall, use_cache,
-                                                              jobs, workload)
-    scored = dict(scored)
+    known, exprs, batch = started or start_baselines(n, d, full_alltoall, use_cache, jobs,
+                                                     workload)
+    known = dict(known)
     if progress and exprs:
         progress(0, len(exprs), exprs)
-    scores = finish(batch, progress=(lambda k, count: progress(k, count, exprs)) if progress
-                    else None, label="scoring baselines")
-    scored.update(zip(exprs, scores))
-    asyncs = dict(zip([s.expr for s in specs if s.expr is not None], finish_asyncs(asyncs)))
+    known.update(zip(exprs, finish(batch, progress=(lambda k, count: progress(k, count, exprs))
+                                   if progress else None, label="scoring baselines")))
     out = []
     for spec in specs:
         entry = {"name": spec.name, "expr": spec.expr, "note": spec.note}
         if spec.expr is None:
             out.append(entry)
             continue
-        v = scored[spec.expr]
+        v, prices = known[spec.expr]
         entry.update(v)
         ar_tau = float(Fraction(v["allreduce_tau"]))
         entry["allreduce_time_s"] = workload.collective_time(v["allreduce_T_L"], ar_tau)
         entry["allgather_time_s"] = workload.collective_time(v["T_L"], float(Fraction(v["tau"])))
-        entry.update(asyncs[spec.expr])
+        entry.update(prices)
         ranked = entry["allreduce_time_s"]
         if price == "async" and entry["allreduce_async_s"] is not None:
             ranked = entry["allreduce_async_s"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
+from functools import partial
 from typing import Callable
 
 from topofinder.compute.cache import cached
@@ -14,7 +15,7 @@ from topofinder.finder.growth import Candidate, validate_target
 from topofinder.finder.verify import VerifiedPoint
 from topofinder.workload.baseline_speedups import (iteration_split, priced_baselines,
                                                    start_baselines)
-from topofinder.workload.async_price import check_price, point_asyncs
+from topofinder.workload.async_price import check_price, point_asyncs, price_verified
 from topofinder.workload.broadcast import broadcast_column, broadcast_tp
 from topofinder.workload.cost import Workload
 from topofinder.workload.moe import MoEWorkload
@@ -32,7 +33,8 @@ class FrontierPoint:
     """One point of the frontier; times in seconds, τ in M/B. ``verified``: T_L and τ come
     from the built and replayed schedule (False only beyond verify.REPLAY_LIMIT);
     ``verified_by``: how it was verified ("full", "symmetry", "construction"; None when not);
-    ``certificate``: a construction's sample, seed and detection statement (else None).
+    ``certificate``: a construction's sample, seed, invariants and detection statement (else
+    None).
     ``allreduce_T_L`` / ``allreduce_tau_exact``: of the allreduce `export` writes (its
     reduce-scatter is the allgather reversed, or BFB on G^T when G is not reverse-symmetric);
     ``allreduce_time_s`` prices exactly that schedule in lock-step (T_L·α + τ·M/B),
@@ -209,13 +211,18 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
                               workload) if baselines else None
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
         n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
-        progress=progress, construction=construction)
-    asyncs = point_asyncs([(c.expr, v.T_L, v.tau) for c, v in frontier], workload,
-                          use_cache, jobs)
-    points = _pareto_points([_point(c, v, workload, moe, a, price)
-                             for (c, v), a in zip(frontier, asyncs)],
+        progress=progress, construction=construction,
+        then=partial(price_verified, workload) if use_cache else None)
+    points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall,
                             by_broadcast=workload.broadcast_share > 0)
+    # which points are kept does not depend on the dependency-driven prices (the frontiers
+    # are in (T_L, τ) and the other collectives' times): only the kept points are priced
+    verified = {c.expr: (c, v) for c, v in frontier}
+    asyncs = point_asyncs([(p.expr, p.T_L, Fraction(p.tau_exact)) for p in points], workload,
+                          use_cache, jobs)
+    points = [replace(_point(*verified[p.expr], workload, moe, a, price), frontiers=p.frontiers)
+              for p, a in zip(points, asyncs)]
     best = min(range(len(points)), key=lambda i: (points[i].objective_s, points[i].T_L))
     priced = None
     if baselines:

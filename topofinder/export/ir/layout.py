@@ -55,6 +55,12 @@ def shard_layout(n: int, p: int, k: int) -> PieceLayout:
     return PieceLayout(np.arange(n, dtype=np.int64) * k * p, np.ones(n, np.int64), p, "shard")
 
 
+def root_layout(n: int, p: int) -> PieceLayout:
+    """A broadcast's buffers: the root's P chunks at [0, P) on every rank (chunk c of any
+    shard at c; only the root's shard is sent)."""
+    return PieceLayout(np.zeros(n, np.int64), np.ones(n, np.int64), p, "root")
+
+
 def channel_shift(coll: str, n: int, p: int, j: int) -> int:
     """Offset of instance j's pieces: its own block of N·P (allreduce), else j·P inside each
     shard's k·P."""

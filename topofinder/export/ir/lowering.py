@@ -53,7 +53,7 @@ import numpy as np
 
 from topofinder.export.ir.arrays import in_runs, stable_order, within
 from topofinder.export.ir.bounds import layout_for, reduce_until
-from topofinder.export.ir.layout import PieceLayout
+from topofinder.export.ir.layout import PieceLayout, root_layout
 from topofinder.export.ir.program import FIELDS, KIND_CODE, RankProgram
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule
@@ -81,11 +81,14 @@ class _Lowering:
     record order per rank)."""
 
     def __init__(self, schedule: StepSchedule, k: int, inplace: bool, max_cnt: int, stage,
-                 layout: PieceLayout | None = None):
+                 layout: PieceLayout | None = None, root: int | None = None):
         self.n, self.p, self.coll = schedule.topology.n, schedule.shard_chunks, schedule.collective
-        self.max_cnt, self.stage = max_cnt, stage
+        self.max_cnt, self.stage, self.root = max_cnt, stage, root
+        if root is not None:
+            layout = root_layout(self.n, self.p)
         self.table = (layout or layout_for(schedule, k, stage)).table()
-        self.progs = place_threadblocks(schedule, inplace, k)
+        self.progs = place_threadblocks(schedule, inplace, k,
+                                        None if root is None else Collective.BROADCAST)
         self.reduce_until = reduce_until(schedule)
         self.loc = np.full((self.n, self.n * self.p), -1, np.int64)
         self.remaining = np.zeros((self.n, self.p), np.int64)
@@ -156,16 +159,18 @@ def _run_starts(brk: np.ndarray, max_cnt: int) -> np.ndarray:
     return brk | (within(brk) % max_cnt == 0)
 
 
-def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int) -> list:
+def place_threadblocks(schedule: StepSchedule, inplace: bool, k: int,
+                       coll: str | None = None) -> list:
     """Threadblock placement pass: per rank, one send threadblock per out-neighbour, one
     receive threadblock per in-neighbour and a local one (instance 0; instance j repeats them
     on its own pieces when a runtime's program is written). Lanes
     (:func:`~topofinder.export.ir.deps.resolve` with
     :func:`~topofinder.export.ir.lanes.assign_lanes`) move a link's later steps to further
-    threadblocks on further channels, so no threadblock holds more than the runtime's limit."""
+    threadblocks on further channels, so no threadblock holds more than the runtime's limit.
+    ``coll``: the programs' collective when it is not the schedule's (a broadcast)."""
     out_peers, in_peers = peers(schedule)
-    return [RankProgram(u, out_peers[u], in_peers[u], inplace, schedule.collective,
-                  k * schedule.shard_chunks) for u in range(schedule.topology.n)]
+    return [RankProgram(u, out_peers[u], in_peers[u], inplace, coll or schedule.collective,
+                        k * schedule.shard_chunks) for u in range(schedule.topology.n)]
 
 
 class ProgramTooLarge(Exception):
@@ -179,7 +184,7 @@ class ProgramTooLarge(Exception):
 
 def lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
           stage: bool = False, max_ops: int | None = None,
-          layout: PieceLayout | None = None) -> list[RankProgram]:
+          layout: PieceLayout | None = None, root: int | None = None) -> list[RankProgram]:
     """Instance-0 programs of every rank (module doc), recorded for
     :func:`~topofinder.export.ir.deps.resolve`, pass by pass: layout and threadblock
     placement (:class:`_Lowering`), the initial data, then per schedule step the messages in
@@ -191,9 +196,11 @@ def lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
     a shard); ``max_cnt``: most pieces per op (a runtime's limit); ``max_ops``: stop
     (:class:`ProgramTooLarge`) once one rank's instance-0 program holds more ops, checked
     after every schedule step (a runtime's per-rank limit). ``layout``:
-    where pieces sit (default :func:`layout_for`). Each pass works on the whole step's
-    pieces as arrays."""
-    st = _Lowering(schedule, channels, inplace, max_cnt, stage, layout)
+    where pieces sit (default :func:`layout_for`). ``root``: ``schedule`` is a broadcast
+    from ``root``, the allgather of its shard only (every rank's buffers hold that shard's
+    P chunks, :func:`~topofinder.export.ir.layout.root_layout`; the programs' collective is
+    broadcast). Each pass works on the whole step's pieces as arrays."""
+    st = _Lowering(schedule, channels, inplace, max_cnt, stage, layout, root)
     s = schedule.sends
     s = s[np.argsort(s[:, 0], kind="stable")]
     _initial_data(st, s, inplace)
@@ -219,8 +226,16 @@ def lower(schedule: StepSchedule, channels: int, inplace: bool, max_cnt: int,
 
 def _initial_data(st: _Lowering, s: np.ndarray, inplace: bool) -> None:
     """Where every rank's input sits before step 1 (allgather: its shard, copied to the output
-    unless in place); for reduce phases, the count of sends of each rank's own chunks."""
+    unless in place; a broadcast: the root's); for reduce phases, the count of sends of each
+    rank's own chunks."""
     n, p = st.n, st.p
+    if st.root is not None:
+        c = np.arange(p)
+        st.loc[st.root, st.root * p + c] = 4 * c + (1 if inplace else 0)
+        if not inplace:
+            r = np.array([st.root])
+            st.record(r, [r], _fields(1, -1, KIND_CODE["copy"], 0, 1, p, 0, 0, 0, 1))
+        return
     if st.coll == Collective.ALLGATHER:
         u = np.arange(n)
         own = u[:, None] * p + np.arange(p)[None, :]

@@ -85,13 +85,13 @@ class RankProgram:
         pieces one instance uses."""
         self.arr, self.scratch, self.conflicts = rows, scratch, None
 
-    def _cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
+    def cells(self, buf: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Integer keys 3·offset + buffer code of places (buf, off), aliased as in memory."""
         if self.inplace:
             off = off.copy()
             alias = {Collective.ALLGATHER: (0, 1, self.u * self.kp),
                      Collective.REDUCE_SCATTER: (1, 0, self.u * self.kp),
-                     Collective.ALLREDUCE: (1, 0, 0)}[self.coll]
+                     Collective.ALLREDUCE: (1, 0, 0), Collective.BROADCAST: (0, 1, 0)}[self.coll]
             hit = buf == alias[0]
             off[hit] += alias[2]
             buf = np.where(hit, alias[1], buf)
@@ -136,7 +136,7 @@ class RankProgram:
         rep = cnt[rows]
         j = np.repeat(rows, rep)
         k = in_runs(rep)
-        return j, k, np.repeat(self._cells(buf[rows], off[rows]), rep) + 3 * k
+        return j, k, np.repeat(self.cells(buf[rows], off[rows]), rep) + 3 * k
 
     def _conflicts(self):
         """What each instruction must follow, whatever the placement: (instruction,

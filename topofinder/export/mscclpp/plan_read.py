@@ -2,11 +2,13 @@
 
 Every rank's buffers are followed chunk by chunk as the piece each place holds (allgather:
 rank r's input chunk c' is piece r·K·P + c'; reduce phases: a rank's input place x' holds its
-contribution to piece x'). Step by step (``t`` of the ops), first every rank's puts move the
-pieces their sources hold into the receivers' places (each entry a send of those pieces from
-the rank to the buffer's owner), then every rank's copies and reductions (``re`` must add
-partials of one piece) run in program order. The sends found make the step schedule, which
-the caller replays (:func:`topofinder.model.schedule.validate`) to price it."""
+contribution to piece x', or, an allreduce whose ``topofinder`` block records the IR's piece
+layout, to the piece the layout puts there). Step by step (``t`` of the ops), first every
+rank's puts move the pieces their sources hold into the receivers' places (each entry a send
+of those pieces from the rank to the buffer's owner), then every rank's copies and
+reductions (``re`` must add partials of one piece) run in program order. The sends found
+make the step schedule, which the caller replays (:func:`topofinder.model.schedule.validate`)
+to price it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import json
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.export.ir.layout import PieceLayout
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule
 from topofinder.model.topology import Topology
@@ -53,7 +56,7 @@ def schedule_from_plan(text: str | dict, topology: Topology) -> StepSchedule:
             else:
                 bufs[0][:] = own
         else:
-            bufs[0][:] = np.arange(n * kp)
+            bufs[0][:] = _input_pieces(meta, n)
         content.append(bufs)
     puts, local = {}, {}                    # step → [(rank, op)], each rank's in program order
     for r, g in enumerate(doc["gpus"]):
@@ -86,6 +89,26 @@ def schedule_from_plan(text: str | dict, topology: Topology) -> StepSchedule:
     rows = np.concatenate(sends) if sends else np.zeros((0, 4), np.int64)
     return StepSchedule(topology, kp, _as_rows(rows, kp), collective=coll,
                         method="mscclpp plan", reduce_steps=meta.get("reduce_scatter_steps", 0))
+
+
+def _input_pieces(meta: dict, n: int) -> np.ndarray:
+    """Per input place of a reduce phase, the piece v·K·P + j·P + c whose contribution it
+    holds: NCCL's shard order, or an allreduce's recorded layout (instance j's block of N·P
+    places, shard v's chunk c at base[v] + c·stride[v] in it)."""
+    p, k = meta["shard_chunks"], meta["channels"]
+    if "layout" not in meta:
+        return np.arange(n * k * p)
+    lay = meta["layout"]
+    layout = PieceLayout(np.array(lay["base"], np.int64), np.array(lay["stride"], np.int64),
+                         p, lay.get("name", ""))
+    table = layout.table() if layout.base.shape == layout.stride.shape == (n,) else None
+    if table is None or table.min(initial=0) < 0 or table.max(initial=0) >= n * p or \
+            (layout.inverse(n * p) < 0).any():
+        raise TopofinderError(f"plan layout: not a layout of {n}·{p} pieces")
+    inv = layout.inverse(n * p)
+    j = np.repeat(np.arange(k), n * p)
+    x = np.tile(inv, k)
+    return x // p * (k * p) + j * p + x % p
 
 
 def _as_rows(moved: np.ndarray, kp: int) -> np.ndarray:

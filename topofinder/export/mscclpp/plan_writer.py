@@ -1,6 +1,7 @@
 """MSCCL++ execution plans (JSON) of step schedules: threadblocks, channels and the document.
 
-The lowering (:mod:`.plan_lower`) gives every rank one ordered program. Here it becomes the
+The rank-program IR (:mod:`topofinder.export.ir`), made one ordered program per rank by
+:mod:`.plan_program`, gives every rank its ops. Here it becomes the
 executor's document (microsoft/mscclpp ``execution_plan.cc``): per rank ``gpus[r]`` with its
 buffer chunk counts, its channels (``connected_to``: one channel per link direction and lane;
 port channels, memory channels between ranks of one server when ``gpus_per_node`` G > 1),
@@ -19,8 +20,11 @@ the remote buffers its puts write, its device semaphores and its threadblocks.
 - Channels: the k-th channel r→p pairs with the k-th channel p→r, so both ends list the
   channels of a pair of ranks in one order: by (sender, receiver, lane). Ops name channels
   and remote buffers by their index in the threadblock's own lists (at most 16 of each type).
-- ``--channels K``: K instances, instance j moving the j-th K-th of every chunk
-  (piece j·P + c of a shard, NCCL's order) on its own lanes, threadblocks and semaphores.
+- ``--channels K``: K instances, instance j moving the j-th K-th of every chunk on its own
+  lanes, threadblocks and semaphores, its pieces where the IR puts them
+  (:func:`~topofinder.export.ir.layout.channel_shift`: piece j·P + c of a shard in NCCL's
+  order; allreduce, whose element order is free, instance j's block of N·P in the IR's
+  piece layout, recorded in the ``topofinder`` block for :mod:`.plan_read`), scratch j·S.
 - Memory channels: a put is a copy by all threads that does not signal (``handlePut``
   returns before the signal for memory channels, even for ``pws``), so such a message is
   one put per run, then the send point.
@@ -36,11 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.export.ir.layout import channel_shift
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 
 from .plan_limits import H100_SMS, MAX_CHANNEL, MAX_OPERATION, U32
-from .plan_lower import BUFS, COPY, MPUT, NOP, PUT, SIGNAL, WAIT, group_index, lower
+from .plan_program import (BUFS, COPY, MPUT, NOP, PUT, SIGNAL, WAIT, group_index, lower,
+                           memory_link)
 
 #: Chunk alignment the plans declare (``buffer_alignment``; chunk sizes are multiples of it).
 ALIGNMENT = 16
@@ -147,8 +153,9 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
     else the input), default up to the largest whose offsets fit 32 bits. ``shape``: filled
     with :class:`PlanShape`'s fields; ``extra``: more fields of the ``topofinder`` block (a
     diff's ``physical`` mapping); ``root``: ``schedule`` is a broadcast from ``root`` (an
-    allgather schedule of its shard only, :func:`.plan_broadcast.broadcast_steps`). Refuses
-    (one line) what does not fit."""
+    allgather schedule of its shard only,
+    :func:`~topofinder.export.ir.steps.broadcast_steps`). Refuses (one line) what does not
+    fit."""
     if channels < 1 or gpus_per_node < 1:
         raise TopofinderError("--channels and --gpus-per-node must be positive")
     if min_bytes < 0 or (max_bytes is not None and max_bytes < min_bytes):
@@ -160,8 +167,7 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
         raise TopofinderError(f"MSCCL++ plans are written for {', '.join(COLL_NAMES)}")
     check_bounds(schedule, channels, gpus_per_node, min_bytes, max_bytes, max_threadblocks,
                  root)
-    low = lower(schedule, inplace, split_shards=channels > 1, gpus_per_node=gpus_per_node,
-                root=root)
+    low = lower(schedule, channels, inplace, gpus_per_node, root)
     plan = _Plan(schedule, low, channels, gpus_per_node, coll)
     gpus, tbs = plan.render()
     what = f"MSCCL++ plan of {schedule.topology.expr} {coll}"
@@ -194,7 +200,7 @@ def to_mscclpp_plan(schedule: StepSchedule, channels: int = 1, inplace: bool = F
                            "channels": channels, "gpus_per_node": gpus_per_node,
                            "reduce_scatter_steps": plan.low_reduce_steps,
                            "num_steps": schedule.num_steps,
-                           "tau_exact": str(schedule.tau),
+                           "tau_exact": str(schedule.tau), **_layout_field(low["layout"]),
                            **({} if root is None else {"root": root}), **(extra or {})}}
     text = json.dumps(head)[:-1] + ', "gpus": [\n'
     return text + ",\n".join(gpus) + "\n]}\n"
@@ -216,26 +222,21 @@ class _Plan:
         self.low_reduce_steps = schedule.reduce_steps \
             if self.coll == Collective.ALLREDUCE else 0
         self.rows, self.scratch, self.links = low["rows"], low["scratch"], low["links"]
-        # the buffers indexed by a chunk of one shard (the others by a piece v·P + c)
-        self.small = {Collective.ALLGATHER: [0], Collective.REDUCE_SCATTER: [1],
-                      Collective.ALLREDUCE: [], Collective.BROADCAST: [0, 1]}[self.coll]
         self.span = 0
         self.max_ops = 0
 
     def memory(self, u, w):
-        return (u // self.g == w // self.g) if self.g > 1 else np.zeros(np.shape(u), bool)
+        return memory_link(u, w, self.g)
 
     def index(self, code: np.ndarray, owner: np.ndarray, j: int) -> np.ndarray:
-        """Indices in instance j of places (codes of the one-instance program) at ranks
-        ``owner``: scratch j·S + s, a shard's pieces v·K·P + j·P + c, a one-shard buffer
-        j·P + c."""
+        """Indices in instance j of places (codes of instance 0's program) at ranks
+        ``owner``: scratch j·S + s (S: the rank's scratch of one instance), input and output
+        shifted by :func:`~topofinder.export.ir.layout.channel_shift`."""
         buf, idx = code & 3, code >> 2
-        if self.k == 1:
+        if j == 0:
             return idx
-        p, k = self.p, self.k
-        v, c = idx // p, idx % p
-        return np.where(buf == 2, idx + j * self.scratch[owner],
-                        np.where(np.isin(buf, self.small), j * p + idx, v * k * p + j * p + c))
+        shift = channel_shift(self.coll, self.n, self.p, j)
+        return idx + np.where(buf == 2, j * self.scratch[owner], shift)
 
     def channels(self):
         """Per link end (rank, u, w) sorted, its position q among the rank's channels of
@@ -539,6 +540,16 @@ class _Plan:
                              % (_SRC % (la[h], ai[h], size[h]), _SRC % (lb[h], bi[h], size[h]),
                                 _SRC % (lc[h], cix[h], size[h]), tl[h]))
         return texts, meta
+
+
+def _layout_field(layout) -> dict:
+    """The ``topofinder`` block's record of an allreduce's piece layout (instance 0: shard
+    v's chunk c at base[v] + c·stride[v]; :mod:`.plan_read` maps places back to pieces);
+    nothing for NCCL's shard order."""
+    if layout is None or layout.name == "shard":
+        return {}
+    return {"layout": {"name": layout.name, "base": layout.base.tolist(),
+                       "stride": layout.stride.tolist()}}
 
 
 def _grouped(grp: np.ndarray, vals: np.ndarray):
