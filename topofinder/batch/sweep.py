@@ -182,13 +182,14 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def compute_cell(n: int, k: int, bidirectional: bool, verify: bool) -> dict:
-    """The frontier of one (N, d) — the union of the allgather's and the exported
-    allreduce's (`verifiable_frontier`) —: predicted (exact for scored bases, theorem values
-    for expansions), or fully verified with ``verify``. Either way it is the frontier `search`
+    """The frontier of one (N, d) — the union of the allgather's and the exported allreduce's
+    (`verifiable_frontier`) —: predicted (exact for scored bases, theorem values for
+    expansions), or fully verified with ``verify``. Either way it is the frontier `search`
     gives: beyond the replay limit the points neither built by expansions of replayable
-    operands (verified by construction, search's default) nor with an orbit form are left out
-    and listed under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``). Base scores are
-    memoised in the worker process; the disk cache holds whole cells (see `_run_cell`)."""
+    operands (verified by construction, search's default) nor with an orbit form are left
+    out and listed under ``skipped`` (`verifiable_frontier`, search's ``skipped_points``).
+    Base scores are memoised in the worker process; the disk cache holds whole cells (see
+    `_run_cell`)."""
     if verify:
         result = search(n, k, bidirectional=bidirectional, jobs=1, use_cache=False)
         points = [{"expr": p.expr, "T_L": p.T_L, "tau": p.tau, "tau_exact": p.tau_exact,

@@ -6,15 +6,17 @@ Within the replay limit the whole schedule is built (verify.collective_schedule)
 Beyond it, a point with an orbit form (verified by symmetry: circulants, tori, Cayley graphs
 of Z_m, their line graphs, powers and products; verify.symmetric_collective, the schedule
 `export` writes there) is carried from its representatives' rows by the group (001 Def 7:
-the rows of source γ(r) are γ applied to r's; `_by_symmetry`). A point verified by construction is generated receiver by receiver from the
-expansion rules (topofinder.expansions.rows): the allgather's rows into and out of the block;
-the reduce-scatter the allgather reversed and relabelled by the reverse isomorphism p
-(Thm 2: row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or,
-when G is not reverse-symmetric, the same construction on the operands' transposes,
-relabelled onto G^T (`transposed_map`) and reversed (Thm 1); the allreduce the reduce-scatter then the allgather, both cut into P = lcm chunks,
-the allgather's steps after the reduce-scatter's (Appendix B). A BFB base is not built whole
-either: its rows into the few base nodes the block needs come from their own LPs at the
-base's step loads (BFBRows). Time and memory O(|block|·N·d) plus the base's score.""" 
+the rows of source γ(r) are γ applied to r's; `_by_symmetry`). A point verified by
+construction is generated receiver by receiver from the expansion rules
+(topofinder.expansions.rows): the allgather's rows into and out of the block; the
+reduce-scatter the allgather reversed and relabelled by the reverse isomorphism p (Thm 2:
+row (T+1−t, p(v), lo, hi, p(w), p(u)) of allgather row (t, v, lo, hi, u, w)), or, when G is
+not reverse-symmetric, the same construction on the operands' transposes, relabelled onto
+G^T (`transposed_map`) and reversed (Thm 1); the allreduce the reduce-scatter then the
+allgather, both cut into P = lcm chunks, the allgather's steps after the reduce-scatter's
+(Appendix B). A BFB base is not built whole either: its rows into the few base nodes the
+block needs come from their own LPs at the base's step loads (BFBRows). Time and memory
+O(|block|·N·d) plus the base's score.""" 
 
 from __future__ import annotations
 
