@@ -246,3 +246,52 @@ def root_broadcast(n: int, root: int = 0, inplace: bool = False) -> dict:
                               "remote_buffer_refs": [{"access_channel_type": "memory",
                                                       "remote_buffer_ids": k if remote else []}]}]})
     return _plan("root_broadcast", "broadcast", gpus, inplace=inplace)
+
+
+def shared_wait_allgather(ordered: bool = True) -> dict:
+    """Two ranks, out of place, memory channels, a relaxed handshake first. Rank 1 puts its
+    input into rank 0's output and signals; rank 0 puts its input into rank 1's scratch and
+    signals twice. On rank 1 the channel is waited on by two threadblocks: block 0 takes the
+    handshake and the first signal, block 1 the second, then copies the scratch to the output.
+    With ``ordered`` block 0 releases a device semaphore that block 1 acquires before its wait,
+    so the tickets go to the blocks in this order in every run; without, block 1 may take the
+    handshake's ticket and copy the scratch before the data is there."""
+    gpus = []
+    for r in range(2):
+        p = 1 - r
+        tb0 = [{"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+               {"name": "nop"},
+               {"name": "put", "channel_type": "memory",
+                "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                "dst_buff": [{"buffer_id": 0, "index": 0 if r == 0 else 1, "size": 1}]},
+               {"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+                "dst_buff": [{"type": "o", "index": r, "size": 1}]},
+               {"name": "nop"},
+               {"name": "signal", "channel_ids": [0], "channel_type": "memory"}]
+        tbs = [tb0]
+        if r == 0:
+            tb0 += [{"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+                    {"name": "wait", "channel_ids": [0], "channel_type": "memory"}]
+        else:
+            tb0.append({"name": "wait", "channel_ids": [0], "channel_type": "memory"})
+            tb1 = [{"name": "wait", "channel_ids": [0], "channel_type": "memory"},
+                   {"name": "nop"},
+                   {"name": "copy", "src_buff": [{"type": "s", "index": 0, "size": 1}],
+                    "dst_buff": [{"type": "o", "index": 0, "size": 1}]}]
+            if ordered:
+                tb0.append({"name": "sem_release", "semaphore_ids": [0]})
+                tb1.insert(0, {"name": "sem_acquire", "semaphore_ids": [0]})
+            tbs.append(tb1)
+        gpus.append({
+            "id": r, "input_chunks": 1, "output_chunks": 2, "scratch_chunks": r,
+            "channels": [{"channel_type": "memory", "connected_to": [p]}],
+            "remote_buffers": [{"rank": p, "type": "s" if r == 0 else "o",
+                                "access_channel_types": ["memory"]}],
+            "semaphores": [{"init_value": 0}] if r == 1 and ordered else [],
+            "threadblocks": [{"id": i, "ops": ops,
+                              "channels": [{"channel_type": "memory", "channel_ids": [0]}],
+                              "remote_buffer_refs": [{"access_channel_type": "memory",
+                                                      "remote_buffer_ids": [0]}]}
+                             for i, ops in enumerate(tbs)]})
+    return _plan("shared_wait_allgather", "allgather", gpus, inplace=False)

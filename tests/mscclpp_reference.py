@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from dataclasses import dataclass
 
 DOUBLED = {"ppkt": "dst", "rppkt": "both", "cpkt": "dst", "upkt": "src"}
@@ -61,20 +62,24 @@ class Reference:
                 for tb in g["threadblocks"] for op in tb["ops"]]
         self.G = math.lcm(1, *tbgs)
         self.chan = {}       # (rank, type, idx) -> peer
+        by_peer = {}         # (rank, type, peer) -> that rank's channel indices to peer, in order
         for g in doc["gpus"]:
             for t in ("memory", "port"):
                 peers = [p for ch in g["channels"] if ch["channel_type"] == t
                          for p in ch["connected_to"]]
                 for i, p in enumerate(peers):
                     self.chan[(g["id"], t, i)] = p
+                    by_peer.setdefault((g["id"], t, p), []).append(i)
         self.mate = {}       # (rank, type, idx) -> the peer's channel that receives my signals
-        for (r, t, i), p in self.chan.items():
-            k = sum(1 for (r2, t2, j), p2 in self.chan.items()
-                    if r2 == r and t2 == t and p2 == p and j < i)
-            theirs = sorted(j for (r2, t2, j), p2 in self.chan.items()
-                            if r2 == p and t2 == t and p2 == r)
-            self.mate[(r, t, i)] = (p, t, theirs[k]) if k < len(theirs) else ("nowhere", r, t, i)
+        for (r, t, p), mine in by_peer.items():
+            theirs = by_peer.get((p, t, r), [])
+            for k, i in enumerate(mine):
+                self.mate[(r, t, i)] = (p, t, theirs[k]) if k < len(theirs) else ("nowhere", r, t, i)
         self.programs = {}
+        self.blocks = {g["id"]: [tb["id"] for tb in g["threadblocks"]] for g in doc["gpus"]}
+        self._tables = {}
+        self.touched = set()     # (what, rank) a step changed: wakes the fast scheduler
+        self.queued = set()      # proxy FIFOs a step appended to
         for g in doc["gpus"]:
             for tb in g["threadblocks"]:
                 flat = []
@@ -85,17 +90,27 @@ class Reference:
                 self.programs[(g["id"], tb["id"])] = flat
 
     # ----------------------------------------------------------------- addressing
+    def _table(self, r, tb, what, kind):
+        """A threadblock's channel ids or remote buffer ids of one type, in the JSON's order."""
+        key = (r, tb, what, kind)
+        got = self._tables.get(key)
+        if got is None:
+            tbd = self.doc["gpus"][r]["threadblocks"][tb]
+            if what == "channels":
+                got = [i for ch in tbd["channels"] if ch["channel_type"] == kind
+                       for i in ch["channel_ids"]]
+            else:
+                got = [i for ref in tbd.get("remote_buffer_refs", [])
+                       if ref["access_channel_type"] == kind for i in ref["remote_buffer_ids"]]
+            self._tables[key] = got
+        return got
+
     def _tbchan(self, r, t, tb, c, kind):
         """Threadblock-local channel c → the rank's channel index."""
-        tbd = self.doc["gpus"][r]["threadblocks"][tb]
-        ids = [i for ch in tbd["channels"] if ch["channel_type"] == kind for i in ch["channel_ids"]]
-        return ids[c]
+        return self._table(r, tb, "channels", kind)[c]
 
     def _remote(self, r, tb, bid, kind):
-        tbd = self.doc["gpus"][r]["threadblocks"][tb]
-        ids = [i for ref in tbd.get("remote_buffer_refs", []) if ref["access_channel_type"] == kind
-               for i in ref["remote_buffer_ids"]]
-        rb = self.doc["gpus"][r]["remote_buffers"][ids[bid]]
+        rb = self.doc["gpus"][r]["remote_buffers"][self._table(r, tb, "remote", kind)[bid]]
         return rb["rank"], rb["type"]
 
     def _extent(self, rank, btype):
@@ -153,9 +168,8 @@ class Reference:
         storage, base, extent = self._extent(r, "i")
         for c in range(extent):
             st["mem"][(r, storage, base + c)] = _contrib(launch, r, c)
-        for (rr, tb) in self.programs:
-            if rr == r:
-                st["pc"][(r, tb)] = 0
+        for tb in self.blocks[r]:
+            st["pc"][(r, tb)] = 0
 
     def _end(self, st, r):
         storage, base, extent = self._extent(r, "o")
@@ -164,8 +178,8 @@ class Reference:
         if launch < self.launches:
             self._begin(st, r)
         else:
-            for key in [k for k in st["pc"] if k[0] == r]:
-                st["pc"][key] = None
+            for tb in self.blocks[r]:
+                st["pc"][(r, tb)] = None
 
     def actions(self, st):
         """Enabled actions: ('tb', rank, tb), ('proxy', channel key), ('end', rank)."""
@@ -234,7 +248,7 @@ class Reference:
             st["pc"][(r, tb)] += 1
 
     def _deliver(self, st, key):
-        item = st["fifo"][key].pop(0)
+        item = st["fifo"][key].popleft()
         if item[0] == "signal":
             self._signal(st, item[1], item[2])
         else:
@@ -242,9 +256,13 @@ class Reference:
             vals = [st["mem"].get(k) for k in src]
             for k, v in zip(dst, vals):
                 st["mem"][k] = v
+            if dst:
+                self.touched.add(("mem", dst[0][0]))
+        self.touched.add(("fifo", key[0]))
 
     def _signal(self, st, chan, launch):
         mate = self.mate[chan]
+        self.touched.add(("sig", mate[0]))
         st["inb"][mate] = st["inb"].get(mate, 0) + 1
         st["sent"][(mate, launch)] = st["sent"].get((mate, launch), 0) + 1
 
@@ -260,6 +278,8 @@ class Reference:
         def put(keys, vals):
             for k, v in zip(keys, vals):
                 mem[k] = v
+            if keys:
+                self.touched.update({("mem", keys[0][0]), ("mem", keys[-1][0])})
 
         def pkts(keys):
             return [mem[k][2] for k in keys[::2]]
@@ -271,7 +291,8 @@ class Reference:
             for c in op["channel_ids"]:
                 chan = (r, t, self._tbchan(r, t, tb, c, t))
                 if t == "port":
-                    st["fifo"].setdefault((r, chan[2]), []).append(("signal", chan, launch))
+                    st["fifo"].setdefault((r, chan[2]), deque()).append(("signal", chan, launch))
+                    self.queued.add((r, chan[2]))
                 else:
                     self._signal(st, chan, launch)
         elif name in ("wait", "rlxwait") and t in ("memory", "port"):
@@ -291,7 +312,8 @@ class Reference:
                     put(dk, get(sk))
                 else:
                     c = self._tbchan(r, "port", tb, op["channel_ids"][i], "port")
-                    st["fifo"].setdefault((r, c), []).append(("put", sk, dk))
+                    st["fifo"].setdefault((r, c), deque()).append(("put", sk, dk))
+                    self.queued.add((r, c))
                     if name != "put":
                         st["fifo"][(r, c)].append(("signal", (r, "port", c), launch))
         elif name == "get":
@@ -343,6 +365,7 @@ class Reference:
         elif name in ("sem_acquire", "sem_release"):
             for i in op["semaphore_ids"]:
                 st["sem"][(r, i)] += -1 if name == "sem_acquire" else 1
+            self.touched.add(("sem", r))
         elif name in ("nop", "flush", "signal", "wait", "rlxsignal", "rlxwait"):
             pass
         else:
@@ -373,24 +396,119 @@ class Reference:
         return Outcome(deadlock, dict(st["out"]), unbalanced, steps)
 
     def correct(self, out: Outcome) -> bool:
-        return (not out.deadlock and not out.unbalanced and all(
-            out.outputs.get((r, L)) == self.expected(r, L)
-            for r in range(self.n) for L in range(1, self.launches + 1)))
+        """No deadlock, balanced counters, and every rank's output after every launch equal
+        to :meth:`expected` (a value object shared by many cells is compared once per cell
+        position, so large allreduce plans stay linear)."""
+        if out.deadlock or out.unbalanced:
+            return False
+        seen = {}
+        for r in range(self.n):
+            for launch in range(1, self.launches + 1):
+                got = out.outputs.get((r, launch))
+                if got is None:
+                    return False
+                want = self._expected_cells(r, launch)
+                if len(got) != len(want):
+                    return False
+                for c, (v, w) in enumerate(zip(got, want)):
+                    key = (id(v), w)
+                    if key not in seen:
+                        seen[key] = (v, self._value(w) == v)   # keep v alive: ids stay unique
+                    if not seen[key][1]:
+                        return False
+        return True
 
-    def run_random(self, seed: int, lazy_proxy: float = 0.0, max_steps: int = 10 ** 6) -> Outcome:
-        """One random schedule; with ``lazy_proxy`` p > 0 the proxies are drawn only with
-        probability 1 - p while a threadblock can move (late deliveries expose races)."""
+    def _expected_cells(self, rank, launch):
+        """What :meth:`expected` holds, as cheap descriptors ``(launch, ranks, input cell)``
+        (ranks: one rank or "all")."""
+        g = self.doc["gpus"][rank]
+        cin, cout = g["input_chunks"] * self.G, g["output_chunks"] * self.G
+        if self.coll == "allreduce":
+            return [(launch, "all", c) for c in range(cout)]
+        if self.coll == "allgather":
+            return [(launch, c // cin, c % cin) for c in range(cout)]
+        if self.coll == "reducescatter":
+            return [(launch, "all", rank * cout + c) for c in range(cout)]
+        if self.coll == "broadcast":
+            return [(launch, self.root, c) for c in range(cout)]
+        raise ValueError(self.coll)
+
+    def _value(self, desc):
+        launch, who, cell = desc
+        if who == "all":
+            return tuple((launch, q, cell) for q in range(self.n))
+        return _contrib(launch, who, cell)
+
+    def run_random(self, seed: int, lazy_proxy: float = 0.0, max_steps: int = 10 ** 9) -> Outcome:
+        """One random schedule: each step draws uniformly among the enabled actions; with
+        ``lazy_proxy`` p > 0 the proxies are drawn only with probability 1 - p while a
+        threadblock or a kernel end can move (late deliveries expose races). Event-driven: a
+        threadblock found blocked is parked until a step changes what it waits for on its rank
+        (a signal's arrival, a semaphore, a drained FIFO, memory)."""
         rng = random.Random(seed)
         st = self.initial()
-        for steps in range(max_steps):
-            acts = self.actions(st)
-            if not acts:
+        blocks, proxies, ends = _Pool(), _Pool(), _Pool()
+        parked = {}                         # (what, rank) → blocks waiting for it
+        left = {}
+
+        def start(r):                       # a launch of rank r began: its blocks may move
+            keys = [(r, tb) for tb in self.blocks[r] if self.programs[(r, tb)]]
+            left[r] = len(keys)
+            for key in keys:
+                blocks.add(key)
+            if not keys and self.blocks[r]:
+                ends.add(r)
+
+        for r in range(self.n):
+            start(r)
+        steps = 0
+        while True:
+            if steps >= max_steps:
+                raise RuntimeError("schedule too long")
+            moving = len(blocks) + len(ends)
+            total = moving + len(proxies)
+            if total == 0:
                 return self.outcome(st, not self.finished(st), steps)
-            other = [a for a in acts if a[0] != "proxy"]
-            if other and lazy_proxy and rng.random() < lazy_proxy:
-                acts = other
-            self.step(st, rng.choice(acts))
-        raise RuntimeError("schedule too long")
+            if moving and lazy_proxy and rng.random() < lazy_proxy:
+                i = rng.randrange(moving)
+            else:
+                i = rng.randrange(total)
+            self.touched, self.queued = set(), set()
+            if i < len(blocks):
+                r, tb = key = blocks.items[i]
+                prog, pc = self.programs[key], st["pc"][key]
+                if not self.enabled(st, r, tb, prog[pc]):
+                    blocks.remove(key)
+                    parked.setdefault((_BLOCKED_ON.get(prog[pc]["name"], "mem"), r),
+                                      set()).add(key)
+                    continue
+                self.execute(st, r, tb, prog[pc])
+                st["pc"][key] = pc + 1
+                if pc + 1 == len(prog):
+                    blocks.remove(key)
+                    left[r] -= 1
+                    if left[r] == 0:
+                        ends.add(r)
+            elif i < moving:
+                r = ends.items[i - len(blocks)]
+                ends.remove(r)
+                launch = st["launch"][r]
+                self._end(st, r)
+                if st["launch"][r] > launch:          # the next launch began
+                    start(r)
+            else:
+                key = proxies.items[i - moving]
+                self._deliver(st, key)
+                self.queued.add(key)
+            for key in self.queued:
+                if st["fifo"].get(key):
+                    proxies.add(key)
+                else:
+                    proxies.discard(key)
+            for what in self.touched:
+                for key in parked.pop(what, ()):
+                    blocks.add(key)
+            steps += 1
 
     def explore(self, max_states: int = 200000) -> list[Outcome]:
         """Every reachable final state (exhaustive, with a cache of visited states)."""
@@ -413,6 +531,36 @@ class Reference:
                 self.step(nxt, act)
                 stack.append(nxt)
         return finals
+
+
+#: What a blocked op waits for (packet reads wait for memory, "mem").
+_BLOCKED_ON = {"wait": "sig", "rlxwait": "sig", "sem_acquire": "sem", "flush": "fifo"}
+
+
+class _Pool:
+    """A set with uniform random access: items in a list, positions in a dict."""
+
+    def __init__(self):
+        self.items, self.pos = [], {}
+
+    def __len__(self):
+        return len(self.items)
+
+    def add(self, x):
+        if x not in self.pos:
+            self.pos[x] = len(self.items)
+            self.items.append(x)
+
+    def remove(self, x):
+        i = self.pos.pop(x)
+        last = self.items.pop()
+        if i < len(self.items):
+            self.items[i] = last
+            self.pos[last] = i
+
+    def discard(self, x):
+        if x in self.pos:
+            self.remove(x)
 
 
 def _freeze(st):

@@ -10,7 +10,8 @@ import pytest
 
 from mscclpp_plans import (allpairs_allreduce, allpairs_reduce_scatter, barrier_copy, load_upstream,
                            mutated, ops_of, ring_allgather, root_broadcast, scratch_allgather,
-                           upstream_dir)
+                           shared_wait_allgather, upstream_dir)
+from mscclpp_reference import Reference
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp.plan_limits import U32
@@ -326,3 +327,24 @@ def test_collective_argument_must_match():
     with pytest.raises(TopofinderError, match="expected 'allgather'"):
         check_plan(allpairs_allreduce(2), collective="allgather")
     assert check_plan(ring_allgather(2), collective="allgather").ok
+
+
+def test_channel_waited_on_by_two_ordered_threads_is_accepted():
+    """Rank 1's channel is waited on by two threadblocks; a device semaphore orders block 1's
+    wait after block 0's, so the tickets are fixed and the plan is correct (the reference's
+    exhaustive exploration agrees: one final state, the collective)."""
+    report = check_plan(shared_wait_allgather(ordered=True))
+    assert report.ok, report.first_error()
+    ref = Reference(shared_wait_allgather(ordered=True))
+    finals = ref.explore()
+    assert finals and all(ref.correct(f) for f in finals)
+
+
+def test_channel_waited_on_by_two_unordered_threads_is_refused():
+    """Without the semaphore block 1 may take the handshake's ticket and copy the scratch
+    before rank 0's data arrives: the model refuses the channel, and the reference finds a
+    schedule with a wrong output."""
+    report = check_plan(shared_wait_allgather(ordered=False))
+    assert any("waited on by unordered threads" in e for e in report.balance_errors)
+    ref = Reference(shared_wait_allgather(ordered=False))
+    assert not all(ref.correct(f) for f in ref.explore())

@@ -431,6 +431,36 @@ case("export L^3(C(16,{1,6})) allreduce --format mscclpp (N=1024: the MSCCL++ pl
      "37's goal 20 s, <= 2 GiB)", 20.0, group="scale", repeat=3)(
     _export_xml_at_scale("L^3(C(16,{1,6}))", Collective.ALLREDUCE, 2.0, written=True,
                          fmt="mscclpp"))
+def _exported_plan(expr: str, coll: str):
+    """Setup: ``expr``'s MSCCL++ plan for ``coll`` (as `export --format mscclpp` writes it),
+    written to a temporary file by a fresh process."""
+    def setup():
+        path = os.path.join(_fresh_cache_dir(), "plan.json")
+        _in_fresh_process(f"tf.export_schedule_of({expr!r}, 'mscclpp', {path!r}, "
+                          f"collective={str(coll)!r})\nbad = []\n", f"export {expr}", 64.0)
+        return path
+    return setup
+
+
+def _check_plan_at_scale(max_gb: float):
+    """The MSCCL++ execution model (``check_plan``: every op of every rank, two launches,
+    races, exact result) on the setup's plan in a fresh process, within ``max_gb`` GiB; a
+    refused plan fails the case."""
+    def run(path):
+        code = ("import pathlib\nfrom topofinder.export.mscclpp import check_plan\n"
+                f"rep = check_plan(pathlib.Path({path!r}).read_text())\n"
+                "bad = [] if rep.ok else ['refused']\n")
+        if _in_fresh_process(code, f"check_plan {path}", max_gb):
+            raise AssertionError(f"the execution model refused {path}")
+    return run
+
+
+case("MSCCL++ execution model on the N=256 allreduce plan of L^3(C(4,{1,2})) (issue 37: well "
+     "under 30 s; <= 2 GiB)", 30.0, group="scale", repeat=1,
+     setup=_exported_plan("L^3(C(4,{1,2}))", Collective.ALLREDUCE))(_check_plan_at_scale(2.0))
+case("MSCCL++ execution model on the N=1024 allreduce plan of L^3(C(16,{1,6})) (issue 37: a "
+     "few minutes; <= 8 GiB)", 300.0, group="scale", repeat=1,
+     setup=_exported_plan("L^3(C(16,{1,6}))", Collective.ALLREDUCE))(_check_plan_at_scale(8.0))
 for _coll, _mb in ((Collective.ALLGATHER, 307), (Collective.REDUCE_SCATTER, 161)):
     case(f"export L^3(C(16,{{1,6}})) {_coll} --format xml (N=1024, {_mb} MB: written within "
          "the default limits; issue 28's goal 30 s, <= 1.5 GiB)", 30.0, group="scale",

@@ -10,8 +10,9 @@ Relaxed signal/wait (memory channels) order only what preceded the signalling ke
 boundary is a system-scope fence — unless ``relaxed_orders``.
 
 - deadlock: no threadblock can progress (the run is monotone in its counters, and a channel
-  waited on by one thread has a fixed ticket order, so the canonical run blocks iff every run
-  does; a channel waited on by several threads is refused as nondeterministic);
+  waited on by threads ordered by happens-before has a fixed ticket order, so the canonical
+  run blocks iff every run does; a channel waited on by unordered threads is refused as
+  nondeterministic);
 - balance: every semaphore gets as many signals as waits in every launch (counters persist,
   so a surplus lets the next launch's wait pass early);
 - races: conflicting accesses not ordered by happens-before (:meth:`.plan_state.Graph
@@ -101,8 +102,8 @@ def check_plan(doc_or_text, collective: str | None = None, max_threadblocks: int
             "the largest message whose offsets fit 32 bits")
     run.run(run_threadblock)
     report.deadlock = run.deadlock
-    _wait_edges(run, report)
     _sem_edges(run, report)
+    _wait_edges(run, report)
     if not run.deadlock:
         _balance(run, report)
     g = run.graph
@@ -141,32 +142,51 @@ def _chained(run: Run, events: list) -> bool:
 
 
 def _wait_edges(run: Run, report: PlanReport) -> None:
-    """Edges signal → wait. Tickets are fixed when the waits are ordered; the k-th ticket is
-    then ordered after the k-th signal when the signals are ordered, else after a signal only
-    if it is among the first k whatever order the signalling threads run in."""
-    plan_edges = []
-    for key, waits in run.waits.items():
-        if len({w[4] for w in waits}) > 1 and not _chained(run, waits):
+    """Edges signal → wait. Tickets are fixed when the waits are ordered — by one thread, or by
+    happens-before through other synchronisation (device semaphores, barriers, other channels'
+    edges already justified: added to a fixpoint, so no edge is justified by itself); the k-th
+    ticket is then ordered after the k-th signal when the signals are ordered, else after a
+    signal only if it is among the first k whatever order the signalling threads run in. A
+    channel whose waits stay unordered is refused: its ticket order is nondeterministic."""
+    done: dict = {}                  # channel → True (signals ordered) / False (not yet)
+    changed = True
+    while changed:
+        changed = False
+        for key, waits in run.waits.items():
+            if done.get(key):
+                continue
+            if len({w[4] for w in waits}) > 1 and not _chained(run, waits):
+                continue
+            sigs = run.signals.get(key, [])
+            chained = len({s[3] for s in sigs}) == 1 or _chained(run, sigs)
+            if key in done and not chained:
+                continue
+            done[key] = chained
+            changed = True
+            _add_wait_edges(run, waits, sigs, chained)
+    for key in run.waits:
+        if key not in done:
             report.balance_errors.append(
                 f"rank {key[0]} {key[1]} channel {key[2]} is waited on by unordered threads; "
                 "their ticket order is nondeterministic")
-            continue
-        sigs = run.signals.get(key, [])
-        chained = len({s[3] for s in sigs}) == 1 or _chained(run, sigs)
-        by_src: dict = {}
-        for s in sigs:
-            by_src.setdefault(s[3], []).append(s)
-        for node, _launch, ticket, relaxed, _src in waits:
-            if chained:
-                picks = [sigs[ticket - 1]] if ticket <= len(sigs) else []
-            else:
-                picks = [lst[j - 1] for lst in by_src.values()
-                         if (j := min(ticket - (len(sigs) - len(lst)), len(lst))) >= 1]
-            for sig in picks:
-                strong = run.relaxed_orders or not (relaxed or sig[2])
-                # a relaxed pair orders only what preceded the signalling kernel's start
-                plan_edges.append((sig[0] if strong else sig[4], node))
-    for src, dst in plan_edges:
+
+
+def _add_wait_edges(run: Run, waits: list, sigs: list, chained: bool) -> None:
+    by_src: dict = {}
+    for s in sigs:
+        by_src.setdefault(s[3], []).append(s)
+    edges = []
+    for node, _launch, ticket, relaxed, _src in waits:
+        if chained:
+            picks = [sigs[ticket - 1]] if ticket <= len(sigs) else []
+        else:
+            picks = [lst[j - 1] for lst in by_src.values()
+                     if (j := min(ticket - (len(sigs) - len(lst)), len(lst))) >= 1]
+        for sig in picks:
+            strong = run.relaxed_orders or not (relaxed or sig[2])
+            # a relaxed pair orders only what preceded the signalling kernel's start
+            edges.append((sig[0] if strong else sig[4], node))
+    for src, dst in edges:
         run.graph.add_edge(src, dst)
 
 

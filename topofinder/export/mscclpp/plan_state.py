@@ -117,14 +117,18 @@ class Graph:
 
     def _structural(self, a: int, b: int) -> bool:
         """Orders that follow from the shape alone (a < b): one proxy FIFO; one block after a
-        sync; a rank's host and blocks across a kernel boundary."""
+        sync; a rank's host and blocks across a kernel boundary, and before the proxy events
+        its blocks issue after that boundary (a proxy event precedes nothing but its FIFO's
+        later events: the kernel does not wait for the proxy)."""
         rank, launch, kind, key, epoch = self._cols[:5]
         ka, kb = kind[a], kind[b]
-        if ka == 2 or kb == 2:
-            return ka == kb == 2 and rank[a] == rank[b] and key[a] == key[b]
+        if ka == 2:
+            return kb == 2 and rank[a] == rank[b] and key[a] == key[b]
         if rank[a] != rank[b]:
             return False
         la, lb = launch[a], launch[b]
+        if kb == 2:
+            return la < lb or (ka == 3 and la == lb)
         if la < lb or ka == 3 or kb == 4:
             return la <= lb
         return key[a] == key[b] and ka <= 1 and kb <= 1 and (ka == 1 or epoch[b] > epoch[a])
@@ -222,9 +226,35 @@ class Graph:
                 bfront = nxt
         return False
 
+    def _chain(self, x: int) -> tuple:
+        """(chain, position): nodes of one chain with smaller positions happen before larger
+        ones (structurally): a proxy FIFO by number, a block by (launch, sync epoch, sync before
+        the ops of its epoch), a rank's host events by (launch, start before end)."""
+        rank, launch, kind, key, epoch = (c[x] for c in self._cols[:5])
+        if kind == 2:
+            return ("L", rank, key), (x,)
+        if kind >= 3:
+            return ("H", rank), (launch, kind)
+        return ("B", rank, key), (launch, epoch, 1 - kind)
+
+    def _latest(self, nodes: dict[int, int]) -> dict[int, int]:
+        """The nodes (with their cell) not structurally before another of ``nodes``: the
+        others happen before one of these, so ordering these after an access orders them all."""
+        best: dict[tuple, tuple] = {}
+        for x, cell in nodes.items():
+            chain, pos = self._chain(x)
+            cur = best.get(chain)
+            if cur is None or pos > cur[0]:
+                best[chain] = (pos, {x: cell})
+            elif pos == cur[0]:
+                cur[1][x] = cell
+        return {x: c for _, xs in best.values() for x, c in xs.items()}
+
     def check_races(self, where, limit: int = 20) -> list[str]:
         """Unordered conflicting accesses, as messages (``where(node)`` names a node); the
-        first ``limit`` are reported and the search stops there."""
+        first ``limit`` are reported and the search stops there. Per access, only the latest
+        of the cells' last writers (and, for a write, of the reads since) on each chain are
+        tested: the earlier ones precede them, so the verdict is the same."""
         self.final = True
         last_write: dict[tuple, dict[int, int]] = defaultdict(dict)
         reads: dict[tuple, dict[int, list[int]]] = defaultdict(dict)
@@ -243,23 +273,25 @@ class Graph:
                 break
             lw = last_write[(rank, storage)]
             rd = reads[(rank, storage)]
-            checked: set[int] = {node}
+            writers: dict[int, int] = {}
+            readers: dict[int, int] = {}
             for cell in range(start, start + n):
                 w = lw.get(cell)
-                if w is not None and w not in checked:
-                    checked.add(w)
-                    if not self.hb(w, node):
-                        race(w, node, rank, storage, cell,
-                             "write-write" if write else "write-read")
+                if w is not None and w != node and w not in writers:
+                    writers[w] = cell
                 if write:
                     for r in rd.pop(cell, ()):
-                        if r not in checked:
-                            checked.add(r)
-                            if not self.hb(r, node):
-                                race(r, node, rank, storage, cell, "read-write")
+                        if r != node and r not in readers:
+                            readers[r] = cell
                     lw[cell] = node
                 else:
                     rd.setdefault(cell, []).append(node)
+            for w, cell in self._latest(writers).items():
+                if not self.hb(w, node):
+                    race(w, node, rank, storage, cell, "write-write" if write else "write-read")
+            for r, cell in self._latest(readers).items():
+                if not self.hb(r, node):
+                    race(r, node, rank, storage, cell, "read-write")
         return found
 
 
