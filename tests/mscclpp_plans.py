@@ -11,6 +11,8 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
+
 
 def upstream_dir() -> Path | None:
     """``shared/mscclpp`` in the first parent of this checkout that has one."""
@@ -20,6 +22,12 @@ def upstream_dir() -> Path | None:
         if (cand / "examples").is_dir():
             return cand
     return None
+
+
+#: skips a test that reads MSCCL++'s own plans when they are not beside this checkout
+needs_upstream = pytest.mark.skipif(
+    upstream_dir() is None,
+    reason="shared/mscclpp (MSCCL++'s test plans) is not beside this checkout")
 
 
 def load_upstream(name: str) -> dict:

@@ -9,16 +9,12 @@ import json
 import pytest
 
 from mscclpp_plans import (allpairs_allreduce, allpairs_reduce_scatter, barrier_copy, load_upstream,
-                           mutated, ops_of, ring_allgather, root_broadcast, scratch_allgather,
-                           shared_wait_allgather, upstream_dir)
+                           mutated, needs_upstream, ops_of, ring_allgather, root_broadcast,
+                           scratch_allgather, shared_wait_allgather)
 from mscclpp_reference import Reference
 from topofinder.errors import TopofinderError
 from topofinder.export.mscclpp import check_plan
 from topofinder.export.mscclpp.plan_limits import U32
-
-needs_upstream = pytest.mark.skipif(
-    upstream_dir() is None,
-    reason="shared/mscclpp (MSCCL++'s test plans) is not beside this checkout")
 
 CORRECT = ["allreduce.json", "allreduce_packet.json", "reduce.json", "reduce_pack.json",
            "reduce_pack_tbg.json", "transfer_pack.json", "transfer_pack_tbg.json",

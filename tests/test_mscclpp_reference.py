@@ -7,14 +7,10 @@ from __future__ import annotations
 import pytest
 
 from mscclpp_plans import (allpairs_allreduce, allpairs_reduce_scatter, doubling_allgather,
-                           load_upstream, mutated, ops_of, ring_allgather, root_broadcast,
-                           scratch_allgather, upstream_dir)
+                           load_upstream, mutated, needs_upstream, ops_of, ring_allgather,
+                           root_broadcast, scratch_allgather)
 from mscclpp_reference import Reference
 from topofinder.export.mscclpp import check_plan
-
-needs_upstream = pytest.mark.skipif(
-    upstream_dir() is None,
-    reason="shared/mscclpp (MSCCL++'s test plans) is not beside this checkout")
 
 RUNNABLE = ["allreduce.json", "allreduce_packet.json", "reduce.json", "reduce_pack.json",
             "reduce_pack_tbg.json", "transfer_pack.json", "transfer_pack_tbg.json"]

@@ -9,6 +9,7 @@ from topofinder.api.topology import Source, emit, load
 from topofinder.export.ir.steps import broadcast_steps
 from topofinder.export.mscclpp.plan_writer import to_mscclpp_plan
 from topofinder.model.collectives import Collective
+from topofinder.model.oneroot_schedule import PeriodicSchedule
 from topofinder.model.schedule import StepSchedule
 from topofinder.workload.cost import Workload
 
@@ -66,11 +67,13 @@ def export_broadcast_plan(source: Source, path: str | os.PathLike | None = None,
     return periodic, export_plan(steps, path, root=root, **options)
 
 
-def broadcast_program(source: Source, *, root: int = 0, batches: int | None = None):
+def broadcast_program(source: Source, *, root: int = 0, batches: int | None = None,
+                      periodic: PeriodicSchedule | None = None):
     """(the one-port periodic broadcast from ``root``, its step program run for ``batches``
     batches: :func:`~topofinder.export.ir.steps.broadcast_steps`), the program
-    `export --collective broadcast` writes."""
+    `export --collective broadcast` writes; ``periodic``: that schedule when the caller
+    already solved it (not solved again)."""
     topo = load(source)
-    schedule = schedule_oneroot(topo, Collective.BROADCAST, root=root)
+    schedule = periodic or schedule_oneroot(topo, Collective.BROADCAST, root=root)
     steps = broadcast_steps(schedule, topo, batches)
     return schedule, steps

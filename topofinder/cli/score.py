@@ -75,11 +75,12 @@ def _run_oneroot(args) -> int:
     info = api.score_oneroot(topo, args.collective, progress=bar and bar.show, **options)
     if bar:
         bar.close()
+    periodic = None
     if args.schedule:
-        api.schedule_oneroot(topo, args.collective, path=args.schedule, **options)
+        periodic = api.schedule_oneroot(topo, args.collective, path=args.schedule, **options)
         info["schedule"] = args.schedule
     if args.collective == Collective.BROADCAST and args.port_model == "one":
-        info.update(_broadcast_prices(topo, args))
+        info.update(_broadcast_prices(topo, args, periodic))
     if args.json:
         print(json_text(info))
         return 0
@@ -91,12 +92,12 @@ def _run_oneroot(args) -> int:
     return 0
 
 
-def _broadcast_prices(topo, args) -> dict:
+def _broadcast_prices(topo, args, periodic=None) -> dict:
     """Both prices of the step program `export --collective broadcast --root R` writes (the
-    one-port periodic schedule run for its default batches; api.broadcast_price) for the
-    workload options."""
+    one-port periodic schedule, ``periodic`` when --schedule already solved it, run for its
+    default batches; api.broadcast_price) for the workload options."""
     workload = api.Workload.from_strings(args.alpha, args.bandwidth, args.size)
-    _, steps = api.broadcast_program(topo, root=args.root)
+    _, steps = api.broadcast_program(topo, root=args.root, periodic=periodic)
     price = api.broadcast_price(steps, workload)
     return {"broadcast_T_L": price["T_L"], "broadcast_time_s": price["time_s"],
             "broadcast_async_s": price["async_s"]}
