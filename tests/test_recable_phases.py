@@ -36,7 +36,6 @@ size = "1KB"
 
 def _brute(result, spec):
     pts = result.frontier
-    n, d = result.n, result.d
 
     def per_op(p, w):
         return w.collective_time(p.allreduce_T_L, p.allreduce_tau)

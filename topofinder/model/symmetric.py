@@ -71,7 +71,6 @@ def check_group(topo: Topology, generators) -> GroupAction:
     freely with equal vertex orbits (module docstring); ScheduleError naming what fails.
     Kept with the topology (keyed by the generators), as a replay, the orbit plans and the
     per-rank export each ask for the same group."""
-    n = topo.n
     gens = [np.asarray(g, np.int64) for g in generators]
     key = (len(gens), b"".join(g.tobytes() for g in gens))
     memo = topo.__dict__.setdefault("_checked_groups", {})
