@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topofinder.errors import TopofinderError
 from topofinder.model.reach import distance_histogram
+
+if TYPE_CHECKING:           # networkx (0.1 s) loads where a graph is built, not per process
+    import networkx as nx
 
 MAX_NODES = 1_000_000
 
@@ -320,6 +323,7 @@ class Topology:
         g, gt = self.to_networkx(), self.transpose().to_networkx()
         if sorted(self.out_degrees) != sorted(self.in_degrees):
             return False
+        import networkx as nx
         return nx.is_isomorphic(_collapse(g), _collapse(gt), edge_match=_same_weight)
 
     # ---- networkx ------------------------------------------------------------------------
@@ -327,6 +331,7 @@ class Topology:
         """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``; switch
         nodes carry ``switch=True``; a node bandwidth cap is the graph attribute
         ``node_bandwidth`` ("p/q" or "p", capacity units)."""
+        import networkx as nx
         g = nx.MultiDiGraph(name=self.expr)
         g.add_nodes_from(range(self.n))
         if self.switches is not None:
@@ -366,6 +371,7 @@ class Topology:
 
 def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:
     """Multi-arcs folded into one arc whose weight is the summed capacity."""
+    import networkx as nx
     h = nx.DiGraph()
     h.add_nodes_from(g.nodes)
     for u, w, data in g.edges(data=True):
