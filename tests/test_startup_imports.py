@@ -14,17 +14,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Never loaded by building the command line (every command's parser) or by `search`: the
-#: bench cases, the schedule writers and the API modules behind other commands.
+#: bench cases, the schedule writers, the API modules behind other commands, networkx (its
+#: graphs are for topology files and catalog builds; search tests isomorphism with igraph).
 NOT_FOR_SEARCH = ("topofinder.batch.bench_cases", "topofinder.batch.bench",
                   "topofinder.batch.sweep", "topofinder.export.msccl.writer",
                   "topofinder.export.mscclpp.plan_writer", "topofinder.export.chakra",
                   "topofinder.export.npz", "topofinder.api.batch", "topofinder.api.cabling",
                   "topofinder.api.schedules", "topofinder.api.plans",
                   "topofinder.api.rank_schedules", "topofinder.finder.per_rank",
-                  "matplotlib")
+                  "matplotlib", "networkx")
 #: Libraries a parser never needs (each 0.05–0.4 s to import; the solvers load where a
 #: problem is solved).
-NOT_FOR_PARSING = NOT_FOR_SEARCH + ("networkx", "scipy.optimize", "ortools", "igraph")
+NOT_FOR_PARSING = NOT_FOR_SEARCH + ("scipy.optimize", "ortools", "igraph")
 #: Not imported by unpickling a worker's tasks (verify_candidate, the baselines' scorer).
 NOT_FOR_WORKERS = ("networkx", "scipy.optimize", "ortools", "igraph", "matplotlib",
                    "topofinder.api", "topofinder.cli", "topofinder.export",

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topofinder.errors import TopofinderError
+from topofinder.model.isomorphism import reverse_isomorphic
 from topofinder.model.reach import distance_histogram
 
 if TYPE_CHECKING:           # networkx (0.1 s) loads where a graph is built, not per process
@@ -320,11 +321,9 @@ class Topology:
         if self.n > max_nodes_general:
             raise TopofinderError(
                 f"{self.expr}: no known reverse isomorphism and N > {max_nodes_general}")
-        g, gt = self.to_networkx(), self.transpose().to_networkx()
         if sorted(self.out_degrees) != sorted(self.in_degrees):
             return False
-        import networkx as nx
-        return nx.is_isomorphic(_collapse(g), _collapse(gt), edge_match=_same_weight)
+        return reverse_isomorphic(self.n, self.src, self.dst, self.arc_capacity)
 
     # ---- networkx ------------------------------------------------------------------------
     def to_networkx(self) -> nx.MultiDiGraph:
@@ -368,19 +367,3 @@ class Topology:
                    switches=switches or None, capacity_unit=g.graph.get("capacity_unit"),
                    labels=names if len(set(names)) == len(names) else None)
 
-
-def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:
-    """Multi-arcs folded into one arc whose weight is the summed capacity."""
-    import networkx as nx
-    h = nx.DiGraph()
-    h.add_nodes_from(g.nodes)
-    for u, w, data in g.edges(data=True):
-        if h.has_edge(u, w):
-            h[u][w]["weight"] += data["capacity"]
-        else:
-            h.add_edge(u, w, weight=data["capacity"])
-    return h
-
-
-def _same_weight(a, b) -> bool:
-    return a["weight"] == b["weight"]
