@@ -189,17 +189,27 @@ def _ticking(bar, stop: threading.Event) -> None:
         bar.refresh()
 
 
+#: A gate's verdicts on an item (run_parallel's ``gate``): run it now, skip it (its result is
+#: None), or wait until an item running now ends.
+RUN, SKIP, WAIT = "run", "skip", "wait"
+
+
 class Batch:
     """Items of one parallel map on the local loky workers. Shared (``begin``): this process
     takes items from the front when ``results`` is called, warmed-up workers take them from
     the back from the start, each under a helper slot; else up to ``jobs`` workers take them
-    all. Results are stored as they arrive, in item order."""
+    all. With a ``gate`` (run_parallel) every side takes the first item in order the gate
+    lets run. Results are stored as they arrive, in item order."""
 
-    def __init__(self, fn: Callable, args: list[tuple], jobs: int | None, shared: bool):
-        self.fn, self.args, self.shared = fn, args, shared
+    def __init__(self, fn: Callable, args: list[tuple], jobs: int | None, shared: bool,
+                 gate: Callable | None = None):
+        self.fn, self.args, self.shared, self.gate = fn, args, shared, gate
         self.out: list = [None] * len(args)
         self.pending = deque(range(len(args)))
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)   # an item ended (gated batches wait)
+        self.running: set[int] = set()                 # items taken and not finished
+        self.skipped: list[int] = []                   # items the gate skipped, not yet told
         self.failure: list[BaseException] = []
         self.stop = threading.Event()
         self.done, self.tick = [], None          # indices finished, in order of arrival
@@ -218,9 +228,45 @@ class Batch:
         with self.lock:
             self.out[i] = result
             self.done.append(i)
+            self.running.discard(i)
+            self.changed.notify_all()
             tick = self.tick
         if tick is not None:
             tick(i, result)
+
+    def _next(self, front: bool) -> int | None:
+        """Take the next item to run (call with the lock held): without a gate the front or
+        the back of the queue; with one, the first item in order it lets run, after dropping
+        those it skips (their result None, told by ``_tell_skipped``); None when none may
+        run now."""
+        if self.gate is None:
+            i = (self.pending.popleft() if front else self.pending.pop()) if self.pending else None
+        else:
+            finished = {j: self.out[j] for j in self.done}
+            i = None
+            for j in list(self.pending):
+                verdict = self.gate(j, finished, frozenset(self.running))
+                if verdict == WAIT and not self.running:
+                    verdict = RUN                    # nothing runs that could settle it
+                if verdict == SKIP:
+                    self.pending.remove(j)
+                    self.done.append(j)
+                    self.skipped.append(j)
+                elif verdict == RUN:
+                    self.pending.remove(j)
+                    i = j
+                    break
+        if i is not None:
+            self.running.add(i)
+        return i
+
+    def _tell_skipped(self) -> None:
+        with self.lock:
+            told, self.skipped, tick = self.skipped, [], self.tick
+            if told:
+                self.changed.notify_all()
+        for j in told if tick is not None else ():
+            tick(j, None)
 
     def _take(self, timeout: float) -> bool:
         return self.helpers is None or self.helpers.take(timeout)
@@ -234,7 +280,10 @@ class Batch:
                 room = bool(self.pending) and len(flying) < self.limit
             if room and self._take(0 if flying else 0.1):
                 with self.lock:
-                    i = self.pending.pop() if self.pending else None
+                    i = self._next(front=False)
+                    if i is None and self.pending and not flying:
+                        self.changed.wait(0.1)      # gated: wait for an item to end
+                self._tell_skipped()
                 if i is None:
                     if self.helpers is not None:
                         self.helpers.give()
@@ -270,8 +319,12 @@ class Batch:
                 with self.lock:
                     if not self.pending:
                         break
-                    i = self.pending.popleft()
-                self._finished(i, self.fn(*self.args[i]))
+                    i = self._next(front=True)
+                    if i is None:
+                        self.changed.wait(0.1)      # gated: wait for an item to end
+                self._tell_skipped()
+                if i is not None:
+                    self._finished(i, self.fn(*self.args[i]))
             while self.thread is not None and self.thread.is_alive():
                 self.thread.join(0.2)            # short waits: signals are handled between
         finally:
@@ -358,7 +411,8 @@ def finish(batch: Batch, progress: bool | Callable | None = None,
 def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
                  progress: bool | Callable | None = None, label: str = "working",
                  share: bool = False, on_result: Callable | None = None,
-                 weights: Sequence[float] | None = None) -> list:
+                 weights: Sequence[float] | None = None,
+                 gate: Callable | None = None) -> list:
     """[fn(*item) for tuple items, fn(item) otherwise], in order, on ``jobs`` workers
     (None: all cores; 1: in this process). Locally never more workers than cores: each holds
     its own copy of the work's memory, and more would only contend for the same cores.
@@ -368,19 +422,24 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     ``on_result(i, result)``: called in this process as item i's result arrives (a Dask
     worker may run on another machine: what must land on this one's disk is written here).
     ``weights``: each item's estimated work; the bar then shows the share of the work done,
-    and its ETA follows the work, not the item count (items of very unequal cost)."""
+    and its ETA follows the work, not the item count (items of very unequal cost).
+    ``gate(i, finished, running)``: RUN, SKIP or WAIT for item i, given the results so far
+    ({index: result}, None for skipped items) and the indices running now; items are then
+    taken in order (locally; the Dask backend runs every item), a skipped item's result is
+    None, and WAIT is obeyed only while something runs."""
     args = _as_args(items)
     if weights is not None and len(weights) != len(args):
         raise ValueError(f"{len(weights)} weights for {len(args)} items")
     with _Progress(len(args), progress, label, on_result, weights) as tick:
         if len(args) <= 1 or jobs == 1 or (_BACKEND["name"] == "loky" and _workers(jobs) <= 1):
-            out = []
+            out: list = []
             for i, a in enumerate(args):
-                out.append(fn(*a))
+                skip = gate is not None and gate(i, dict(enumerate(out)), frozenset()) == SKIP
+                out.append(None if skip else fn(*a))
                 tick(i, out[-1])
             return out
         if _BACKEND["name"] == "loky":
-            return Batch(fn, args, jobs, share).results(tick)
+            return Batch(fn, args, jobs, share, gate).results(tick)
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs or os.cpu_count()):
             gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))
