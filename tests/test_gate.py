@@ -81,3 +81,30 @@ def test_outdone_points_are_exactly_those_a_full_verification_drops():
     over_all = _pareto_points([_point(c, v, workload) for c, v in zip(predicted, everything)])
     assert [p.expr for p in search(n, d, use_cache=False).frontier] == [
         p.expr for p in over_all]
+
+
+def _slow_unless_first(i: int) -> int:
+    time.sleep(0 if i == 0 else 60)
+    return i
+
+
+def test_running_items_the_gate_now_skips_are_given_up():
+    """Both items run on workers; once item 0 has finished, the gate skips item 1, still
+    running: the batch does not wait for it, and its result is None."""
+    def gate(i, finished, running):
+        return SKIP if i == 1 and 0 in finished else RUN
+    start = time.monotonic()
+    batch = parallel.Batch(_slow_unless_first, [(0,), (1,)], jobs=2, shared=False, gate=gate)
+    try:
+        assert batch.results() == [0, None]
+        assert time.monotonic() - start < 50           # given up, not waited for
+    finally:
+        parallel.stop_workers()                        # the sleeping worker too
+
+
+def test_shared_batches_take_closures_on_any_pool():
+    """A shared batch's workers may be forks served by the standard library's pool, which
+    pickles functions by reference only: closures and lambdas still run there."""
+    k = 7
+    assert run_parallel(lambda x: x * k, range(6), jobs=2, share=True) == [0, 7, 14, 21, 28, 35]
+    parallel.stop_workers()
