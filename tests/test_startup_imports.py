@@ -15,14 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Never loaded by building the command line (every command's parser) or by `search`: the
 #: bench cases, the schedule writers, the API modules behind other commands, networkx (its
-#: graphs are for topology files and catalog builds; search tests isomorphism with igraph).
+#: graphs are for topology files and catalog builds; search tests isomorphism with igraph),
+#: joblib (loky pools and Dask only: a search's helpers are forks of its process).
 NOT_FOR_SEARCH = ("topofinder.batch.bench_cases", "topofinder.batch.bench",
                   "topofinder.batch.sweep", "topofinder.export.msccl.writer",
                   "topofinder.export.mscclpp.plan_writer", "topofinder.export.chakra",
                   "topofinder.export.npz", "topofinder.api.batch", "topofinder.api.cabling",
                   "topofinder.api.schedules", "topofinder.api.plans",
                   "topofinder.api.rank_schedules", "topofinder.finder.per_rank",
-                  "matplotlib", "networkx")
+                  "matplotlib", "networkx", "joblib")
 #: Libraries a parser never needs (each 0.05–0.4 s to import; the solvers load where a
 #: problem is solved).
 NOT_FOR_PARSING = NOT_FOR_SEARCH + ("scipy.optimize", "ortools", "igraph")
