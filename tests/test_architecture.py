@@ -48,14 +48,22 @@ def _layer(module: str) -> int:
 
 
 def _lazy_imports(tree: ast.Module):
-    """(module, line) for every key of a module-level ``_LAZY`` table: the modules a package
-    imports on first use of a name (PEP 562, topofinder.api), imports like any other."""
+    """(module, line) for every key of a module-level ``_LAZY`` table (the modules a package
+    imports on first use of a name: PEP 562, topofinder.api) and every module-level
+    ``lazy_module("...")`` (topofinder.compute.lazy): imports like any other."""
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+        if not isinstance(node, ast.Assign):
+            continue
+        if (isinstance(node.value, ast.Dict)
                 and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)):
             for key in node.value.keys:
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     yield key.value, key.lineno
+        call = node.value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "lazy_module" and call.args
+                and isinstance(call.args[0], ast.Constant)):
+            yield call.args[0].value, node.lineno
 
 
 def _imports(path: Path, module: str, known: set[str]):
@@ -171,11 +179,13 @@ def test_lazy_tables_are_imports(tmp_path):
     graph, _ = _graph()
     assert graph.has_edge("topofinder.api", "topofinder.api.search")
     assert graph.has_edge("topofinder.api", "topofinder.model.topology")
+    assert graph.has_edge("topofinder.api.search", "topofinder.resilience.robust")
     planted = tmp_path / "lazy.py"
-    planted.write_text('_LAZY = {\n    "topofinder.cli.main": ("main",),\n}\n')
-    known = {"topofinder.model.lazy", "topofinder.cli.main"}
+    planted.write_text('_LAZY = {\n    "topofinder.cli.main": ("main",),\n}\n'
+                       '_cli = lazy_module("topofinder.cli.search")\n')
+    known = {"topofinder.model.lazy", "topofinder.cli.main", "topofinder.cli.search"}
     assert list(_imports(planted, "topofinder.model.lazy", known)) == [
-        ("topofinder.cli.main", 2, False)]
+        ("topofinder.cli.main", 2, False), ("topofinder.cli.search", 4, False)]
 
 
 def test_the_api_names_all_resolve():

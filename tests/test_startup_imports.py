@@ -16,13 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Never loaded by building the command line (every command's parser) or by `search`: the
 #: bench cases, the schedule writers, the API modules behind other commands, networkx (its
 #: graphs are for topology files and catalog builds; search tests isomorphism with igraph),
-#: joblib (loky pools and Dask only: a search's helpers are forks of its process).
+#: joblib (loky pools and Dask only: a search's helpers are forks of its process), and the
+#: cabling and resilience modules of `search --robust/--phases/--from`.
 NOT_FOR_SEARCH = ("topofinder.batch.bench_cases", "topofinder.batch.bench",
                   "topofinder.batch.sweep", "topofinder.export.msccl.writer",
                   "topofinder.export.mscclpp.plan_writer", "topofinder.export.chakra",
                   "topofinder.export.npz", "topofinder.api.batch", "topofinder.api.cabling",
                   "topofinder.api.schedules", "topofinder.api.plans",
                   "topofinder.api.rank_schedules", "topofinder.finder.per_rank",
+                  "topofinder.cabling", "topofinder.resilience.robust",
+                  "topofinder.resilience.moves", "topofinder.resilience.phases",
                   "matplotlib", "networkx", "joblib")
 #: Libraries a parser never needs (each 0.05–0.4 s to import; the solvers load where a
 #: problem is solved).
@@ -36,8 +39,9 @@ NOT_FOR_WORKERS = ("networkx", "scipy.optimize", "ortools", "igraph", "matplotli
 def _loaded(code: str, tmp_path: Path) -> set[str]:
     """The modules a fresh ``python -c code`` (run from the repository) has loaded at its end."""
     out = tmp_path / "modules.json"
-    script = (f"{code}\nimport json, sys\n"
-              f"open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n")
+    script = (f"{code}\nimport json, sys\n"      # a lazy module not run yet is not loaded
+              f"loaded = [n for n, m in sys.modules.items() if type(m).__name__ != '_LazyModule']\n"
+              f"open({str(out)!r}, 'w').write(json.dumps(sorted(loaded)))\n")
     env = dict(os.environ, TOPOFINDER_CACHE=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, timeout=600)
@@ -77,3 +81,17 @@ def test_a_workers_tasks_load_no_front_end_or_heavy_module(tmp_path):
                      "baseline_speedups._score_and_price))", tmp_path)
     assert "topofinder.scoring.allgather.bfb" in loaded
     assert _offenders(loaded, NOT_FOR_WORKERS) == []
+
+
+def test_a_lazy_module_runs_on_first_use(tmp_path):
+    """topofinder.compute.lazy: declared, the module is not run (its imports not loaded); the
+    first attribute read runs it, and it is then the package's attribute like any import."""
+    loaded = _loaded("from topofinder.compute.lazy import lazy_module\n"
+                     "moves = lazy_module('topofinder.resilience.moves')\n"
+                     "import sys\n"
+                     "assert 'topofinder.cabling.ocs' not in sys.modules\n"
+                     "assert callable(moves.move_aware)\n"
+                     "import topofinder.resilience\n"
+                     "assert topofinder.resilience.moves.move_aware is moves.move_aware\n"
+                     "assert lazy_module('topofinder.resilience.moves') is moves", tmp_path)
+    assert {"topofinder.resilience.moves", "topofinder.cabling.ocs"} <= loaded
