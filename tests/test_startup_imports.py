@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Never loaded by building the command line (every command's parser) or by `search`: the
 #: bench cases, the schedule writers, the API modules behind other commands, networkx (its
 #: graphs are for topology files and catalog builds; search tests isomorphism with igraph),
-#: joblib (loky pools and Dask only: a search's helpers are forks of its process), and the
-#: cabling and resilience modules of `search --robust/--phases/--from`.
+#: joblib (loky pools and Dask only: a search's helpers are forks of its process), the MPI
+#: executor, and the cabling and resilience modules of `search --robust/--phases/--from`.
 NOT_FOR_SEARCH = ("topofinder.batch.bench_cases", "topofinder.batch.bench",
                   "topofinder.batch.sweep", "topofinder.export.msccl.writer",
                   "topofinder.export.mscclpp.plan_writer", "topofinder.export.chakra",
                   "topofinder.export.npz", "topofinder.api.batch", "topofinder.api.cabling",
                   "topofinder.api.schedules", "topofinder.api.plans",
                   "topofinder.api.rank_schedules", "topofinder.finder.per_rank",
+                  "topofinder.execute.mpi", "topofinder.execute.plan",
                   "topofinder.cabling", "topofinder.resilience.robust",
                   "topofinder.resilience.moves", "topofinder.resilience.phases",
                   "matplotlib", "networkx", "joblib")

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 
+from topofinder.compute.lazy import lazy_module
 from topofinder.errors import TopofinderError
-from topofinder.execute import mpi as _mpi
+from topofinder.execute import options as _options
+
+#: The executor (schedule readers, mpi4py), loaded when a schedule is run: the command line
+#: builds `run`'s parser for every command.
+_mpi = lazy_module("topofinder.execute.mpi")
 
 #: What `topofinder run` does (its --help).
-RUN_DESCRIPTION = _mpi.DESCRIPTION
+RUN_DESCRIPTION = _options.DESCRIPTION
 #: Add the options of `topofinder run` (shared with ``python -m topofinder.run``) to a parser.
-add_run_arguments = _mpi.add_arguments
+add_run_arguments = _options.add_arguments
 
 __all__ = ["RUN_DESCRIPTION", "add_run_arguments", "run_schedule"]
 
