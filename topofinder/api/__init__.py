@@ -32,7 +32,8 @@ from topofinder.errors import TopofinderError
 
 #: The module that defines each public name, imported when the name is first used (PEP 562
 #: ``__getattr__``): a command loads what it calls and nothing else (`search` never loads the
-#: bench cases, the MSCCL/MSCCL++ writers or the cabling; docs/performance.md "Start-up").
+#: bench cases, the MSCCL/MSCCL++ writers or the cabling; docs/performance.md "Start-up
+#: imports").
 #: tests/test_architecture.py reads this table as imports of this package.
 _LAZY = {
     "topofinder.api.batch": ("MAX_BENCH_REPEAT", "SweepResult", "bench", "sweep"),
