@@ -26,6 +26,7 @@ from topofinder.families.shifted_ring_dbt import (
 )
 from topofinder.model.schedule import StepSchedule, link_capacity, send_rows
 from topofinder.model.symmetric import OrbitSchedule
+from topofinder.scoring.async_time import step_order
 
 
 def _ring_rows(d: int, m: int, v: np.ndarray) -> np.ndarray:
@@ -88,18 +89,54 @@ def tree_distances(parent: np.ndarray) -> np.ndarray:
 
 
 def two_tree_allgather(m: int) -> StepSchedule:
-    """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; the arc
-    u → w of tree j forwards v's half at step dist_j(v, w) when w lies beyond u from v."""
+    """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; node w
+    receives v's half at step dist_j(v, w) from its neighbour toward v on tree j. Rows in
+    step order (the dependency-driven replay reads them so, async_time), made as one table
+    of (v, w) pairs per tree sorted by distance once."""
     topo = double_binary_tree(m)
-    rows = []
-    for j, parent in enumerate(double_tree_parents(m)):
-        dist = tree_distances(parent)
-        child = np.nonzero(parent >= 0)[0]
-        for u, w in ((child, parent[child]), (parent[child], child)):
-            du, dw = dist[:, u], dist[:, w]               # (source v, arc)
-            v, arc = np.nonzero(dw == du + 1)
-            rows.append((dw[v, arc], v, j, j + 1, u[arc], w[arc]))
-    return StepSchedule(topo, 2, send_rows(*rows), method="double-binary-tree")
+    steps, hops = [], []
+    for parent in double_tree_parents(m):
+        steps.append(tree_distances(parent))
+        hops.append(_next_hops(parent))
+    dist = np.stack(steps).reshape(-1)                  # (tree, v, w) flattened
+    order = step_order(dist)[2 * m:]                    # the 2m pairs v = w (step 0) dropped
+    t = dist[order]
+    tree, rest = np.divmod(order, m * m)
+    v, w = np.divmod(rest, m)
+    u = np.stack(hops).reshape(-1)[order]
+    return StepSchedule(topo, 2, send_rows((t, v, tree, tree + 1, u, w)),
+                        method="double-binary-tree")
+
+
+def _next_hops(parent: np.ndarray) -> np.ndarray:
+    """hop[v, w]: w's neighbour on the tree path from w to v (w's parent unless v lies in
+    w's subtree, then the child of w whose subtree holds v; hop[w, w] = w). Children's
+    subtrees are contiguous ranges of preorder positions (children in id order)."""
+    m = parent.size
+    children = [[] for _ in range(m)]
+    for c in np.flatnonzero(parent >= 0).tolist():
+        children[parent[c]].append(c)
+    order, stack = [], [int(np.flatnonzero(parent < 0)[0])]
+    while stack:
+        x = stack.pop()
+        order.append(x)
+        stack.extend(reversed(children[x]))
+    pos = np.empty(m, np.int64)
+    pos[order] = np.arange(m)
+    size = np.ones(m, np.int64)
+    for x in reversed(order[1:]):
+        size[parent[x]] += size[x]
+    pv = pos[:, None]                                   # (v, w): v's preorder position
+    below = (pv > pos[None, :]) & (pv < (pos + size)[None, :])
+    hop = np.broadcast_to(parent[None, :], (m, m)).copy()
+    # the child holding v: the last child whose preorder start is at most v's position
+    for k in range(max(map(len, children))):
+        kth = np.array([c[k] if len(c) > k else -1 for c in children], np.int64)
+        has = kth >= 0
+        inside = below & has[None, :] & (pv >= np.where(has, pos[kth], 0)[None, :])
+        np.copyto(hop, np.broadcast_to(kth[None, :], (m, m)), where=inside)
+    hop[np.arange(m), np.arange(m)] = np.arange(m)
+    return hop
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
