@@ -205,22 +205,31 @@ def double_tree_cut_bound(m: int) -> Fraction:
     the cut, so f·|S|·|T| ≤ cap(S → T) (and likewise T → S). At m = 64 and 1024 it is 16/m²
     up to the cut's exact sizes, the value of paper 001 Table 4 (21475 us)."""
     topo = double_binary_tree(m)
-    cap = topo.arc_capacity
+    x, y, cap = topo.src, topo.dst, topo.arc_capacity.astype(np.int64)
     best = None
     for parent in double_tree_parents(m):
-        below = np.eye(m, dtype=bool)                  # below[a, v]: v in a's subtree
-        up = parent.copy()
-        v = np.arange(m)
-        while np.any(up >= 0):
-            has = up >= 0
-            below[up[has], v[has]] = True
-            up = np.where(has, parent[np.maximum(up, 0)], -1)
-        for a in np.nonzero(parent >= 0)[0]:
-            side = below[a]
-            s = int(side.sum())
-            out = int(cap[side[topo.src] & ~side[topo.dst]].sum())
-            back = int(cap[~side[topo.src] & side[topo.dst]].sum())
-            bound = Fraction(min(out, back), s * (m - s))
+        depth = _depths(parent)
+        a, b = x.copy(), y.copy()                      # walked up to lca(x, y)
+        while np.any(a != b):
+            apart, da, db = a != b, depth[a], depth[b]
+            a, b = (np.where(apart & (da >= db), parent[a], a),
+                    np.where(apart & (db >= da), parent[b], b))
+        inside = _subtree_sums(parent, depth, np.bincount(a, cap, m).astype(np.int64))
+        out = _subtree_sums(parent, depth, np.bincount(x, cap, m).astype(np.int64)) - inside
+        back = _subtree_sums(parent, depth, np.bincount(y, cap, m).astype(np.int64)) - inside
+        size = _subtree_sums(parent, depth, np.ones(m, np.int64))
+        cut = np.flatnonzero(parent >= 0)
+        for c, k in zip(np.minimum(out, back)[cut].tolist(), size[cut].tolist()):
+            bound = Fraction(c, k * (m - k))
             if best is None or bound < best:
                 best = bound
     return best
+
+
+def _subtree_sums(parent: np.ndarray, depth: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Σ of ``value`` over each node's subtree (levels from the deepest up)."""
+    total = value.copy()
+    for level in range(int(depth.max()), 0, -1):
+        c = np.flatnonzero(depth == level)
+        np.add.at(total, parent[c], total[c])
+    return total
