@@ -24,7 +24,7 @@ import numpy as np
 from topofinder.families.shifted_ring_dbt import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
-from topofinder.model.schedule import StepSchedule, link_capacity, send_rows
+from topofinder.model.schedule import StepSchedule, link_capacity
 from topofinder.model.symmetric import OrbitSchedule
 from topofinder.scoring.async_time import step_order
 
@@ -58,8 +58,9 @@ def ring_orbit(d: int, m: int) -> OrbitSchedule:
                          (rotation,), method="ring")
 
 
-def tree_distances(parent: np.ndarray) -> np.ndarray:
-    """All-pairs hop distances (int64) in the tree given by ``parent`` (−1 at its one root),
+def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """All-pairs hop distances (``dtype``, wide enough for m − 1) in the tree given by
+    ``parent`` (−1 at its one root),
     row by row in preorder: a child's row is its parent's, one hop more, except two hops less
     on its own subtree, which is one contiguous range of preorder positions. O(N²) array work
     in N steps (an all-sources BFS, and its float matrix, cost 3–4 times more at N = 1024)."""
@@ -77,7 +78,7 @@ def tree_distances(parent: np.ndarray) -> np.ndarray:
     size = np.ones(m, np.int64)
     for v in reversed(order[1:]):
         size[parent[v]] += size[v]
-    rows = np.empty((m, m), np.int64)                     # rows[v, pos[x]] = dist(v, x)
+    rows = np.empty((m, m), dtype)                        # rows[v, pos[x]] = dist(v, x)
     root = order[0]
     rows[root] = 0
     for v in order[1:]:                                   # depth of x below the root
@@ -94,18 +95,19 @@ def two_tree_allgather(m: int) -> StepSchedule:
     step order (the dependency-driven replay reads them so, async_time), made as one table
     of (v, w) pairs per tree sorted by distance once."""
     topo = double_binary_tree(m)
-    steps, hops = [], []
-    for parent in double_tree_parents(m):
-        steps.append(tree_distances(parent))
-        hops.append(_next_hops(parent))
-    dist = np.stack(steps).reshape(-1)                  # (tree, v, w) flattened
+    parents = double_tree_parents(m)
+    small = np.int16 if m < 2 ** 15 else np.int64
+    dist = np.stack([tree_distances(p, small) for p in parents]).reshape(-1)  # (tree, v, w)
     order = step_order(dist)[2 * m:]                    # the 2m pairs v = w (step 0) dropped
-    t = dist[order]
-    tree, rest = np.divmod(order, m * m)
-    v, w = np.divmod(rest, m)
-    u = np.stack(hops).reshape(-1)[order]
-    return StepSchedule(topo, 2, send_rows((t, v, tree, tree + 1, u, w)),
-                        method="double-binary-tree")
+    rows = np.empty((order.size, 6), np.int64, order="F")   # send_rows' layout, no copies
+    rows[:, 0] = dist[order]
+    del dist
+    np.floor_divide(order, m * m, out=rows[:, 2])       # the tree: chunk [j, j + 1)
+    np.add(rows[:, 2], 1, out=rows[:, 3])
+    np.take(np.stack([_next_hops(p) for p in parents]).reshape(-1), order, out=rows[:, 4])
+    np.remainder(order, m * m, out=order)
+    np.divmod(order, m, out=(rows[:, 1], rows[:, 5]))
+    return StepSchedule(topo, 2, rows, method="double-binary-tree")
 
 
 def _next_hops(parent: np.ndarray) -> np.ndarray:
