@@ -181,28 +181,39 @@ class _ReplayState:
         ph.reduce, ph.p = reduce, self.p
         if reverse_of is None:
             ph.sources = np.flatnonzero(np.bincount(v, minlength=self.n))
-            index = np.zeros(self.n, np.int64)
-            index[ph.sources] = np.arange(ph.sources.size)
-            vi, r = index[v], ph.sources.size
+            r = ph.sources.size
+            if r == self.n:                              # every node's shard: index = node
+                vi = v
+            else:
+                index = np.zeros(self.n, np.int64)
+                index[ph.sources] = np.arange(r)
+                vi = index[v]
             ph.read = (u * r + vi) * self.p + lo            # flat cell of each row's first chunk
             ph.write = (w * r + vi) * self.p + lo
             ph.runs = list(_runs(t))
             ph.last_step = int(t[-1])
+            ph.count = hi - lo
+            ph.single = bool(np.all(ph.count == 1))
+            ph.chunks = int(ph.count.sum())
         else:
-            ph.sources, ph.read, ph.write = (reverse_of.sources, reverse_of.write,
-                                             reverse_of.read)
+            for name in ("sources", "count", "single", "chunks"):
+                setattr(ph, name, getattr(reverse_of, name))
+            ph.read, ph.write = reverse_of.write, reverse_of.read
             ph.runs = reverse_of.runs[::-1]
             ph.last_step = int(t[ph.runs[-1][0]])
         cells = self.n * ph.sources.size * self.p
-        if cells > _MAX_CELLS or int((hi - lo).sum()) > _MAX_CELLS:
+        if cells > _MAX_CELLS or ph.chunks > _MAX_CELLS:
             raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
                                   f"(P = {self.p}); more than {_MAX_CELLS:.0e} are not "
                                   f"timed")
-        ph.link, rel = self._canonical(v, u, w)
-        ph.key = lo * self.n + rel
-        ph.count = hi - lo
-        ph.single = bool(np.all(ph.count == 1))
-        ph.dur = ph.count * self.chunk_ticks[ph.link]
+        if reverse_of is not None and self.back is None:    # keys (lo, v) as the forward's
+            ph.link, ph.key = self._link(u, w), reverse_of.key
+        else:
+            ph.link, rel = self._canonical(v, u, w)
+            ph.key = lo * self.n + rel
+        ph.dur = self.chunk_ticks[ph.link]
+        if not ph.single:
+            ph.dur = ph.count * ph.dur
         ph.busy = float(ph.dur.sum())
         return ph
 
