@@ -11,7 +11,7 @@ import pytest
 
 import topofinder as tf
 from topofinder.batch import sweep
-from topofinder.finder.frontier import predicted_frontier
+from topofinder.finder.frontier import final_candidates, predicted_frontier
 from topofinder.finder import verify
 from topofinder.finder.growth import Candidate
 from topofinder.finder.recipe import from_expression
@@ -95,6 +95,19 @@ def test_allreduce_price_without_building_equals_the_built_schedules(k):
             assert allreduce_price(c) == built, c.expr
             seen.add(c.recipe.op)
     assert seen >= ({"base", "line", "product", "degree"} if k == 4 else {"base", "line"})
+
+
+def test_allreduce_price_of_inexact_predictions_equals_the_built_schedules():
+    """At N = 1024, d = 4 the allreduce frontier prices candidates whose predicted τ is only a
+    bound and whose named construction does not apply (L(Bi(...)): BFB is exported): their
+    price, from BFB's score, equals the exported schedules built in full."""
+    inexact = [c for c in final_candidates(1024, 4, whole=True) if not c.exact]
+    assert len(inexact) >= 2
+    for c in inexact[:4]:
+        allgather = allgather_schedule(c.recipe)
+        rs = reduce_scatter_of(allgather)
+        assert allreduce_price(c) == (allgather.num_steps + rs.num_steps,
+                                      allgather.tau + rs.tau), c.expr
 
 
 #: topologies that are not reverse-symmetric but have an orbit form (a rotation group on some

@@ -84,6 +84,16 @@ PRICED: dict[str, Priced] = {
 }
 
 
+def lower_bounds(c: Candidate) -> dict[str, Price]:
+    """Lower bounds on what verification can find for c (verify.verify_candidate's allgather
+    and exported allreduce (T_L, τ)): node 0's eccentricities in steps and (N−1)/N in M/B per
+    phase (`_floor`), the allgather exactly c's own for a scored BFB base (the strongest of
+    PRICED's bounds)."""
+    steps = _eccentricity(c)
+    allgather = (c.t_l, c.tau) if c.exact and c.recipe.method == "bfb" else _floor(c, steps)
+    return {Collective.ALLGATHER: allgather, Collective.ALLREDUCE: _allreduce_bound(c, steps)}
+
+
 def _no_worse(a: Price, b: Price) -> bool:
     return a[0] <= b[0] and a[1] <= b[1]
 

@@ -731,10 +731,24 @@ def allreduce_price(candidate) -> tuple[int, Fraction]:
         topo = build_topology(candidate.recipe)
         t_l, tau = _exported_allgather_price(candidate, topo)
     else:
-        allgather = allgather_schedule(candidate.recipe)
-        topo, t_l, tau = allgather.topology, allgather.num_steps, allgather.tau
+        topo, t_l, tau = _allgather_price(candidate.recipe)
     rs_t_l, rs_tau = _reduce_scatter_price(topo, t_l, tau, candidate.recipe)
     return rs_t_l + t_l, rs_tau + tau
+
+
+def _allgather_price(recipe: Recipe) -> tuple[Topology, int, Fraction]:
+    """(topology, T_L, τ) of `allgather_schedule`, the named construction built but the BFB
+    schedule it falls back to or swaps in only scored (BFB's score is that schedule's (T_L,
+    τ); at N = 1024 the schedule costs ten times the score)."""
+    try:
+        named = build_schedule(recipe)
+    except TopofinderError:
+        topo = build_topology(recipe)
+        best = bfb.bfb_score(topo)
+        return topo, best.T_L, best.tau
+    beats = _bfb_beats(named.topology, named.num_steps, named.tau) \
+        if recipe.method != "bfb" else None
+    return (named.topology, *(beats or (named.num_steps, named.tau)))
 
 
 def _exported_allgather_price(candidate, topo: Topology) -> tuple[int, Fraction]:
