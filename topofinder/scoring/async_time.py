@@ -160,6 +160,8 @@ class _ReplayState:
         that runs it reversed (steps k + 1 − t, sender and receiver swapped: Thm 2's
         reduce-scatter) and then runs it again with steps k + t, links busy across; the same
         rows served in the same order as :func:`async_time` of that allreduce laid out."""
+        if self.schedule.sends.shape[0] == 0:
+            return 0.0, 0.0
         k = self.schedule.num_steps
         cols = _by_step(self.schedule.sends)
         forward = self._prepare(cols, False)
@@ -324,8 +326,8 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
 def _queue_order(link: np.ndarray, ready: np.ndarray, key: np.ndarray) -> np.ndarray:
     """The stable order of sends by (link, ready, key): one int64 sort key when the three
     fit in 62 bits, else a lexicographic sort. The packed keys are sorted stably (a merge
-    sort, fast on runs) when they are mostly in order already — the sends of one link laid
-    out together, as two_tree_allgather's are — else by the faster unstable sort, kept when
+    sort, fast on runs) when they are mostly in order already (under one descent in eight:
+    the two-tree allgather's large steps, under 1 %) — else by the faster unstable sort, kept when
     no two keys are equal (the usual case, where every order is the stable one)."""
     low = int(ready.min())
     key_bits = int(key.max()).bit_length()
