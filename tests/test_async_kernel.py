@@ -53,6 +53,10 @@ def test_serve_equals_the_queue_send_by_send(seed, ready_max, key_max):
     got_free = free.copy()
     assert serve(got_free, link, ready, key, dur).tolist() == want_fin
     assert got_free.tolist() == want_free
+    relabel = rng.permutation(links)                # queues sorted by other link labels
+    got_free = free.copy()
+    assert serve(got_free, link, ready, key, dur, relabel[link]).tolist() == want_fin
+    assert got_free.tolist() == want_free
 
 
 def _former_allreduce(ag):

@@ -210,9 +210,11 @@ class _ReplayState:
                                   f"timed")
         if reverse_of is not None and self.back is None:    # keys (lo, v) as the forward's
             ph.link, ph.key = self._link(u, w), reverse_of.key
+            ph.group = reverse_of.link      # the same queues, ordered as the forward's
         else:
             ph.link, rel = self._canonical(v, u, w)
             ph.key = lo * self.n + rel
+            ph.group = ph.link
         ph.dur = self.chunk_ticks[ph.link]
         if not ph.single:
             ph.dur = ph.count * ph.dur
@@ -256,7 +258,8 @@ class _ReplayState:
             if ready.max() == _NEVER:
                 raise TopofinderError("async time: a send forwards a chunk its sender never "
                                       "received; validate the schedule first")
-            arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b]) + self.alpha
+            arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b],
+                           ph.group[a:b]) + self.alpha
             last = max(last, int(arrive.max()))
             if ph.single:
                 combine.at(flat, write[a:b], arrive)
@@ -294,7 +297,7 @@ def _runs(t: np.ndarray):
 
 
 def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray,
-          dur: np.ndarray) -> np.ndarray:
+          dur: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
     """Finish times of one step's sends: each link (``free``: when it is next free, updated)
     takes its sends in order of (ready, key), each starting at max(ready, previous finish)
     and holding the link ``dur`` ticks.
@@ -302,12 +305,15 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
     The queue's recursion fin_i = max(r_i, fin_{i−1}) + d_i (r of a link's first send raised
     to ``free``) unrolls to fin_i = G_i + max_{j ≤ i} (r_j − G_{j−1}), G the running sum of d
     along the queue (Lindley's recursion): one running maximum per link, taken for all links
-    at once (:func:`_running_max`), all in exact int64."""
+    at once (:func:`_running_max`), all in exact int64. ``group``: any relabelling of the
+    links one to one (the queues are sorted by it instead; each queue's order and times are
+    the same — the reduce-scatter phase groups its sends by the allgather's links, so that its
+    sends, laid out by those, are found nearly in order)."""
     if np.bincount(link).max() == 1:                 # no queue: one send on every link
         fin = np.maximum(ready, free[link]) + dur
         free[link] = fin
         return fin
-    order = _queue_order(link, ready, key)
+    order = _queue_order(link if group is None else group, ready, key)
     lk, rd, du = link[order], ready[order], dur[order]
     first = np.empty(lk.size, bool)
     first[0] = True

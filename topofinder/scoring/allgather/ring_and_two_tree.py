@@ -92,21 +92,33 @@ def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
 def two_tree_allgather(m: int) -> StepSchedule:
     """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; node w
     receives v's half at step dist_j(v, w) from its neighbour toward v on tree j. Rows in
-    step order (the dependency-driven replay reads them so, async_time), made as one table
-    of (v, w) pairs per tree sorted by distance once."""
+    step order, and within a step by link (u, w), tree, then v — the order the
+    dependency-driven replay queues a link's sends in when their data is ready alike
+    (async_time), so its sorts find them nearly in order."""
     topo = double_binary_tree(m)
     parents = double_tree_parents(m)
     small = np.int16 if m < 2 ** 15 else np.int64
-    dist = np.stack([tree_distances(p, small) for p in parents]).reshape(-1)  # (tree, v, w)
-    order = step_order(dist)[2 * m:]                    # the 2m pairs v = w (step 0) dropped
+    dist = np.stack([tree_distances(p, small) for p in parents])      # [j, w, v] (symmetric)
+    hop = np.stack([_next_hops(p).T.astype(small) for p in parents])  # [j, w, v]: w's hop to v
+    arcs = [(j, *pair) for j, p in enumerate(parents)
+            for c in [np.flatnonzero(p >= 0)] for pair in ((c, p[c]), (p[c], c))]
+    tree = np.concatenate([np.full(u.size, j) for j, u, _ in arcs])
+    u = np.concatenate([a[1] for a in arcs])
+    w = np.concatenate([a[2] for a in arcs])
+    by_link = np.lexsort((tree, u * m + w))
+    tree, u, w = tree[by_link], u[by_link], w[by_link]
+    beyond = np.flatnonzero(hop[tree, w] == u[:, None])    # arc · m + v, v beyond u: arc-major
+    del hop
+    t = dist[tree, w].reshape(-1)[beyond]                  # dist_j(w, v) = dist_j(v, w)
+    order = step_order(t)
     rows = np.empty((order.size, 6), np.int64, order="F")   # send_rows' layout, no copies
-    rows[:, 0] = dist[order]
-    del dist
-    np.floor_divide(order, m * m, out=rows[:, 2])       # the tree: chunk [j, j + 1)
+    rows[:, 0] = t[order]
+    arc = beyond[order]
+    np.divmod(arc, m, out=(arc, rows[:, 1]))
+    rows[:, 2] = tree[arc]                                  # the tree: chunk [j, j + 1)
     np.add(rows[:, 2], 1, out=rows[:, 3])
-    np.take(np.stack([_next_hops(p) for p in parents]).reshape(-1), order, out=rows[:, 4])
-    np.remainder(order, m * m, out=order)
-    np.divmod(order, m, out=(rows[:, 1], rows[:, 5]))
+    rows[:, 4] = u[arc]
+    rows[:, 5] = w[arc]
     return StepSchedule(topo, 2, rows, method="double-binary-tree")
 
 
