@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from topofinder import api
+from topofinder.errors import TopofinderError
 from topofinder.finder import verify
 from topofinder.finder.growth import Candidate
 from topofinder.finder.recipe import from_expression
@@ -123,16 +124,25 @@ def test_search_prices_alike_with_and_without_the_cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("ag", [lambda: api.schedule("Torus(4,6)"),
                                 lambda: api.schedule("DBT(37)"),
                                 lambda: api.schedule("DBT(64)"),
-                                lambda: symmetric_allgather(from_expression("L(C(16,{1,6}))")),
+                                lambda: symmetric_allgather(from_expression("C(64,{1,6,20})")),
                                 lambda: symmetric_allgather(from_expression("Torus(8,8)"))])
 def test_allreduce_from_the_allgathers_rows_times_alike(ag):
     """async_with_reverse (the allreduce's phases read off the allgather's rows) against
-    async_time of the allgather and of the allreduce laid out row by row, to the tick."""
+    async_time of the allgather and of the allreduce laid out row by row, to the tick, on
+    bidirectional topologies (where the reversed allgather is a reduce-scatter, Thm 2)."""
     ag = ag()
+    assert ag.topology.bidirectional
     for alpha, size in ((1e-5, MB), (5e-7, 64 * MB), (0.0, MB)):
         want = (async_time(ag, alpha, B, size),
                 async_time(_former_allreduce(ag), alpha, B, size))
         assert async_with_reverse(ag, alpha, B, size) == want
+
+
+def test_allreduce_from_the_allgathers_rows_needs_a_bidirectional_topology():
+    ag = symmetric_allgather(from_expression("L(C(16,{1,6}))"))
+    assert not ag.topology.bidirectional
+    with pytest.raises(TopofinderError, match="bidirectional"):
+        async_with_reverse(ag, 1e-5, B, MB)
 
 
 def test_baseline_prices_alike_laid_out_or_not():

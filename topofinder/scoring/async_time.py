@@ -79,6 +79,9 @@ def async_with_reverse(allgather, alpha_s: float, bandwidth_Bps: float,
         raise TopofinderError("async time: α must be >= 0, bandwidth and size > 0")
     if allgather.collective != Collective.ALLGATHER:
         raise TopofinderError(f"async time: not an allgather ({allgather.collective})")
+    if not allgather.topology.bidirectional:
+        raise TopofinderError("async time: an allgather reversed is a reduce-scatter only on "
+                              "a bidirectional topology (Thm 2)")
     generators = allgather.generators if isinstance(allgather, OrbitSchedule) else None
     return _ReplayState(allgather, alpha_s, bandwidth_Bps, size_bytes,
                         generators).run_with_reverse()
