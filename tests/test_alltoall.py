@@ -262,3 +262,29 @@ def test_sweep_scalable_methods_agree_with_exact_lp(make):
     p = concurrent_flow_bracket(g, gap=1e-3)               # column generation, certified
     assert p.f <= e.upper_bound and e.f <= p.upper_bound
     assert p.gap <= 1e-3
+
+
+@pytest.mark.parametrize("expr, closed", [
+    ("ShiftedRing(4,15)", True), ("ShiftedRing(4,64)", True), ("ShiftedRing(4,100)", True),
+    ("ShiftedRing(4,256)", True), ("C(16,{1,6})", True), ("C(64,{1,6})", True),
+    ("C(33,{1,16})", True), ("C(100,{1,7})", False), ("C(64,{2,5})", False),
+    ("Torus(4,8)", False), ("Torus(3,16)", False)])
+def test_two_link_orbits_in_closed_form_equal_the_lp(expr, closed):
+    """The balanced shortest-path closed form, where it certifies itself, equals the
+    orbit-reduced LP solved by HiGHS; where it does not, the LP is still solved."""
+    from topofinder.families.build import parse
+    from topofinder.scoring.alltoall import concurrent_flow as cf
+
+    topo = parse(expr)
+    links = cf.connected(topo)
+    red = cf.flow_reduction(links, list(topology_group(topo).generators))
+    assert red.reps.size == 1 and red.orbit_size.size == 2
+    form = cf._balanced_shortest_paths(links, red)
+    f, upper = cf._solve_highs(links, red, expr)
+    assert (form is not None) == closed
+    if closed:
+        assert form.f == float(form.exact_value)
+        assert f * (1 - 1e-9) <= form.f <= upper * (1 + 1e-9)
+        assert concurrent_flow_symmetric(topo).method == "balanced shortest-path closed form"
+    else:
+        assert concurrent_flow_symmetric(topo).method == "symmetric-lp"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from topofinder import api
+from topofinder.errors import TopofinderError
 from topofinder.finder import verify
 from topofinder.finder.growth import Candidate
 from topofinder.finder.recipe import from_expression
@@ -16,7 +17,7 @@ from topofinder.finder.verify import symmetric_allgather
 from topofinder.model.collectives import Collective
 from topofinder.model.schedule import StepSchedule
 from topofinder.model.symmetric import OrbitSchedule
-from topofinder.scoring.async_time import async_time, serve
+from topofinder.scoring.async_time import async_time, async_with_reverse, serve
 from topofinder.workload import async_price
 
 MB = 2 ** 20
@@ -52,6 +53,10 @@ def test_serve_equals_the_queue_send_by_send(seed, ready_max, key_max):
     want_fin, want_free = queue_by_queue(free, link, ready, key, dur)
     got_free = free.copy()
     assert serve(got_free, link, ready, key, dur).tolist() == want_fin
+    assert got_free.tolist() == want_free
+    relabel = rng.permutation(links)                # queues sorted by other link labels
+    got_free = free.copy()
+    assert serve(got_free, link, ready, key, dur, relabel[link]).tolist() == want_fin
     assert got_free.tolist() == want_free
 
 
@@ -114,3 +119,39 @@ def test_search_prices_alike_with_and_without_the_cache(tmp_path, monkeypatch):
     warm = api.search(64, 4, w, jobs=1, use_cache=True, baselines=True).to_dict()
     assert cold == plain == warm
     assert all(p["allreduce_async_s"] is not None for p in cold["frontier"])
+
+
+@pytest.mark.parametrize("ag", [lambda: api.schedule("Torus(4,6)"),
+                                lambda: api.schedule("DBT(37)"),
+                                lambda: api.schedule("DBT(64)"),
+                                lambda: symmetric_allgather(from_expression("C(64,{1,6,20})")),
+                                lambda: symmetric_allgather(from_expression("Torus(8,8)"))])
+def test_allreduce_from_the_allgathers_rows_times_alike(ag):
+    """async_with_reverse (the allreduce's phases read off the allgather's rows) against
+    async_time of the allgather and of the allreduce laid out row by row, to the tick, on
+    bidirectional topologies (where the reversed allgather is a reduce-scatter, Thm 2)."""
+    ag = ag()
+    assert ag.topology.bidirectional
+    for alpha, size in ((1e-5, MB), (5e-7, 64 * MB), (0.0, MB)):
+        want = (async_time(ag, alpha, B, size),
+                async_time(_former_allreduce(ag), alpha, B, size))
+        assert async_with_reverse(ag, alpha, B, size) == want
+
+
+def test_allreduce_from_the_allgathers_rows_needs_a_bidirectional_topology():
+    ag = symmetric_allgather(from_expression("L(C(16,{1,6}))"))
+    assert not ag.topology.bidirectional
+    with pytest.raises(TopofinderError, match="bidirectional"):
+        async_with_reverse(ag, 1e-5, B, MB)
+
+
+def test_baseline_prices_alike_laid_out_or_not():
+    """A baseline's prices (reversed_prices) equal prices() of its laid-out schedules."""
+    w = api.Workload.from_strings()
+    for expr, schedule in (("DBT(64)", "double-binary-tree"), ("ShiftedRing(4,64)", "ring"),
+                           ("Torus(8,8)", "bfb")):
+        scheds = async_price.baseline_schedules(expr, schedule)
+        want = async_price.prices(scheds, w.alpha_s, w.bandwidth_Bps, w.sizes)
+        got = async_price._baseline_prices(expr, schedule, w.alpha_s, w.bandwidth_Bps,
+                                           [list(x) for x in w.sizes])
+        assert got == want

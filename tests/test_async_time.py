@@ -142,6 +142,22 @@ def test_replay_equals_event_simulation(expr, collective, alpha_us, size):
     assert got <= lock + 1e-12
 
 
+@pytest.mark.parametrize("m", [10, 13])
+def test_two_tree_allreduce_by_simulation(m):
+    """The baseline's allreduce as search prices it (its allgather's rows read reversed, then
+    forward: async_with_reverse) against the event simulation of the laid-out allreduce."""
+    from topofinder.scoring.async_time import async_with_reverse
+    from topofinder.workload.async_price import _allreduce
+
+    ag = api.schedule(f"DBT({m})")
+    ar = _allreduce(ag)
+    for alpha_us, size in ((2, MB), (0.5, 64 * MB)):
+        alpha = alpha_us * 1e-6
+        got = async_with_reverse(ag, alpha, B, size)
+        want = tuple(simulate(s, round(alpha / TICK), size, B) * TICK for s in (ag, ar))
+        assert got == pytest.approx(want, rel=0, abs=1e-15)
+
+
 def test_two_tree_and_alltoall_by_simulation():
     dbt = api.schedule("DBT(10)")                  # not vertex-transitive: different ties
     assert async_time(dbt, 2e-6, B, MB) == pytest.approx(

@@ -104,6 +104,44 @@ def test_two_tree_schedule_matches_an_independent_count(m):
     assert (s.num_steps, s.tau) == _tree_flood(m)
 
 
+@pytest.mark.parametrize("m", [2, 5, 13, 64])
+def test_two_tree_rows_are_the_tree_floods(m):
+    """Its rows, as a set and in step order, are those of a BFS from every source on each
+    tree: tree j's arc x → y carries v's half at step dist_j(v, y) when x is y's BFS parent."""
+    import networkx as nx
+    from topofinder.families.shifted_ring_dbt import double_tree_parents
+
+    want = set()
+    for j, parent in enumerate(double_tree_parents(m)):
+        g = nx.Graph((int(c), int(parent[c])) for c in np.flatnonzero(parent >= 0))
+        for v in range(m):
+            for x, y in nx.bfs_edges(g, v):
+                want.add((nx.shortest_path_length(g, v, y), v, j, j + 1, x, y))
+    s = two_tree_allgather(m)
+    assert set(map(tuple, s.sends.tolist())) == want and len(s.sends) == len(want)
+    assert np.all(np.diff(s.sends[:, 0]) >= 0)
+
+
+@pytest.mark.parametrize("m", [2, 3, 8, 13, 64, 100])
+def test_tree_cut_bound_by_masks(m):
+    """double_tree_cut_bound (subtree sums) against each tree-edge cut counted arc by arc."""
+    import networkx as nx
+    from topofinder.families.shifted_ring_dbt import double_binary_tree, double_tree_parents
+
+    topo = double_binary_tree(m)
+    src, dst, cap = topo.src.tolist(), topo.dst.tolist(), topo.arc_capacity.tolist()
+    want = None
+    for parent in double_tree_parents(m):
+        g = nx.DiGraph((int(parent[c]), int(c)) for c in np.flatnonzero(parent >= 0))
+        for a in np.flatnonzero(parent >= 0).tolist():
+            side = nx.descendants(g, a) | {a}
+            out = sum(c for u, w, c in zip(src, dst, cap) if u in side and w not in side)
+            back = sum(c for u, w, c in zip(src, dst, cap) if w in side and u not in side)
+            bound = Fraction(min(out, back), len(side) * (m - len(side)))
+            want = bound if want is None else min(want, bound)
+    assert double_tree_cut_bound(m) == want
+
+
 def test_two_tree_schedule_by_hand_at_8():
     s = two_tree_allgather(8)
     # tree 0's diameter: 1-2-4-6-5 (4 hops); step-1 load: every arc 1 half per tree

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from topofinder.errors import TopofinderError
+from topofinder.families.build import parse as parse_expr
 from topofinder.model.operations import line_graph
 from topofinder.scoring.trees.forestcoll import (
     cyclic_translations, fixed_k_optimum, fixed_k_trees, in_dominating_set, mixed_radix_translations,
@@ -321,3 +322,20 @@ def test_in_dominating_set_dominates():
     for t in range(topo.n):
         assert t in chosen or chosen & set(src[dst == t].tolist())
     assert len(chosen) < topo.n / 3
+
+
+@pytest.mark.parametrize("m", [3, 4, 5, 9, 10, 13, 64, 100, 255])
+def test_two_spanning_trees_settle_the_optimum_without_max_flows(m):
+    """DBT(m)'s cuts all carry >= 2 each way (checked over every S at small m), and the
+    optimum throughput_optimum states from that (min_cut) is the one its max-flows find."""
+    from dataclasses import replace
+
+    topo = parse_expr(f"DBT({m})")
+    if m <= 10:
+        src, dst, cap = topo.src, topo.dst, topo.arc_capacity
+        for bits in range(1, 2 ** m - 1):
+            side = (bits >> np.arange(m)) & 1 == 1
+            assert int(cap[side[src] & ~side[dst]].sum()) >= 2
+    fast = throughput_optimum(topo, min_cut=2)
+    full = throughput_optimum(topo)
+    assert fast.maxflows == 0 and replace(fast, maxflows=full.maxflows) == full

@@ -88,6 +88,18 @@ def test_validator_rejects_forwarding_in_the_same_step():
         validate(with_rows(a, rows))
 
 
+def test_one_segment_sends_name_the_earliest_unheld_chunk():
+    """Every send one chunk segment (the replay's no-expansion path): the message names the
+    earliest offending send and the chunk its sender lacks, as the expanded path does."""
+    a = uniring_allgather(4)
+    rows = [(1, v, lo, hi, u, w) if t == 2 else (t, v, lo, hi, u, w)
+            for t, v, lo, hi, u, w in a.sends.tolist()]
+    with pytest.raises(ScheduleError) as err:
+        validate(with_rows(a, rows))
+    assert str(err.value) == ("step 1: node 0 sends chunks [0,1) of node 3's shard to node 1, "
+                              "but node 0 does not hold chunk 0 of that shard before step 1")
+
+
 def test_reverse_of_allgather_is_reduce_scatter_bidirectional():
     a = ring4_allgather()
     rs = reduce_scatter(a)                      # Thm 2 with the identity (bidirectional)

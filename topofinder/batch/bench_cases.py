@@ -24,6 +24,7 @@ from topofinder.families.distance_regular import (
     CATALOG_NAMES, distance_regular, intersection_array,
 )
 from topofinder.families.distance_regular import gh_incidence
+from topofinder.finder.baseline_scores import score_baseline
 from topofinder.finder.catalog_build import run
 from topofinder.finder.recipe import from_expression
 from topofinder.finder.verify import collective_schedule
@@ -44,7 +45,7 @@ from topofinder.scoring.oneroot.steady import throughput
 from topofinder.families.hetero import random_platform
 from topofinder.model.collectives import Collective
 from topofinder.scoring.async_time import async_time
-from topofinder.workload.async_price import baseline_schedules, point_schedules, prices
+from topofinder.workload.async_price import baseline_pricer, point_schedules, prices
 from topofinder.workload.cost import Workload
 
 
@@ -648,13 +649,26 @@ def _frontier_1024_asyncs(_):
               ("L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))", 11, Fraction(1023, 1024))]
     for expr, t_l, tau in points:
         prices(point_schedules(expr, t_l, tau), w.alpha_s, w.bandwidth_Bps, w.sizes)
-    for expr, schedule in (("ShiftedRing(4,1024)", "ring"), ("DBT(1024)", "double-binary-tree"),
-                           ("Torus(32,32)", "bfb")):
-        prices(baseline_schedules(expr, schedule), w.alpha_s, w.bandwidth_Bps, w.sizes)
+    price = baseline_pricer(w, use_cache=False)
+    for expr, schedule in _BASELINES_1024:
+        price(expr, schedule)
+
+
+_BASELINES_1024 = (("ShiftedRing(4,1024)", "ring"), ("DBT(1024)", "double-binary-tree"),
+                   ("Torus(32,32)", "bfb"))
 
 
 case("dependency-driven prices of the N = 1024, d = 4 frontier and baselines (orbit forms; "
      "DBT in full)", None, group="search", repeat=3)(_frontier_1024_asyncs)
+
+
+@case("the three baselines of N = 1024, d = 4 scored and priced as a cold search's worker "
+      "does (one process, no cache; issue 41: <= 0.9 s)", 0.9, group="search", repeat=3)
+def _baselines_1024(_):
+    price = baseline_pricer(Workload(), use_cache=False)
+    for expr, schedule in _BASELINES_1024:
+        score_baseline(expr, schedule, False)
+        price(expr, schedule)
 
 
 @case("dependency-driven allgather of Torus(32,32), full BFB schedule (10^6 rows)", None,

@@ -193,7 +193,8 @@ def _topology_facts(topo, schedule: str, full_alltoall: bool) -> dict:
     BRACKET_MAX_ASYMMETRIC nodes — else the cheap exact-or-bound of frontier points; DBT's
     upper end is its tree-cut bound)."""
     best = bfb.bfb_score(topo)
-    fc = throughput_optimum(topo)
+    # DBT: the union of two spanning trees, every cut crossed by both (capacity >= 2 each way)
+    fc = throughput_optimum(topo, min_cut=2 if schedule == "double-binary-tree" else None)
     if full_alltoall and (topo.vertex_transitive or topo.n <= BRACKET_MAX_ASYMMETRIC):
         a2a = alltoall_summary(topo, mode="bracket", gap=ALLTOALL_GAP,
                                time_limit=ALLTOALL_SECONDS)

@@ -68,6 +68,25 @@ def async_time(schedule, alpha_s: float, bandwidth_Bps: float, size_bytes: float
     return _ReplayState(schedule, alpha_s, bandwidth_Bps, size_bytes, generators).run()
 
 
+def async_with_reverse(allgather, alpha_s: float, bandwidth_Bps: float,
+                       size_bytes: float) -> tuple[float, float]:
+    """(allgather, allreduce) seconds of :func:`async_time` for ``allgather`` (StepSchedule or
+    OrbitSchedule) and for the allreduce that runs it reversed, then runs it (Thm 2's
+    reduce-scatter on a bidirectional topology: steps k + 1 − t, sender and receiver
+    swapped; workload.async_price builds the same allreduce laid out), bit for bit, without
+    laying out the allreduce's rows: both phases read the allgather's, in step order."""
+    if not alpha_s >= 0 or not bandwidth_Bps > 0 or not size_bytes > 0:
+        raise TopofinderError("async time: α must be >= 0, bandwidth and size > 0")
+    if allgather.collective != Collective.ALLGATHER:
+        raise TopofinderError(f"async time: not an allgather ({allgather.collective})")
+    if not allgather.topology.bidirectional:
+        raise TopofinderError("async time: an allgather reversed is a reduce-scatter only on "
+                              "a bidirectional topology (Thm 2)")
+    generators = allgather.generators if isinstance(allgather, OrbitSchedule) else None
+    return _ReplayState(allgather, alpha_s, bandwidth_Bps, size_bytes,
+                        generators).run_with_reverse()
+
+
 def async_profile(schedule, workload, generators=None) -> float:
     """Expected dependency-driven seconds over ``workload``'s size profile
     (topofinder.workload.cost.Workload: α, B and [(M, weight)])."""
@@ -134,22 +153,76 @@ class _ReplayState:
         for rows, collective in _phases(self.schedule):
             if rows.shape[0] == 0:
                 continue
-            sources = np.flatnonzero(np.bincount(rows[:, 1], minlength=self.n))
-            cells = self.n * sources.size * self.p
-            if cells > _MAX_CELLS or int((rows[:, 3] - rows[:, 2]).sum()) > _MAX_CELLS:
-                raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
-                                      f"(P = {self.p}); more than {_MAX_CELLS:.0e} are not "
-                                      f"timed")
-            reduce = collective == Collective.REDUCE_SCATTER
-            arrival = np.full((self.n, sources.size, self.p), 0 if reduce else _NEVER,
-                              np.int64)
-            if not reduce:
-                arrival[sources, np.arange(sources.size), :] = (
-                    0 if done is None else done(sources))
-            last = max(last, self._phase(rows, sources, arrival, reduce))
-            if reduce:
-                done = self._reduced(arrival, sources)
+            phase = self._prepare(_by_step(rows), collective == Collective.REDUCE_SCATTER)
+            at, done = self._replay(phase, done)
+            last = max(last, at)
         return last * TICK
+
+    def run_with_reverse(self) -> tuple[float, float]:
+        """(allgather, allreduce) seconds: the schedule (an allgather) alone, then the allreduce
+        that runs it reversed (steps k + 1 − t, sender and receiver swapped: Thm 2's
+        reduce-scatter) and then runs it again with steps k + t, links busy across; the same
+        rows served in the same order as :func:`async_time` of that allreduce laid out."""
+        if self.schedule.sends.shape[0] == 0:
+            return 0.0, 0.0
+        k = self.schedule.num_steps
+        cols = _by_step(self.schedule.sends)
+        forward = self._prepare(cols, False)
+        alone, _ = self._replay(forward, None)
+        self.free[:] = 0
+        t, v, lo, hi, u, w = cols
+        reverse = self._prepare((k + 1 - t, v, lo, hi, w, u), True, reverse_of=forward)
+        first, done = self._replay(reverse, None)
+        forward.last_step += k
+        then, _ = self._replay(forward, done)
+        return alone * TICK, max(first, then) * TICK
+
+    def _prepare(self, cols: tuple, reduce: bool, reverse_of=None) -> "_Phase":
+        """A phase's per-row arrays from its columns (t, v, lo, hi, u, w), rows in step order
+        (``reverse_of``: the columns are that phase's, steps reversed and u, w swapped: its
+        steps' runs are taken last to first, and its shard indices and cells reused)."""
+        t, v, lo, hi, u, w = cols
+        ph = _Phase()
+        ph.reduce, ph.p = reduce, self.p
+        if reverse_of is None:
+            ph.sources = np.flatnonzero(np.bincount(v, minlength=self.n))
+            r = ph.sources.size
+            if r == self.n:                              # every node's shard: index = node
+                vi = v
+            else:
+                index = np.zeros(self.n, np.int64)
+                index[ph.sources] = np.arange(r)
+                vi = index[v]
+            ph.read = (u * r + vi) * self.p + lo            # flat cell of each row's first chunk
+            ph.write = (w * r + vi) * self.p + lo
+            ph.runs = list(_runs(t))
+            ph.last_step = int(t[-1])
+            ph.count = hi - lo
+            ph.single = bool(np.all(ph.count == 1))
+            ph.chunks = int(ph.count.sum())
+        else:
+            for name in ("sources", "count", "single", "chunks"):
+                setattr(ph, name, getattr(reverse_of, name))
+            ph.read, ph.write = reverse_of.write, reverse_of.read
+            ph.runs = reverse_of.runs[::-1]
+            ph.last_step = int(t[ph.runs[-1][0]])
+        cells = self.n * ph.sources.size * self.p
+        if cells > _MAX_CELLS or ph.chunks > _MAX_CELLS:
+            raise TopofinderError(f"async time: {cells:.3g} node × shard × chunk states "
+                                  f"(P = {self.p}); more than {_MAX_CELLS:.0e} are not "
+                                  f"timed")
+        if reverse_of is not None and self.back is None:    # keys (lo, v) as the forward's
+            ph.link, ph.key = self._link(u, w), reverse_of.key
+            ph.group = reverse_of.link      # the same queues, ordered as the forward's
+        else:
+            ph.link, rel = self._canonical(v, u, w)
+            ph.key = lo * self.n + rel
+            ph.group = ph.link
+        ph.dur = self.chunk_ticks[ph.link]
+        if not ph.single:
+            ph.dur = ph.count * ph.dur
+        ph.busy = float(ph.dur.sum())
+        return ph
 
     def _reduced(self, arrival: np.ndarray, sources: np.ndarray):
         """shards ↦ (shards, P) times their reduction is complete at their owner: that of the
@@ -161,33 +234,23 @@ class _ReplayState:
             return own[[by_orbit[int(r)] for r in self.orbit_rep[shards]]]
         return done
 
-    def _phase(self, rows: np.ndarray, sources: np.ndarray, arrival: np.ndarray,
-               reduce: bool) -> float:
-        t = rows[:, 0]
-        if np.any(t[1:] < t[:-1]):
-            order = step_order(t)
-            t, v, lo, hi, u, w = (c[order] for c in rows.T)
-        else:
-            t, v, lo, hi, u, w = (np.ascontiguousarray(c) for c in rows.T)
-        index = np.zeros(self.n, np.int64)
-        index[sources] = np.arange(sources.size)
-        vi = index[v]
-        link, rel = self._canonical(v, u, w)
-        key = lo * self.n + rel
-        count = hi - lo
-        dur = count * self.chunk_ticks[link]
-        if not float(dur.sum()) + float(self.alpha) * (int(t[-1]) + 1) < _LONGEST:
+    def _replay(self, ph: "_Phase", done) -> tuple[int, object]:
+        """Serve a phase's steps in order from the link times in ``free`` (updated): its last
+        arrival in ticks, and for a reduce-scatter the owners' completion (:meth:`_reduced`;
+        ``done``, that of the reduce-scatter before an allgather phase)."""
+        if not ph.busy + float(self.alpha) * (ph.last_step + 1) < _LONGEST:
             raise TopofinderError(f"async time: the schedule may take more than "
                                   f"{_LONGEST * TICK:.3g} s; too long to time")
+        sources, p = ph.sources, self.p
+        arrival = np.full((self.n, sources.size, p), 0 if ph.reduce else _NEVER, np.int64)
+        if not ph.reduce:
+            arrival[sources, np.arange(sources.size), :] = 0 if done is None else done(sources)
         flat = arrival.reshape(-1)
-        p, r = self.p, sources.size
-        read = (u * r + vi) * p + lo                 # flat cell of each row's first chunk
-        write = (w * r + vi) * p + lo
-        combine = np.maximum if reduce else np.minimum
+        read, write, link, key, dur, count = ph.read, ph.write, ph.link, ph.key, ph.dur, ph.count
+        combine = np.maximum if ph.reduce else np.minimum
         last = 0
-        single = bool(np.all(count == 1))
-        for a, b in _runs(t):
-            if single:                                # one chunk per row: no expansion
+        for a, b in ph.runs:
+            if ph.single:                             # one chunk per row: no expansion
                 ready = flat[read[a:b]]
             else:
                 cnt = count[a:b]
@@ -198,13 +261,29 @@ class _ReplayState:
             if ready.max() == _NEVER:
                 raise TopofinderError("async time: a send forwards a chunk its sender never "
                                       "received; validate the schedule first")
-            arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b]) + self.alpha
+            arrive = serve(self.free, link[a:b], ready, key[a:b], dur[a:b],
+                           ph.group[a:b]) + self.alpha
             last = max(last, int(arrive.max()))
-            if single:
+            if ph.single:
                 combine.at(flat, write[a:b], arrive)
             else:
                 combine.at(flat, write[a:b][cell_row] + within, arrive[cell_row])
-        return last
+        return last, (self._reduced(arrival, sources) if ph.reduce else None)
+
+
+class _Phase:
+    """One phase's rows laid out for :meth:`_ReplayState._replay`: per row (in step order) its
+    first read and written cell, link, queue key, chunk count and link ticks; the (start,
+    end) runs of its steps in serving order; its shards and last (global) step."""
+
+
+def _by_step(rows: np.ndarray) -> tuple:
+    """The six columns of ``rows`` in stable step order (views when already in it)."""
+    t = rows[:, 0]
+    if np.any(t[1:] < t[:-1]):
+        order = step_order(t)
+        return tuple(c[order] for c in rows.T)
+    return tuple(np.ascontiguousarray(c) for c in rows.T)
 
 
 def step_order(t: np.ndarray) -> np.ndarray:
@@ -221,7 +300,7 @@ def _runs(t: np.ndarray):
 
 
 def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray,
-          dur: np.ndarray) -> np.ndarray:
+          dur: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
     """Finish times of one step's sends: each link (``free``: when it is next free, updated)
     takes its sends in order of (ready, key), each starting at max(ready, previous finish)
     and holding the link ``dur`` ticks.
@@ -229,12 +308,15 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
     The queue's recursion fin_i = max(r_i, fin_{i−1}) + d_i (r of a link's first send raised
     to ``free``) unrolls to fin_i = G_i + max_{j ≤ i} (r_j − G_{j−1}), G the running sum of d
     along the queue (Lindley's recursion): one running maximum per link, taken for all links
-    at once (:func:`_running_max`), all in exact int64."""
+    at once (:func:`_running_max`), all in exact int64. ``group``: any relabelling of the
+    links one to one (the queues are sorted by it instead; each queue's order and times are
+    the same — the reduce-scatter phase groups its sends by the allgather's links, so that its
+    sends, laid out by those, are found nearly in order)."""
     if np.bincount(link).max() == 1:                 # no queue: one send on every link
         fin = np.maximum(ready, free[link]) + dur
         free[link] = fin
         return fin
-    order = _queue_order(link, ready, key)
+    order = _queue_order(link if group is None else group, ready, key)
     lk, rd, du = link[order], ready[order], dur[order]
     first = np.empty(lk.size, bool)
     first[0] = True
@@ -252,14 +334,18 @@ def serve(free: np.ndarray, link: np.ndarray, ready: np.ndarray, key: np.ndarray
 
 def _queue_order(link: np.ndarray, ready: np.ndarray, key: np.ndarray) -> np.ndarray:
     """The stable order of sends by (link, ready, key): one int64 sort key when the three
-    fit in 62 bits (sorted by the faster unstable sort when no two keys are equal, the
-    usual case, where every order is the stable one), else a lexicographic sort."""
+    fit in 62 bits, else a lexicographic sort. The packed keys are sorted stably (a merge
+    sort, fast on runs) when they are mostly in order already (under one descent in eight:
+    the two-tree allgather's large steps, under 1 %) — else by the faster unstable sort, kept when
+    no two keys are equal (the usual case, where every order is the stable one)."""
     low = int(ready.min())
     key_bits = int(key.max()).bit_length()
     ready_bits = (int(ready.max()) - low).bit_length()
     link_bits = int(link.max()).bit_length()
     if link_bits + ready_bits + key_bits <= 62:
         packed = (((link << ready_bits) | (ready - low)) << key_bits) | key
+        if 8 * np.count_nonzero(packed[1:] < packed[:-1]) < packed.size:
+            return np.argsort(packed, kind="stable")
         order = np.argsort(packed)
         ranked = packed[order]
         if np.any(ranked[1:] == ranked[:-1]):

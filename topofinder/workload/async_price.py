@@ -29,7 +29,7 @@ from topofinder.model.collectives import Collective
 from topofinder.model.schedule import ScheduleError, StepSchedule, send_rows
 from topofinder.model.symmetric import OrbitSchedule, rotation
 from topofinder.scoring.allgather.ring_and_two_tree import ring_orbit, two_tree_allgather
-from topofinder.scoring.async_time import async_time, step_order
+from topofinder.scoring.async_time import async_time, async_with_reverse, step_order
 from topofinder.workload.cost import Workload
 
 #: Rings of more steps take their dependency-driven time from ring_prices (a replay spends
@@ -103,10 +103,13 @@ def point_schedules(expr: str, t_l: int, tau: Fraction):
     return _allgather_of(ar), ar
 
 
-def baseline_schedules(expr: str, schedule: str):
+def baseline_schedules(expr: str, schedule: str, laid_out: bool = True):
     """(allgather, allreduce) of a baseline as finder.baseline_scores.native_cost replays it
     (the very schedule, when that just ran in this process); None beyond REPLAY_LIMIT except
-    for the ring (:func:`ring_prices` needs no replay)."""
+    for the ring (:func:`ring_prices` needs no replay). The allreduce is the allgather
+    reversed, then the allgather (:func:`_allreduce`), except for a torus without an orbit
+    form (priced as a frontier point); with ``laid_out`` false that allreduce is given as
+    None (:func:`reversed_prices` times it from the allgather's rows)."""
     topo = parse(expr)
     if schedule != "ring" and topo.n * topo.n * topo.degree > REPLAY_LIMIT:
         return None
@@ -115,7 +118,7 @@ def baseline_schedules(expr: str, schedule: str):
         ag = _baseline_allgather(expr, schedule, topo)
     if ag is None:
         return point_schedules(expr, *_bfb(expr))
-    return ag, _allreduce(ag)
+    return ag, (_allreduce(ag) if laid_out else None)
 
 
 def _baseline_allgather(expr: str, schedule: str, topo):
@@ -148,6 +151,16 @@ def prices(schedules, alpha_s: float, bandwidth_Bps: float, sizes: tuple) -> dic
     return out
 
 
+def reversed_prices(allgather, alpha_s: float, bandwidth_Bps: float, sizes: tuple) -> dict:
+    """:func:`prices` of (allgather, :func:`_allreduce` of it), the same figures bit for bit
+    (scoring.async_time.async_with_reverse), without laying out the allreduce's rows."""
+    ag = ar = 0
+    for m, w in sizes:
+        one, both = async_with_reverse(allgather, alpha_s, bandwidth_Bps, m)
+        ag, ar = ag + w * one, ar + w * both
+    return {"allgather_async_s": ag, "allreduce_async_s": ar}
+
+
 def _point_prices(expr: str, t_l: int, tau: str, alpha_s: float, bandwidth_Bps: float,
                   sizes: list) -> dict:
     return prices(point_schedules(expr, t_l, Fraction(tau)), alpha_s, bandwidth_Bps,
@@ -156,10 +169,13 @@ def _point_prices(expr: str, t_l: int, tau: str, alpha_s: float, bandwidth_Bps: 
 
 def _baseline_prices(expr: str, schedule: str, alpha_s: float, bandwidth_Bps: float,
                      sizes: list) -> dict:
-    scheds = baseline_schedules(expr, schedule)
+    scheds = baseline_schedules(expr, schedule, laid_out=False)
+    sizes = tuple(map(tuple, sizes))
+    if scheds is None or scheds[1] is not None:
+        return prices(scheds, alpha_s, bandwidth_Bps, sizes)
     if schedule == "ring" and scheds[0].num_steps > RING_REPLAY_STEPS:
         return ring_prices(scheds[0], alpha_s, bandwidth_Bps, sizes)
-    return prices(scheds, alpha_s, bandwidth_Bps, tuple(map(tuple, sizes)))
+    return reversed_prices(scheds[0], alpha_s, bandwidth_Bps, sizes)
 
 
 def ring_prices(ring: OrbitSchedule, alpha_s: float, bandwidth_Bps: float, sizes) -> dict:

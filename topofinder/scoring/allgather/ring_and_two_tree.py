@@ -24,8 +24,9 @@ import numpy as np
 from topofinder.families.shifted_ring_dbt import (
     double_binary_tree, double_tree_parents, ring_shifts, shifted_ring,
 )
-from topofinder.model.schedule import StepSchedule, link_capacity, send_rows
+from topofinder.model.schedule import StepSchedule, link_capacity
 from topofinder.model.symmetric import OrbitSchedule
+from topofinder.scoring.async_time import step_order
 
 
 def _ring_rows(d: int, m: int, v: np.ndarray) -> np.ndarray:
@@ -57,8 +58,9 @@ def ring_orbit(d: int, m: int) -> OrbitSchedule:
                          (rotation,), method="ring")
 
 
-def tree_distances(parent: np.ndarray) -> np.ndarray:
-    """All-pairs hop distances (int64) in the tree given by ``parent`` (−1 at its one root),
+def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """All-pairs hop distances (``dtype``, wide enough for m − 1) in the tree given by
+    ``parent`` (−1 at its one root),
     row by row in preorder: a child's row is its parent's, one hop more, except two hops less
     on its own subtree, which is one contiguous range of preorder positions. O(N²) array work
     in N steps (an all-sources BFS, and its float matrix, cost 3–4 times more at N = 1024)."""
@@ -76,7 +78,7 @@ def tree_distances(parent: np.ndarray) -> np.ndarray:
     size = np.ones(m, np.int64)
     for v in reversed(order[1:]):
         size[parent[v]] += size[v]
-    rows = np.empty((m, m), np.int64)                     # rows[v, pos[x]] = dist(v, x)
+    rows = np.empty((m, m), dtype)                        # rows[v, pos[x]] = dist(v, x)
     root = order[0]
     rows[root] = 0
     for v in order[1:]:                                   # depth of x below the root
@@ -88,18 +90,67 @@ def tree_distances(parent: np.ndarray) -> np.ndarray:
 
 
 def two_tree_allgather(m: int) -> StepSchedule:
-    """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; the arc
-    u → w of tree j forwards v's half at step dist_j(v, w) when w lies beyond u from v."""
+    """The two-tree allgather of DBT(m): half j of every shard spreads along tree j; node w
+    receives v's half at step dist_j(v, w) from its neighbour toward v on tree j. Rows in
+    step order, and within a step by link (u, w), tree, then v — the order the
+    dependency-driven replay queues a link's sends in when their data is ready alike
+    (async_time), so its sorts find them nearly in order."""
     topo = double_binary_tree(m)
-    rows = []
-    for j, parent in enumerate(double_tree_parents(m)):
-        dist = tree_distances(parent)
-        child = np.nonzero(parent >= 0)[0]
-        for u, w in ((child, parent[child]), (parent[child], child)):
-            du, dw = dist[:, u], dist[:, w]               # (source v, arc)
-            v, arc = np.nonzero(dw == du + 1)
-            rows.append((dw[v, arc], v, j, j + 1, u[arc], w[arc]))
-    return StepSchedule(topo, 2, send_rows(*rows), method="double-binary-tree")
+    parents = double_tree_parents(m)
+    small = np.int16 if m < 2 ** 15 else np.int64
+    dist = np.stack([tree_distances(p, small) for p in parents])      # [j, w, v] (symmetric)
+    hop = np.stack([_next_hops(p).T.astype(small) for p in parents])  # [j, w, v]: w's hop to v
+    arcs = [(j, *pair) for j, p in enumerate(parents)
+            for c in [np.flatnonzero(p >= 0)] for pair in ((c, p[c]), (p[c], c))]
+    tree = np.concatenate([np.full(u.size, j) for j, u, _ in arcs])
+    u = np.concatenate([a[1] for a in arcs])
+    w = np.concatenate([a[2] for a in arcs])
+    by_link = np.lexsort((tree, u * m + w))
+    tree, u, w = tree[by_link], u[by_link], w[by_link]
+    beyond = np.flatnonzero(hop[tree, w] == u[:, None])    # arc · m + v, v beyond u: arc-major
+    del hop
+    t = dist[tree, w].reshape(-1)[beyond]                  # dist_j(w, v) = dist_j(v, w)
+    order = step_order(t)
+    rows = np.empty((order.size, 6), np.int64, order="F")   # send_rows' layout, no copies
+    rows[:, 0] = t[order]
+    arc = beyond[order]
+    np.divmod(arc, m, out=(arc, rows[:, 1]))
+    rows[:, 2] = tree[arc]                                  # the tree: chunk [j, j + 1)
+    np.add(rows[:, 2], 1, out=rows[:, 3])
+    rows[:, 4] = u[arc]
+    rows[:, 5] = w[arc]
+    return StepSchedule(topo, 2, rows, method="double-binary-tree")
+
+
+def _next_hops(parent: np.ndarray) -> np.ndarray:
+    """hop[v, w]: w's neighbour on the tree path from w to v (w's parent unless v lies in
+    w's subtree, then the child of w whose subtree holds v; hop[w, w] = w). Children's
+    subtrees are contiguous ranges of preorder positions (children in id order)."""
+    m = parent.size
+    children = [[] for _ in range(m)]
+    for c in np.flatnonzero(parent >= 0).tolist():
+        children[parent[c]].append(c)
+    order, stack = [], [int(np.flatnonzero(parent < 0)[0])]
+    while stack:
+        x = stack.pop()
+        order.append(x)
+        stack.extend(reversed(children[x]))
+    pos = np.empty(m, np.int64)
+    pos[order] = np.arange(m)
+    size = np.ones(m, np.int64)
+    for x in reversed(order[1:]):
+        size[parent[x]] += size[x]
+    pv = pos[:, None]                                   # (v, w): v's preorder position
+    below = (pv > pos[None, :]) & (pv < (pos + size)[None, :])
+    hop = np.broadcast_to(parent[None, :], (m, m)).copy()
+    # the child holding v: the last child whose preorder start is at most v's position
+    for k in range(max(map(len, children))):
+        kth = np.array([c[k] if len(c) > k else -1 for c in children], np.int64)
+        has = kth >= 0
+        inside = below & has[None, :] & (pv >= np.where(has, pos[kth], 0)[None, :])
+        np.copyto(hop, np.broadcast_to(kth[None, :], (m, m)), where=inside)
+    hop[np.arange(m), np.arange(m)] = np.arange(m)
+    return hop
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
@@ -168,22 +219,31 @@ def double_tree_cut_bound(m: int) -> Fraction:
     the cut, so f·|S|·|T| ≤ cap(S → T) (and likewise T → S). At m = 64 and 1024 it is 16/m²
     up to the cut's exact sizes, the value of paper 001 Table 4 (21475 us)."""
     topo = double_binary_tree(m)
-    cap = topo.arc_capacity
+    x, y, cap = topo.src, topo.dst, topo.arc_capacity.astype(np.int64)
     best = None
     for parent in double_tree_parents(m):
-        below = np.eye(m, dtype=bool)                  # below[a, v]: v in a's subtree
-        up = parent.copy()
-        v = np.arange(m)
-        while np.any(up >= 0):
-            has = up >= 0
-            below[up[has], v[has]] = True
-            up = np.where(has, parent[np.maximum(up, 0)], -1)
-        for a in np.nonzero(parent >= 0)[0]:
-            side = below[a]
-            s = int(side.sum())
-            out = int(cap[side[topo.src] & ~side[topo.dst]].sum())
-            back = int(cap[~side[topo.src] & side[topo.dst]].sum())
-            bound = Fraction(min(out, back), s * (m - s))
+        depth = _depths(parent)
+        a, b = x.copy(), y.copy()                      # walked up to lca(x, y)
+        while np.any(a != b):
+            apart, da, db = a != b, depth[a], depth[b]
+            a, b = (np.where(apart & (da >= db), parent[a], a),
+                    np.where(apart & (db >= da), parent[b], b))
+        inside = _subtree_sums(parent, depth, np.bincount(a, cap, m).astype(np.int64))
+        out = _subtree_sums(parent, depth, np.bincount(x, cap, m).astype(np.int64)) - inside
+        back = _subtree_sums(parent, depth, np.bincount(y, cap, m).astype(np.int64)) - inside
+        size = _subtree_sums(parent, depth, np.ones(m, np.int64))
+        cut = np.flatnonzero(parent >= 0)
+        for c, k in zip(np.minimum(out, back)[cut].tolist(), size[cut].tolist()):
+            bound = Fraction(c, k * (m - k))
             if best is None or bound < best:
                 best = bound
     return best
+
+
+def _subtree_sums(parent: np.ndarray, depth: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Σ of ``value`` over each node's subtree (levels from the deepest up)."""
+    total = value.copy()
+    for level in range(int(depth.max()), 0, -1):
+        c = np.flatnonzero(depth == level)
+        np.add.at(total, parent[c], total[c])
+    return total

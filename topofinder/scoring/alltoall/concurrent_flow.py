@@ -258,6 +258,9 @@ def concurrent_flow_symmetric(topo: Topology, generators=None) -> AllToAllResult
     red = flow_reduction(links, gens)
     if red.orbit_size.size == 1 and red.reps.size == 1:
         return _arc_transitive(topo, links, red)
+    balanced = _balanced_shortest_paths(links, red)
+    if balanced is not None:
+        return balanced
     f, ub = _solve_highs(links, red, topo.expr)
     return AllToAllResult(f, ub, (ub - f) <= EXACT_RTOL * ub, "symmetric-lp",
                           sources=int(red.reps.size))
@@ -274,6 +277,71 @@ def _arc_transitive(topo: Topology, links: Links, red: LinkOrbits) -> AllToAllRe
     f = float(exact_value)
     return AllToAllResult(f, f, True, "arc-transitive closed form", exact_value=exact_value,
                           sources=int(red.reps.size))
+
+
+#: Integer lengths (ℓ_0, ℓ_1) of the two link orbits tried by _balanced_shortest_paths: the
+#: hop count, then dearer links of the underused orbit (its shortest paths shift onto them)
+BALANCE_LENGTHS = (2, 3, 4)
+
+
+def _balanced_shortest_paths(links: Links, red: LinkOrbits) -> AllToAllResult | None:
+    """f* in closed form, or None, when the group is transitive on nodes with two link orbits
+    O_0, O_1 of capacities c_0, c_1 (ShiftedRing(4, m), circulants of two shifts, tori of two
+    sizes), by LP duality with a certificate on each side. Give O_i the length ℓ_i; let
+    S = Σ_t dist_ℓ(r, t), K = Σ_i c_i·|O_i|·ℓ_i and, over the ℓ-shortest paths from r to
+    each t, a_t and A_t the fewest and most O_0 links (a dynamic programme over the tight
+    links). Mixing the routing of least O_0 use with that of most gives every total use
+    Y_0 ∈ [Σ a_t, Σ A_t] of O_0, with ℓ_0·Y_0 + ℓ_1·Y_1 = S. Proof. (≤) f·N·S ≤ K: every
+    pair's flow uses ℓ-length ≥ its distance, within the total ℓ-weighted capacity (the
+    dual bound at lengths ℓ). (≥) if Y_0* = c_0|O_0|·S/K lies in that range, the mixed
+    routing scaled by f = K/(N·S) meets each capacity row of the reduced LP,
+    f·(N/|O_i|)·Y_i ≤ c_i, with equality (concurrent_flow_symmetric's theorem). □ Tried at
+    ℓ = (1, 1) (the hop-count bound), then at the dearer lengths BALANCE_LENGTHS on the
+    orbit the hop-count routing overuses. No LP is solved."""
+    if red.reps.size != 1 or red.orbit_size.size != 2:
+        return None
+    caps = [int(c) for c in red.orbit_cap]
+    if any(c != x for c, x in zip(caps, red.orbit_cap)) or \
+            int(links.cap.sum()) != sum(c * int(k) for c, k in zip(caps, red.orbit_size)):
+        return None
+    weight = [c * int(k) for c, k in zip(caps, red.orbit_size)]       # c_i·|O_i|
+    side = None
+    for lengths in [(1, 1)] + [(1, k) for k in BALANCE_LENGTHS] + [(k, 1) for k in
+                                                                    BALANCE_LENGTHS]:
+        if side is not None and (lengths[1] > 1) != (side > 0):
+            continue                              # the other orbit is the underused one
+        fewest, most, total = _orbit0_use(links, red, lengths)
+        k_sum = weight[0] * lengths[0] + weight[1] * lengths[1]
+        target = Fraction(weight[0] * total, k_sum)
+        if fewest <= target <= most:
+            exact_value = Fraction(k_sum, links.n * total)
+            f = float(exact_value)
+            return AllToAllResult(f, f, True, "balanced shortest-path closed form",
+                                  exact_value=exact_value, sources=1)
+        if side is None:
+            side = 1 if most < target else -1     # O_0 underused: make O_1 dearer
+    return None
+
+
+def _orbit0_use(links: Links, red: LinkOrbits, lengths: tuple) -> tuple[int, int, int]:
+    """(Σ_t a_t, Σ_t A_t, S) of _balanced_shortest_paths at link-orbit lengths ``lengths``."""
+    r = int(red.reps[0])
+    length = np.asarray(lengths, np.int64)[red.arc_orbit]
+    graph = sp.csr_matrix((length.astype(float), (links.tail, links.head)),
+                          shape=(links.n, links.n))
+    dist = dijkstra(graph, indices=r)
+    if not np.all(np.isfinite(dist)):
+        return 1, 0, 1                            # never balanced: not strongly connected
+    dist = dist.astype(np.int64)                  # integer lengths: exact in float64
+    tight = np.flatnonzero(dist[links.head] == dist[links.tail] + length)
+    tight = tight[np.argsort(dist[links.head[tight]], kind="stable")]
+    fewest, most = [links.n * max(lengths)] * links.n, [0] * links.n
+    fewest[r] = 0
+    for u, w, x in zip(links.tail[tight].tolist(), links.head[tight].tolist(),
+                       (red.arc_orbit[tight] == 0).tolist()):
+        fewest[w] = min(fewest[w], fewest[u] + x)      # tails are nearer: already final
+        most[w] = max(most[w], most[u] + x)
+    return sum(fewest), sum(most), int(dist.sum())
 
 
 def concurrent_flow(topo: Topology, tol: float = 1e-3, time_limit: float = 600.0
@@ -356,6 +424,8 @@ def alltoall_summary(topo: Topology, max_variables: int | None = None, mode: str
     elif red.reps.size == 1 and red.orbit_size.size == 1 and mode != "bound":
         res = _arc_transitive(topo, links, red)
         f, upper, method, exact = res.f, res.upper_bound, res.method, True
+    elif mode != "bound" and (res := _balanced_shortest_paths(links, red)) is not None:
+        f, upper, method, exact = res.f, min(upper, res.upper_bound), res.method, True
     elif mode == "exact" or (mode == "bracket" and small):
         res = concurrent_flow_symmetric(topo, generators=gens)
         f, upper, method, exact = res.f, min(upper, res.upper_bound), res.method, res.exact

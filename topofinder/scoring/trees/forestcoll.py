@@ -197,7 +197,8 @@ class Optimum:
 
 
 def throughput_optimum(topo: Topology, achieved: Fraction | None = None, jobs: int | None = None,
-                       progress=None, time_limit: float | None = None) -> Optimum:
+                       progress=None, time_limit: float | None = None,
+                       min_cut: int | None = None) -> Optimum:
     """Exact T_B^FC and a bottleneck cut by a Dinkelbach (Newton) iteration on Theorem 1.
 
     ``achieved``: the ratio (max load per unit capacity, in shards) of any tree-flow
@@ -214,6 +215,12 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None, jobs: i
     sink passes there. ``progress(done, total)`` hears how many sinks (or shares) are done.
     ``time_limit`` (s): stop probing then; the result is the best cut found, a lower bound
     (``settled`` False, ``upper`` = ``achieved``), unless every sink was settled in time.
+
+    ``min_cut``: a proven lower bound on C⁺(S) over every ∅ ≠ S ⊊ V of a switchless
+    topology (e.g. 2 on DBT(m), two spanning trees: each tree has an edge across any cut, a
+    link of capacity 1 per tree holding it, both ways). When it is at least the least
+    in-capacity δ⁻ and V − {v} is the best starting cut, that cut is optimal without a
+    max-flow: an S with |S|/C⁺(S) > (N−1)/δ⁻ would have C⁺(S) < δ⁻·|S|/(N−1) ≤ δ⁻.
     """
     links = _links(topo)
     src, dst, cap = links.tail, links.head, links.cap
@@ -230,6 +237,9 @@ def throughput_optimum(topo: Topology, achieved: Fraction | None = None, jobs: i
         best = Fraction(1, int(out_cap[u_out]))
         cut = np.zeros(n, bool)
         cut[u_out] = True
+    if min_cut is not None and not topo.has_switches and int(cut.sum()) == n - 1 \
+            and min_cut >= in_cap[v_in]:
+        return _optimum(topo, best, cut, src, dst, cap, 0)
     if achieved is not None and achieved <= best:
         if achieved < best:
             raise RuntimeError("a schedule beats a cut bound: the schedule is invalid")
