@@ -47,10 +47,32 @@ def _layer(module: str) -> int:
     return LAYERS.index(parts[1])
 
 
+def _lazy_imports(tree: ast.Module):
+    """(module, line) for every key of a module-level ``_LAZY`` table (the modules a package
+    imports on first use of a name: PEP 562, topofinder.api) and every module-level
+    ``lazy_module("...")`` (topofinder.compute.lazy): imports like any other."""
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        if (isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)):
+            for key in node.value.keys:
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    yield key.value, key.lineno
+        call = node.value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "lazy_module" and call.args
+                and isinstance(call.args[0], ast.Constant)):
+            yield call.args[0].value, node.lineno
+
+
 def _imports(path: Path, module: str, known: set[str]):
     """(target module, line, inside a function?) for every project import in the file."""
     tree = ast.parse(path.read_text())
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for name, line in _lazy_imports(tree):
+        if name.startswith("topofinder"):
+            yield name, line, False
     for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.ImportFrom):
@@ -149,6 +171,36 @@ def test_the_checker_sees_a_planted_cycle(tmp_path):
     edges = {(m, t, inside) for m, p in mods.items() for t, _, inside in _imports(p, m, set(mods))}
     assert edges == {("topofinder.model.a", "topofinder.model.b", False),
                      ("topofinder.model.b", "topofinder.model.a", True)}
+
+
+def test_lazy_tables_are_imports(tmp_path):
+    """A name table of modules loaded on first use is read as imports of its package: the
+    API's lazy names count in the layer and cycle checks, and a planted upward one is seen."""
+    graph, _ = _graph()
+    assert graph.has_edge("topofinder.api", "topofinder.api.search")
+    assert graph.has_edge("topofinder.api", "topofinder.model.topology")
+    assert graph.has_edge("topofinder.api.search", "topofinder.resilience.robust")
+    planted = tmp_path / "lazy.py"
+    planted.write_text('_LAZY = {\n    "topofinder.cli.main": ("main",),\n}\n'
+                       '_cli = lazy_module("topofinder.cli.search")\n')
+    known = {"topofinder.model.lazy", "topofinder.cli.main", "topofinder.cli.search"}
+    assert list(_imports(planted, "topofinder.model.lazy", known)) == [
+        ("topofinder.cli.main", 2, False), ("topofinder.cli.search", 4, False)]
+
+
+def test_the_api_names_all_resolve():
+    """Every name the package exports lazily is where its table says (a typo in the table
+    would surface only when a user first touched the name), and a submodule of the same name
+    loaded first does not shadow it (``topofinder.api.search`` the module, ``api.search``
+    the function)."""
+    import importlib
+    import types
+    from topofinder import API_NAMES, api
+    module = importlib.import_module("topofinder.api.search")    # around the API
+    assert set(API_NAMES) <= set(api._HOME)
+    for name in api._HOME:
+        assert not isinstance(getattr(api, name), types.ModuleType), name
+    assert api.search is module.search
 
 
 def test_nothing_cites_a_document_that_does_not_ship():

@@ -11,7 +11,9 @@ Submodules: :mod:`~topofinder.api.topology` (load, score, topology and rank file
 :mod:`~topofinder.api.search` (frontiers), :mod:`~topofinder.api.oneroot` (one-root
 collectives), :mod:`~topofinder.api.cabling` (patch panels,
 diffs, cross-connects, checks), :mod:`~topofinder.api.catalog` (base catalog) and
-:mod:`~topofinder.api.batch` (sweeps, bench, MPI runs) and :mod:`~topofinder.api.resilience`
+:mod:`~topofinder.api.batch` (sweeps, bench), :mod:`~topofinder.api.run` (MPI runs),
+:mod:`~topofinder.api.session` (the process helpers every command uses) and
+:mod:`~topofinder.api.resilience`
 (failures: degraded scores, repaired fabrics, bypass re-patching, spares).
 
 >>> import topofinder as tf
@@ -21,47 +23,84 @@ diffs, cross-connects, checks), :mod:`~topofinder.api.catalog` (base catalog) an
 
 from __future__ import annotations
 
-from topofinder.api.batch import (
-    MAX_BENCH_REPEAT, RUN_DESCRIPTION, SweepResult, add_run_arguments, bench, check_output,
-    command_scope, distinct_outputs, install_interrupt_handlers, is_quiet_rank,
-    keep_freed_memory, note_input, run_schedule, stop_workers, sweep, was_interrupted,
-)
-from topofinder.api.cabling import (
-    CrossConnects, check_schedule, cross_connects, diff_patch_panel, export_cross_connects,
-    export_patch_panel, ocs_tables, wave_plan,
-)
-from topofinder.api.catalog import (
-    AFFINE_SEED, AFFINE_TRIES, CATALOG_PRESETS, catalog_affine, catalog_build, catalog_list,
-)
-from topofinder.api.prices import (broadcast_price, collective_prices, export_chakra,
-                                   schedule_price)
-from topofinder.api.oneroot import schedule_oneroot, score_oneroot
-from topofinder.api.plans import broadcast_program, mscclpp_price
-from topofinder.api.resilience import PAIR_BUDGET, bypass, fail, failed, spare
-from topofinder.api.schedules import (
-    SCHEDULE_FORMATS, export_schedule, export_schedule_of, load_schedule, msccl_price, relabel,
-    schedule,
-)
-from topofinder.api.rank_schedules import (
-    check_rank_schedules, export_rank_schedule, is_rank_document, rank_block,
-)
-from topofinder.api.search import (
-    DEFAULT_INTRA, Hierarchy, SearchResult, network_workload, plot, records, search,
-)
-from topofinder.api.topology import (
-    Source, export_ranks, export_topology, load, mapping, read_json_document, score,
-    search_frontier, topology_of_document,
-)
+import sys
+from importlib import import_module
+from types import ModuleType
+
 from topofinder import API_NAMES
 from topofinder.errors import TopofinderError
-from topofinder.finder.describe import FC_TIME_LIMIT
-from topofinder.model.alltoall_schedule import AllToAllSchedule
-from topofinder.model.collectives import Collective
-from topofinder.model.oneroot_schedule import PeriodicSchedule
-from topofinder.model.schedule import StepSchedule
-from topofinder.model.topology import Topology
-from topofinder.model.tree_schedule import TreeSchedule
-from topofinder.workload.cost import Workload
-from topofinder.workload.moe import MoEWorkload, load_moe
+
+#: The module that defines each public name, imported when the name is first used (PEP 562
+#: ``__getattr__``): a command loads what it calls and nothing else (`search` never loads the
+#: bench cases, the MSCCL/MSCCL++ writers or the cabling; docs/performance.md "Start-up
+#: imports").
+#: tests/test_architecture.py reads this table as imports of this package.
+_LAZY = {
+    "topofinder.api.batch": ("MAX_BENCH_REPEAT", "SweepResult", "bench", "sweep"),
+    "topofinder.api.run": ("RUN_DESCRIPTION", "add_run_arguments", "run_schedule"),
+    "topofinder.api.cabling": (
+        "CrossConnects", "check_schedule", "cross_connects", "diff_patch_panel",
+        "export_cross_connects", "export_patch_panel", "ocs_tables", "wave_plan"),
+    "topofinder.api.catalog": (
+        "AFFINE_SEED", "AFFINE_TRIES", "CATALOG_PRESETS", "catalog_affine", "catalog_build",
+        "catalog_list"),
+    "topofinder.api.prices": (
+        "broadcast_price", "collective_prices", "export_chakra", "schedule_price"),
+    "topofinder.api.oneroot": ("schedule_oneroot", "score_oneroot"),
+    "topofinder.api.plans": ("broadcast_program", "mscclpp_price"),
+    "topofinder.api.resilience": ("bypass", "fail", "failed", "spare"),
+    "topofinder.api.schedules": (
+        "SCHEDULE_FORMATS", "export_schedule", "export_schedule_of", "load_schedule",
+        "msccl_price", "relabel", "schedule"),
+    "topofinder.api.rank_schedules": (
+        "check_rank_schedules", "export_rank_schedule", "is_rank_document", "rank_block"),
+    "topofinder.api.search": (
+        "DEFAULT_INTRA", "Hierarchy", "SearchResult", "network_workload", "plot", "records",
+        "search"),
+    "topofinder.api.topology": (
+        "Source", "export_ranks", "export_topology", "load", "mapping", "read_json_document",
+        "score", "search_frontier", "topology_of_document"),
+    "topofinder.api.session": (
+        "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
+        "is_quiet_rank", "keep_freed_memory", "note_input", "stop_workers", "was_interrupted"),
+    "topofinder.finder.describe": ("FC_TIME_LIMIT",),
+    "topofinder.resilience.survey": ("PAIR_BUDGET",),
+    "topofinder.model.alltoall_schedule": ("AllToAllSchedule",),
+    "topofinder.model.collectives": ("Collective",),
+    "topofinder.model.oneroot_schedule": ("PeriodicSchedule",),
+    "topofinder.model.schedule": ("StepSchedule",),
+    "topofinder.model.topology": ("Topology",),
+    "topofinder.model.tree_schedule": ("TreeSchedule",),
+    "topofinder.workload.cost": ("Workload",),
+    "topofinder.workload.moe": ("MoEWorkload", "load_moe"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = ["Topology", "TopofinderError", *API_NAMES]
+
+
+def __getattr__(name: str):
+    """A public name, from its module on first use (then bound here: later uses are plain)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
+
+class _Api(ModuleType):
+    """This package as a module whose public names win over its submodules: importing
+    ``topofinder.api.search`` (the module) must not rebind ``api.search`` (the function)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _HOME and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Api

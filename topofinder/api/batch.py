@@ -1,9 +1,8 @@
-"""Long runs and processes: sweeps over many (N, d), the benchmark, and executing a schedule
-under MPI; the worker and rank helpers a front end needs."""
+"""Long runs: sweeps over many (N, d) and the benchmark (executing a schedule under MPI is
+:mod:`topofinder.api.run`; the process helpers :mod:`topofinder.api.session`)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,40 +10,13 @@ from pathlib import Path
 
 from topofinder.batch import bench as _bench
 from topofinder.batch import sweep as _sweep
-from topofinder.compute import interrupt, memory, output, parallel
+from topofinder.compute import parallel
 from topofinder.errors import TopofinderError
-from topofinder.execute import is_quiet_rank
-from topofinder.execute import mpi as _mpi
 
 #: Most runs per bench case (medians settle long before; more is a typo).
 MAX_BENCH_REPEAT = 1000
-#: What `topofinder run` does (its --help).
-RUN_DESCRIPTION = _mpi.DESCRIPTION
-#: Add the options of `topofinder run` (shared with ``python -m topofinder.run``) to a parser.
-add_run_arguments = _mpi.add_arguments
-#: Stop this process's parallel workers now (after a run, or when interrupted).
-stop_workers = parallel.stop_workers
-#: Ctrl-C, SIGTERM and SIGHUP honoured within a second, even inside native solvers (a front
-#: end's main thread calls it once).
-install_interrupt_handlers = interrupt.install
-#: Have this process reuse the memory it frees instead of faulting in fresh pages for every
-#: large array (a front end's process, which it owns, calls it once; topofinder.compute.memory).
-keep_freed_memory = memory.keep_freed_memory
-#: Whether a signal has been honoured in this process (an error after it is its consequence).
-was_interrupted = interrupt.interrupted
-#: Context of one front-end command: its outputs may not replace its inputs or each other.
-command_scope = output.command
-#: Refuse, before anything is written, outputs that name one file twice, or one output path
-#: that could not be written (an input, a directory, the command's own stdout).
-distinct_outputs = output.distinct_outputs
-check_output = output.checked_target
-#: Record a path as an input of the current command (an output naming it is then refused).
-note_input = output.note_input
 
-__all__ = ["MAX_BENCH_REPEAT", "RUN_DESCRIPTION", "SweepResult", "add_run_arguments", "bench",
-           "check_output", "command_scope", "distinct_outputs", "install_interrupt_handlers",
-           "is_quiet_rank", "keep_freed_memory", "note_input", "run_schedule", "stop_workers",
-           "sweep", "was_interrupted"]
+__all__ = ["MAX_BENCH_REPEAT", "SweepResult", "bench", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -96,18 +68,3 @@ def bench(cases: list[str] | None = None, repeat: int | None = None,
     _bench.write(report)
     return report
 
-
-def run_schedule(schedule: str | os.PathLike, **options) -> int:
-    """Execute a schedule file under MPI (start the process with ``mpiexec -n N``) and check
-    it against MPI's collective; rank 0 prints the report (``json=True``: as JSON).
-    ``options`` as `topofinder run` (size, iters, warmup, dtype, alpha, bandwidth, pipeline,
-    seed; see :data:`add_run_arguments`). Returns the exit status: 0 verified, 1 the result
-    differs from MPI's, 2 bad input."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_run_arguments(parser)
-    args = parser.parse_args([os.fspath(schedule)])
-    unknown = set(options) - set(vars(args))
-    if unknown:
-        raise TopofinderError(f"run: unknown option(s) {', '.join(sorted(unknown))}")
-    vars(args).update(options)
-    return _mpi.run(args)

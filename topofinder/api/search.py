@@ -13,18 +13,22 @@ from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 
+from topofinder.compute.lazy import lazy_module
 from topofinder.errors import TopofinderError
 from topofinder.export.plot import plot_frontier
 from topofinder.finder.certify import DEFAULT_SAMPLE, DEFAULT_SEED
 from topofinder.families.build import load_topology
-from topofinder.resilience.moves import move_aware
-from topofinder.resilience.phases import load_phases, phase_plan
-from topofinder.resilience.robust import robust_search
 from topofinder.workload.cost import Workload
 from topofinder.workload.hierarchy import check_gpus, hierarchical_score, parse_intra
 from topofinder.workload.moe import MoEWorkload, load_moe
 from topofinder.workload.rank import FrontierPoint, Hierarchy, SearchResult
 from topofinder.workload.rank import search as _search
+
+#: What `--robust`, `--phases` and `--from` run (with the cabling they read), loaded when one
+#: is given: most searches give none.
+_robust = lazy_module("topofinder.resilience.robust")
+_phases = lazy_module("topofinder.resilience.phases")
+_moves = lazy_module("topofinder.resilience.moves")
 
 #: The servers' internal fabric when none is named (``search(gpus_per_node=...)``).
 DEFAULT_INTRA = "NVSwitch 300GB/s"
@@ -139,7 +143,7 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
     workload = network_workload(workload, moe)
     spec = None
     if phases is not None:
-        spec = load_phases(phases)
+        spec = _phases.load_phases(phases)
         need = max(w.alltoall_share for _, _, w in spec.phases)
         if need > workload.alltoall_share:
             workload = replace(workload, alltoall_share=need)
@@ -152,12 +156,13 @@ def search(n: int, d: int, workload: Workload | None = None, *, bidirectional: b
                      baselines=baselines, moe=moe, baseline_progress=baseline_progress,
                      price=price, construction=construction)
     if robust:
-        result = robust_search(result, workload, rank_by_robust)
+        result = _robust.robust_search(result, workload, rank_by_robust)
     if spec is not None:
-        result = replace(result, phases=phase_plan(result.frontier, result.n, result.d, spec))
+        result = replace(result, phases=_phases.phase_plan(result.frontier, result.n, result.d,
+                                                           spec))
     if cabled_from is not None:
-        result = move_aware(result, os.fspath(cabled_from), workload, max_moves, moves_method,
-                            jobs)
+        result = _moves.move_aware(result, os.fspath(cabled_from), workload, max_moves,
+                                   moves_method, jobs)
     if gpus_per_node is None:
         return result
     return replace(result, hierarchy=hierarchy(result.frontier, gpus_per_node, intra, workload))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-
-import networkx as nx
+import sys
+from typing import TYPE_CHECKING, Union
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
@@ -29,7 +29,12 @@ from topofinder.model.inputs import read_input, read_json
 from topofinder.model.needs import Need
 from topofinder.model.topology import Topology
 
-Source = str | os.PathLike | Topology | nx.Graph
+if TYPE_CHECKING:
+    import networkx as nx
+
+#: What :func:`load` takes (a networkx graph without importing networkx: a graph object can
+#: only exist once networkx is loaded, so a command that has none never loads it).
+Source = Union[str, os.PathLike, Topology, "nx.Graph"]
 
 
 #: The topology a document's ``topology`` field names (a search result's point, a schedule):
@@ -66,7 +71,8 @@ def load(source: Source, undirected: bool | None = None, *, collective: str | No
     """
     if isinstance(source, Topology):
         return source
-    if isinstance(source, nx.Graph):
+    nx = sys.modules.get("networkx")
+    if nx is not None and isinstance(source, nx.Graph):
         if source.number_of_nodes() == 0:
             raise TopofinderError("load: the networkx graph has no nodes")
         return Topology.from_networkx(source)

@@ -22,12 +22,15 @@ The result never keeps fewer fibres than any seed it was given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
 from topofinder.model.topology import Topology
+
+if TYPE_CHECKING:           # networkx (VF2++) loads only when nauty is missing
+    import networkx as nx
 
 VF2_LIMIT = 128          # VF2++ can take hours on large vertex-transitive digraphs
 FAQ_LIMIT = 2048         # dense N×N FAQ iterations beyond this are too slow
@@ -105,6 +108,7 @@ def _nauty_isomorphism(n, a_src, a_dst, b_src, b_dst):
 
 
 def _multidigraph(n, src, dst) -> nx.MultiDiGraph:
+    import networkx as nx
     g = nx.MultiDiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(zip(src.tolist(), dst.tolist()))
@@ -124,6 +128,7 @@ def find_isomorphism(old: Topology, new: Topology) -> tuple[np.ndarray | None, b
     except ImportError:
         if old.n > VF2_LIMIT:
             return None, False
+        import networkx as nx
         m = nx.vf2pp_isomorphism(_multidigraph(new.n, new.src, new.dst),
                                  _multidigraph(old.n, old.src, old.dst))
         phys = None if m is None else np.array([m[x] for x in range(new.n)], np.int64)

@@ -23,9 +23,6 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Sequence
 
 import cloudpickle
-import joblib
-from joblib.externals.loky import ProcessPoolExecutor, reusable_executor
-from joblib.externals.loky.process_executor import TerminatedWorkerError
 from tqdm import tqdm
 
 from topofinder.compute.memory import keep_freed_memory, release_freed_memory
@@ -60,7 +57,8 @@ def use_loky() -> None:
 def stop_workers() -> None:
     """Terminate this process's idle or busy loky workers now (they would otherwise linger for
     their idle timeout, or keep computing after an interrupted run)."""
-    executor = reusable_executor._executor
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = None if reusable is None else reusable._executor
     if executor is not None:
         executor.shutdown(wait=False, kill_workers=True)
     helpers, _STATE["helpers"] = _STATE["helpers"], None
@@ -70,7 +68,7 @@ def stop_workers() -> None:
 
 def _kill(executor) -> None:
     """Shut ``executor`` down now, its workers terminated (loky's or the standard library's)."""
-    if isinstance(executor, ProcessPoolExecutor):
+    if _is_loky(executor):
         executor.shutdown(wait=False, kill_workers=True)
         return
     for process in list((executor._processes or {}).values()):
@@ -78,8 +76,21 @@ def _kill(executor) -> None:
     executor.shutdown(wait=False, cancel_futures=True)
 
 
+def _is_loky(executor) -> bool:
+    """Whether ``executor`` is loky's (joblib, 0.06–0.15 s to import, is loaded only when a
+    loky pool or the Dask backend is used: a search's forked helpers need neither)."""
+    loky = sys.modules.get("joblib.externals.loky")
+    return loky is not None and isinstance(executor, loky.ProcessPoolExecutor)
+
+
+def _loky_deaths() -> tuple:
+    """loky's exception for a worker that died, when loky is loaded (none ran otherwise)."""
+    loky = sys.modules.get("joblib.externals.loky.process_executor")
+    return () if loky is None else (loky.TerminatedWorkerError,)
+
+
 def _usable(executor) -> bool:
-    if isinstance(executor, ProcessPoolExecutor):
+    if _is_loky(executor):
         return not (executor._flags.broken or executor._flags.shutdown)
     return not (executor._broken or executor._shutdown_thread)
 
@@ -120,6 +131,8 @@ def _executor():
     """This process's loky executor: always one worker per core (each call asks the same, so
     loky reuses it instead of restarting it); how many work at once is decided by what is
     handed to them."""
+    from joblib.externals.loky import reusable_executor
+
     return reusable_executor.get_reusable_executor(
         max_workers=os.cpu_count() or 1, timeout=IDLE_WORKER_SECONDS,
         initializer=_start_worker, initargs=(os.getpid(),), env=_WORKER_ENV)
@@ -135,6 +148,8 @@ def _helper_executor(count: int):
     shorter, its baselines starting at once."""
     if _can_fork():
         return _forked_executor(count)
+    from joblib.externals.loky import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=count, timeout=IDLE_WORKER_SECONDS,
                                initializer=_start_worker, initargs=(os.getpid(),),
                                env=_WORKER_ENV)
@@ -497,7 +512,7 @@ class _Progress:
         self.stop.set()
         if self.bar is not None:
             self.bar.close()
-        if kind is not None and issubclass(kind, (MemoryError, TerminatedWorkerError,
+        if kind is not None and issubclass(kind, (MemoryError, *_loky_deaths(),
                                                   BrokenProcessPool,
                                                   *_BACKEND["deaths"])):
             hint = ("give the Dask workers more memory (dask worker --memory-limit) or fewer "
@@ -547,6 +562,8 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
             return out
         if _BACKEND["name"] == "loky":
             return Batch(fn, args, jobs, share, gate).results(tick)
+        import joblib
+
         with joblib.parallel_config(backend=_BACKEND["name"], n_jobs=jobs or os.cpu_count()):
             gen = joblib.Parallel(return_as="generator_unordered")(        # as they finish
                 joblib.delayed(_indexed)(fn, i, *a) for i, a in enumerate(args))

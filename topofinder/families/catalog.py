@@ -21,8 +21,8 @@ from fractions import Fraction
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from topofinder.compute.output import write_text
@@ -33,6 +33,9 @@ from topofinder.model.schedule import StepSchedule
 from topofinder.model.schedule import validate
 from topofinder.model.units import exact
 from topofinder.model.collectives import Collective
+
+if TYPE_CHECKING:           # networkx loads only where an isomorphism is searched
+    import networkx as nx
 
 
 #: The shipped catalog (package data ``topofinder.catalog_data``, the repository's catalog/).
@@ -174,6 +177,7 @@ def find_reverse_isomorphism(topo: Topology, max_nodes: int = 64) -> np.ndarray 
     if topo.n > max_nodes:
         raise TopofinderError(f"{topo.expr}: N = {topo.n} > {max_nodes}; give the reverse "
                               f"isomorphism explicitly")
+    import networkx as nx      # VF2; loaded only when an isomorphism must be searched
     g, gt = _weighted(topo.src, topo.dst, topo.n), _weighted(topo.dst, topo.src, topo.n)
     matcher = nx.algorithms.isomorphism.DiGraphMatcher(
         g, gt, edge_match=lambda a, b: a["weight"] == b["weight"])
@@ -184,6 +188,7 @@ def find_reverse_isomorphism(topo: Topology, max_nodes: int = 64) -> np.ndarray 
 
 
 def _weighted(src, dst, n: int) -> nx.DiGraph:
+    import networkx as nx
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     for u, w in zip(src.tolist(), dst.tolist()):

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import networkx as nx
 import numpy as np
 
 from topofinder.scoring.allgather.bfb import bfb_tau
@@ -63,6 +62,7 @@ def _unique_up_to_isomorphism(arc_lists: list[np.ndarray], n: int,
                               dist: np.ndarray) -> list[np.ndarray]:
     """One representative per isomorphism class: bucket by a distance-profile invariant
     (per node, the sorted out- and in-distance multisets), then VF2 (networkx) in buckets."""
+    import networkx as nx       # loaded when a catalog is built, not with the command line
     buckets: dict[bytes, list[tuple[np.ndarray, nx.DiGraph]]] = {}
     kept = []
     for arcs, dm in zip(arc_lists, dist):

@@ -32,8 +32,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from fractions import Fraction
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from topofinder.compute.output import write_text
 from topofinder.errors import TopofinderError
@@ -41,6 +40,9 @@ from topofinder.model.inputs import read_input, read_json
 from topofinder.model.names import check_name
 from topofinder.model.needs import Need
 from topofinder.model.topology import Topology
+
+if TYPE_CHECKING:           # networkx loads only for the JSON and GraphML formats
+    import networkx as nx
 
 FORMATS = ("edgelist", "json", "graphml")
 #: Largest link capacity read (in units of the base link bandwidth b): sums over N·d arcs stay
@@ -53,6 +55,7 @@ MAX_FILE_BYTES = 512 << 20
 
 def _labelled_networkx(topo: Topology) -> nx.MultiDiGraph:
     """to_networkx with nodes named by their labels and a ``rank`` attribute on each."""
+    import networkx as nx
     g = topo.to_networkx()
     if topo.labels is None:
         return g
@@ -81,9 +84,11 @@ def topology_text(topo: Topology, fmt: str) -> str:
             return head + "".join(f"{u} {w} {c}{unit or ''}\n" for u, w, c in rows)
         return head + "".join(f"{u} {w}\n" for u, w in zip(src, dst))
     if fmt == "json":
+        import networkx as nx
         data = nx.node_link_data(_labelled_networkx(topo), edges="edges")
         return json.dumps(data) + "\n"
     if fmt == "graphml":
+        import networkx as nx
         return "\n".join(nx.generate_graphml(_labelled_networkx(topo))) + "\n"
     raise TopofinderError(f"unknown topology format {fmt!r}; accepted: {', '.join(FORMATS)}")
 
@@ -416,6 +421,7 @@ def _is_switch(attrs: dict) -> bool:
 
 
 def _read_graphml(path: str, text: str, undirected: bool | None = None) -> Topology:
+    import networkx as nx
     try:
         g = nx.parse_graphml(text, force_multigraph=True)
     except ET.ParseError as exc:

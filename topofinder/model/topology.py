@@ -12,14 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from topofinder.errors import TopofinderError
+from topofinder.model.isomorphism import reverse_isomorphic
 from topofinder.model.reach import distance_histogram
+
+if TYPE_CHECKING:           # networkx (0.1 s) loads where a graph is built, not per process
+    import networkx as nx
 
 MAX_NODES = 1_000_000
 
@@ -317,16 +321,16 @@ class Topology:
         if self.n > max_nodes_general:
             raise TopofinderError(
                 f"{self.expr}: no known reverse isomorphism and N > {max_nodes_general}")
-        g, gt = self.to_networkx(), self.transpose().to_networkx()
         if sorted(self.out_degrees) != sorted(self.in_degrees):
             return False
-        return nx.is_isomorphic(_collapse(g), _collapse(gt), edge_match=_same_weight)
+        return reverse_isomorphic(self.n, self.src, self.dst, self.arc_capacity)
 
     # ---- networkx ------------------------------------------------------------------------
     def to_networkx(self) -> nx.MultiDiGraph:
         """MultiDiGraph with nodes 0..N-1, one edge per arc, attribute ``capacity``; switch
         nodes carry ``switch=True``; a node bandwidth cap is the graph attribute
         ``node_bandwidth`` ("p/q" or "p", capacity units)."""
+        import networkx as nx
         g = nx.MultiDiGraph(name=self.expr)
         g.add_nodes_from(range(self.n))
         if self.switches is not None:
@@ -363,18 +367,3 @@ class Topology:
                    switches=switches or None, capacity_unit=g.graph.get("capacity_unit"),
                    labels=names if len(set(names)) == len(names) else None)
 
-
-def _collapse(g: nx.MultiDiGraph) -> nx.DiGraph:
-    """Multi-arcs folded into one arc whose weight is the summed capacity."""
-    h = nx.DiGraph()
-    h.add_nodes_from(g.nodes)
-    for u, w, data in g.edges(data=True):
-        if h.has_edge(u, w):
-            h[u][w]["weight"] += data["capacity"]
-        else:
-            h.add_edge(u, w, weight=data["capacity"])
-    return h
-
-
-def _same_weight(a, b) -> bool:
-    return a["weight"] == b["weight"]

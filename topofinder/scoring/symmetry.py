@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from topofinder.errors import TopofinderError
+from topofinder.model.isomorphism import igraph_module
 from topofinder.model.symmetric import orbits
 from topofinder.scoring.links import Links
 
@@ -46,32 +47,13 @@ class Group:
         return orbits(self.n, list(self.generators))
 
 
-def _igraph():
-    """python-igraph, imported without its matplotlib drawing back end when matplotlib is
-    not loaded yet: igraph imports matplotlib.pyplot at import time when it is installed
-    (0.4–0.65 s of a cold search), and topofinder never draws through igraph (its plots use
-    matplotlib's object API, topofinder.export.plot). matplotlib itself stays importable."""
-    blocked = "matplotlib" not in sys.modules and "igraph" not in sys.modules
-    if blocked:
-        sys.modules["matplotlib"] = None         # `import matplotlib` fails inside igraph
-    try:
-        import igraph
-    except ImportError:                                          # pragma: no cover
-        raise TopofinderError("exact automorphism groups need python-igraph: "
-                              "pip install igraph") from None
-    finally:
-        if blocked and sys.modules.get("matplotlib", 0) is None:
-            del sys.modules["matplotlib"]
-    return igraph
-
-
 def automorphism_group(n: int, tail: np.ndarray, head: np.ndarray,
                        cap: np.ndarray | None = None, fixed: int | None = None) -> Group:
     """The full automorphism group of the digraph with arcs (tail[e], head[e]) of capacity
     cap[e] (no parallel arcs: collapse multi-arcs into capacities first; self-loops dropped);
     with ``fixed`` a node, its stabiliser (the automorphisms mapping it to itself: the node
     gets a colour of its own). Needs python-igraph (bliss)."""
-    igraph = _igraph()
+    igraph = igraph_module()
     tail = np.asarray(tail, np.int64)
     head = np.asarray(head, np.int64)
     cap = np.ones(tail.size) if cap is None else np.asarray(cap, np.float64)
