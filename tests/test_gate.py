@@ -60,8 +60,18 @@ def test_outdone_points_are_exactly_those_a_full_verification_drops():
     lower bounds, and the gated verification leaves exactly them out — serially and in
     parallel; the ranked search is the same as over all six."""
     n, d = 1024, 4
+    memos: dict = {}
     predicted, _ = frontier.verifiable_frontier(
-        frontier.final_candidates(n, d), frontier.final_candidates(n, d, whole=True))
+        frontier.final_candidates(n, d), frontier.final_candidates(n, d, whole=True),
+        memos=memos)
+    # while a point runs, the gate holds back (in this process) only points it may outdo:
+    # L^3(C(16,{1,6}))'s allreduce (12, 261/128) is above every bound of 2·1023/1024, while
+    # L^2(Aff(8,3,{1,3}))^2's (20, 1023/512) meets L(Aff x Aff)'s
+    at = {c.expr: i for i, c in enumerate(predicted)}
+    gate = frontier._Outdone(predicted, memos["allreduce"]).gate
+    assert gate(at["L^2(Aff(64,17,{7,21,29,31}))"], {}, {at["L^3(C(16,{1,6}))"]}) == RUN
+    assert gate(at["L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))"], {},
+                {at["L^2(Aff(8,3,{1,3}))^2"]}) == WAIT
     everything = [verify_candidate(c, False, None) for c in predicted]
     bounds = [priced.lower_bounds(c) for c in predicted]
 

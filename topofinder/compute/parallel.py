@@ -288,8 +288,10 @@ def _ticking(bar, stop: threading.Event) -> None:
         bar.refresh()
 
 
-#: A gate's verdicts on an item (run_parallel's ``gate``): run it now, skip it (its result is
-#: None), or wait until an item running now ends.
+#: A gate's verdicts on an item (run_parallel's ``gate``): run it now; skip it (its result is
+#: None); or run it only where it can be given up — on a worker, whose item the batch stops
+#: waiting for once the gate skips it — and in this process wait until an item running now
+#: ends (a result may still make it needless).
 RUN, SKIP, WAIT = "run", "skip", "wait"
 
 
@@ -348,8 +350,8 @@ class Batch:
             i = None
             for j in list(self.pending):
                 verdict = self.gate(j, finished, frozenset(self.running))
-                if verdict == WAIT and not self.running:
-                    verdict = RUN                    # nothing runs that could settle it
+                if verdict == WAIT and (not front or not self.running):
+                    verdict = RUN            # on a worker, or nothing runs that could settle it
                 if verdict == SKIP:
                     self.pending.remove(j)
                     self.done.append(j)
@@ -548,7 +550,7 @@ def run_parallel(fn: Callable, items: Iterable, jobs: int | None = None,
     ``gate(i, finished, running)``: RUN, SKIP or WAIT for item i, given the results so far
     ({index: result}, None for skipped items) and the indices running now; items are then
     taken in order (locally; the Dask backend runs every item), a skipped item's result is
-    None, and WAIT is obeyed only while something runs."""
+    None, and WAIT holds this process back while something runs (workers take the item)."""
     args = _as_args(items)
     if weights is not None and len(weights) != len(args):
         raise ValueError(f"{len(weights)} weights for {len(args)} items")

@@ -17,7 +17,7 @@ from topofinder.finder import growth, priced
 from topofinder.finder.bases import base_expressions
 from topofinder.compute.cache import cached
 from topofinder.finder.growth import Candidate
-from topofinder.compute.parallel import RUN, SKIP, prestart, run_parallel
+from topofinder.compute.parallel import RUN, SKIP, WAIT, prestart, run_parallel
 from topofinder.finder.recipe import apply, base
 from topofinder.families.registry import fingerprint
 from topofinder.finder.verify import (SCORE_MAX_N2D, VerifiedPoint, base_topology, check_score,
@@ -186,7 +186,8 @@ def final_candidates(n: int, d: int, bidirectional: bool = False, jobs: int | No
 
 
 def verifiable_frontier(predicted: list[Candidate], whole: list[Candidate] = (),
-                        construction: bool = False) -> tuple[list[Candidate], list[dict]]:
+                        construction: bool = False, memos: dict | None = None
+                        ) -> tuple[list[Candidate], list[dict]]:
     """The frontiers per priced collective of the candidates that can be verified within the
     budget (verify.unverifiable_reason), united and sorted by (T_L, τ): the allgather's in
     predicted (T_L, τ) of ``predicted`` (flags ignored), the others' (topofinder.finder.priced;
@@ -195,7 +196,8 @@ def verifiable_frontier(predicted: list[Candidate], whole: list[Candidate] = (),
     reason ({"expr", "T_L", "tau_exact", "reason"}): when a frontier point is dropped, the
     candidates it alone dominated come back. A candidate is priced only once it passes
     `unverifiable_reason`. ``construction``: points verified by construction count as
-    verifiable (topofinder.finder.certify)."""
+    verifiable (topofinder.finder.certify). ``memos``: filled with the prices computed
+    (priced.frontiers, by collective name)."""
     pool, skipped, reasons = list(predicted), [], {}
 
     def reason(c):
@@ -214,7 +216,7 @@ def verifiable_frontier(predicted: list[Candidate], whole: list[Candidate] = (),
     union = {c.recipe: c for c in front}
     others = {name: entry for name, entry in priced.PRICED.items()
               if name != Collective.ALLGATHER}
-    for f in priced.frontiers(pool + list(whole), admit=lambda c: not reason(c),
+    for f in priced.frontiers(pool + list(whole), memos, admit=lambda c: not reason(c),
                               collectives=others, favour=frozenset(union)).values():
         union.update((c.recipe, c) for c in f if c.recipe not in union)
     return sorted(union.values(), key=lambda c: (c.t_l, c.tau, len(c.expr), c.expr)), skipped
@@ -250,15 +252,16 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
     ``then(candidate, verified point)``: run right after each verification, in the process
     that verified it (to reuse what it built; not part of the cached result)."""
     prestart(verify_candidate, verify_jobs(n, d, jobs))
+    memos: dict = {}
     predicted, skipped = verifiable_frontier(
         final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep),
         final_candidates(n, d, bidirectional, jobs, use_cache, progress, kstep, whole=True),
-        construction=construction is not None)
+        construction=construction is not None, memos=memos)
     if not predicted:
         raise TopofinderError(f"no frontier point of N = {n}, d = {d} can be verified: "
                               f"{skipped[0]['expr']}: {skipped[0]['reason']}")
     task = cached(verify_candidate, use_cache, check_verified)
-    outdone = _Outdone(predicted)
+    outdone = _Outdone(predicted, memos.get(Collective.ALLREDUCE, {}))
     verified = run_parallel(task if then is None else partial(_verify_then, task, then),
                             [(c, full_alltoall, construction) for c in predicted],
                             jobs=verify_jobs(n, d, jobs), progress=progress,
@@ -280,8 +283,13 @@ class _Outdone:
     on which were verified first: if a verified w outdoes v's bounds and v outdid u's, w
     outdoes u's too, so the final filter (`beaten`) gives the same set in any order."""
 
-    def __init__(self, predicted: list[Candidate]):
-        self.predicted, self.bounds = predicted, {}
+    def __init__(self, predicted: list[Candidate], allreduce: dict):
+        self.predicted, self.allreduce, self.bounds = predicted, allreduce, {}
+
+    def _bounds(self, i: int) -> dict:
+        if i not in self.bounds:
+            self.bounds[i] = priced.lower_bounds(self.predicted[i])
+        return self.bounds[i]
 
     def beaten(self, i: int, verified) -> bool:
         c = self.predicted[i]
@@ -291,18 +299,32 @@ class _Outdone:
                 and v.allreduce_T_L <= 2 * c.t_l and v.allreduce_tau <= 2 * c.tau]
         if not near:
             return False
-        if i not in self.bounds:
-            self.bounds[i] = priced.lower_bounds(c)
-        ag, ar = self.bounds[i][Collective.ALLGATHER], self.bounds[i][Collective.ALLREDUCE]
+        ag, ar = self._bounds(i)[Collective.ALLGATHER], self._bounds(i)[Collective.ALLREDUCE]
         return any(v.T_L <= ag[0] and v.tau <= ag[1] and v.allreduce_T_L <= ar[0]
                    and v.allreduce_tau <= ar[1]
                    and (v.T_L, v.tau, v.allreduce_T_L, v.allreduce_tau) != (*ag, *ar)
                    for v in near)
 
     def gate(self, i: int, finished: dict, running) -> str:
-        """run_parallel's gate: skip a point the verified ones already outdo."""
+        """run_parallel's gate: skip a point the verified ones already outdo; while a point
+        of fewer predicted steps is being verified (it may outdo this one), verify it only
+        on a worker, which can give it up."""
         verified = [v for v in finished.values() if v is not None]
-        return SKIP if self.beaten(i, verified) else RUN
+        if self.beaten(i, verified):
+            return SKIP
+        return WAIT if any(self._may_outdo(j, i) for j in running) else RUN
+
+    def _may_outdo(self, j: int, i: int) -> bool:
+        """Whether point j's verification may outdo point i: fewer predicted steps, and its
+        allreduce — exactly known when the allreduce frontier priced it — no worse than i's
+        lower bound (an allreduce above 2(N−1)/N in M/B outdoes no point bounded by it)."""
+        if self.predicted[j].t_l >= self.predicted[i].t_l:
+            return False
+        price = self.allreduce.get(self.predicted[j].recipe)
+        if price is None:
+            return True
+        bound = self._bounds(i)[Collective.ALLREDUCE]
+        return price[0] <= bound[0] and price[1] <= bound[1]
 
 
 def _verify_then(verify: Callable, then: Callable, candidate, *args) -> VerifiedPoint:
