@@ -75,6 +75,16 @@ def entry() -> None:
     code = main()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    if code == EXIT_INTERRUPTED:
+        # said and cleaned up: end now. CPython 3.11 remembers a KeyboardInterrupt that
+        # passed through a module's import (a lazy one cut short mid-command) even though
+        # main caught it, and would end the process by SIGINT (status -2) at exit.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        os._exit(code)
     sys.exit(code)
 
 
