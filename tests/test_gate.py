@@ -85,7 +85,8 @@ def test_outdone_points_are_exactly_those_a_full_verification_drops():
     assert left_out == {"L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))",
                         "Aff(16,7,{5,11}) x UniRing(1,8) x UniRing(1,8)"}
     for jobs in (1, 2):
-        kept, _ = frontier.verified_frontier(n, d, False, False, jobs=jobs, use_cache=False)
+        kept, _ = frontier.verified_frontier(n, d, False, False, prune=True, jobs=jobs,
+                                             use_cache=False)
         assert {c.expr for c, _ in kept} == {c.expr for c in predicted} - left_out
     workload = Workload()
     over_all = _pareto_points([_point(c, v, workload) for c, v in zip(predicted, everything)])
@@ -118,3 +119,13 @@ def test_shared_batches_take_closures_on_any_pool():
     k = 7
     assert run_parallel(lambda x: x * k, range(6), jobs=2, share=True) == [0, 7, 14, 21, 28, 35]
     parallel.stop_workers()
+
+
+def test_an_all_to_all_share_verifies_what_allgather_and_allreduce_outdo():
+    """With an all-to-all share the objective's frontier weighs the all-to-all too: at N =
+    1024, d = 4, 64 MB, share 0.3, L(Aff(16,7,{5,11}) x Aff(16,7,{5,11})) — outdone on
+    allgather and allreduce by L^2(Aff(8,3,{1,3}))^2 — has the better all-to-all and stays
+    on that frontier, so nothing is pruned there."""
+    workload = Workload.from_strings(size="64MB", alltoall_share=0.3)
+    kept = {p.expr: p.frontiers for p in search(1024, 4, workload, use_cache=False).frontier}
+    assert kept["L(Aff(16,7,{5,11}) x Aff(16,7,{5,11}))"] == ("objective",)

@@ -239,18 +239,20 @@ def skipped_bases(n: int, d: int) -> list[dict]:
 
 
 def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
-                      kstep: bool = False, jobs: int | None = None, use_cache: bool = True,
-                      progress: Callable | None = None,
-                      construction: tuple[int, int] | None = None,
-                      then: Callable | None = None
+                      kstep: bool = False, construction: tuple[int, int] | None = None,
+                      prune: bool = False, jobs: int | None = None, use_cache: bool = True,
+                      progress: Callable | None = None, then: Callable | None = None
                       ) -> tuple[list[tuple[Candidate, VerifiedPoint]], list[dict]]:
     """Steps 1–5: the predicted frontier, each point built, replayed and scored; and the
     predicted points left out because they cannot be replayed within the budget
     (`verifiable_frontier`). The workers that help verify start importing first, while this
     process predicts (prestart). ``construction`` = (sample, seed): also verify points by
     construction (topofinder.finder.certify); None: by full replay or symmetry only.
-    ``then(candidate, verified point)``: run right after each verification, in the process
-    that verified it (to reuse what it built; not part of the cached result)."""
+    ``prune``: leave out the points a verified one outdoes on allgather and allreduce
+    (`_Outdone`; for a ranking by those two alone: a point they outdo can still lie on an
+    all-to-all or broadcast frontier). ``then(candidate, verified point)``: run right after
+    each verification, in the process that verified it (to reuse what it built; not part of
+    the cached result). Cached by the arguments before ``jobs``."""
     prestart(verify_candidate, verify_jobs(n, d, jobs))
     memos: dict = {}
     predicted, skipped = verifiable_frontier(
@@ -267,10 +269,10 @@ def verified_frontier(n: int, d: int, bidirectional: bool, full_alltoall: bool,
                             jobs=verify_jobs(n, d, jobs), progress=progress,
                             label="verifying frontier", share=True,
                             weights=[verify_work(c, construction) for c in predicted] if progress else None,
-                            gate=outdone.gate)
+                            gate=outdone.gate if prune else None)
     done = [v for v in verified if v is not None]
     return [(c, v) for i, (c, v) in enumerate(zip(predicted, verified))
-            if v is not None and not outdone.beaten(i, done)], skipped
+            if v is not None and not (prune and outdone.beaten(i, done))], skipped
 
 
 class _Outdone:

@@ -209,9 +209,12 @@ def search(n, d, workload: Workload | None = None, bidirectional: bool = False,
     # process verifies (they are priced below, once the recommendation is known)
     started = start_baselines(n, d, full_alltoall, use_cache, jobs,
                               workload) if baselines else None
+    # ranked by allgather and allreduce alone, the points a verified one outdoes on both
+    # need no verification
+    prune = not with_alltoall and workload.broadcast_share <= 0
     frontier, unverified = cached(verified_frontier, use_cache, check_frontier)(
-        n, d, bidirectional, full_alltoall, kstep, jobs=jobs, use_cache=use_cache,
-        progress=progress, construction=construction,
+        n, d, bidirectional, full_alltoall, kstep, construction, prune, jobs=jobs,
+        use_cache=use_cache, progress=progress,
         then=partial(price_verified, workload) if use_cache else None)
     points = _pareto_points([_point(c, v, workload, moe) for c, v in frontier],
                             by_alltoall=with_alltoall,
