@@ -58,12 +58,10 @@ def ring_orbit(d: int, m: int) -> OrbitSchedule:
                          (rotation,), method="ring")
 
 
-def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
-    """All-pairs hop distances (``dtype``, wide enough for m − 1) in the tree given by
-    ``parent`` (−1 at its one root),
-    row by row in preorder: a child's row is its parent's, one hop more, except two hops less
-    on its own subtree, which is one contiguous range of preorder positions. O(N²) array work
-    in N steps (an all-sources BFS, and its float matrix, cost 3–4 times more at N = 1024)."""
+def _preorder(parent: np.ndarray) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """(children lists in id order, the preorder from the root (parent −1), each node's
+    preorder position, each node's subtree size) of the tree given by ``parent``: a node's
+    subtree is the preorder range [pos, pos + size)."""
     m = parent.size
     children = [[] for _ in range(m)]
     for c in np.flatnonzero(parent >= 0).tolist():
@@ -78,6 +76,17 @@ def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
     size = np.ones(m, np.int64)
     for v in reversed(order[1:]):
         size[parent[v]] += size[v]
+    return children, order, pos, size
+
+
+def tree_distances(parent: np.ndarray, dtype=np.int64) -> np.ndarray:
+    """All-pairs hop distances (``dtype``, wide enough for m − 1) in the tree given by
+    ``parent`` (−1 at its one root),
+    row by row in preorder: a child's row is its parent's, one hop more, except two hops less
+    on its own subtree, which is one contiguous range of preorder positions. O(N²) array work
+    in N steps (an all-sources BFS, and its float matrix, cost 3–4 times more at N = 1024)."""
+    m = parent.size
+    _, order, pos, size = _preorder(parent)
     rows = np.empty((m, m), dtype)                        # rows[v, pos[x]] = dist(v, x)
     root = order[0]
     rows[root] = 0
@@ -127,19 +136,7 @@ def _next_hops(parent: np.ndarray) -> np.ndarray:
     w's subtree, then the child of w whose subtree holds v; hop[w, w] = w). Children's
     subtrees are contiguous ranges of preorder positions (children in id order)."""
     m = parent.size
-    children = [[] for _ in range(m)]
-    for c in np.flatnonzero(parent >= 0).tolist():
-        children[parent[c]].append(c)
-    order, stack = [], [int(np.flatnonzero(parent < 0)[0])]
-    while stack:
-        x = stack.pop()
-        order.append(x)
-        stack.extend(reversed(children[x]))
-    pos = np.empty(m, np.int64)
-    pos[order] = np.arange(m)
-    size = np.ones(m, np.int64)
-    for x in reversed(order[1:]):
-        size[parent[x]] += size[x]
+    children, _, pos, size = _preorder(parent)
     pv = pos[:, None]                                   # (v, w): v's preorder position
     below = (pv > pos[None, :]) & (pv < (pos + size)[None, :])
     hop = np.broadcast_to(parent[None, :], (m, m)).copy()
