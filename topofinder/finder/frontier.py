@@ -302,10 +302,10 @@ class _Outdone:
         if not near:
             return False
         ag, ar = self._bounds(i)[Collective.ALLGATHER], self._bounds(i)[Collective.ALLREDUCE]
-        return any(v.T_L <= ag[0] and v.tau <= ag[1] and v.allreduce_T_L <= ar[0]
-                   and v.allreduce_tau <= ar[1]
-                   and (v.T_L, v.tau, v.allreduce_T_L, v.allreduce_tau) != (*ag, *ar)
-                   for v in near)
+        return any(priced.no_worse(got, ag) and priced.no_worse(got_ar, ar)
+                   and (got, got_ar) != (ag, ar)
+                   for got, got_ar in ((
+                       (v.T_L, v.tau), (v.allreduce_T_L, v.allreduce_tau)) for v in near))
 
     def gate(self, i: int, finished: dict, running) -> str:
         """run_parallel's gate: skip a point the verified ones already outdo; while a point
@@ -325,8 +325,7 @@ class _Outdone:
         price = self.allreduce.get(self.predicted[j].recipe)
         if price is None:
             return True
-        bound = self._bounds(i)[Collective.ALLREDUCE]
-        return price[0] <= bound[0] and price[1] <= bound[1]
+        return priced.no_worse(price, self._bounds(i)[Collective.ALLREDUCE])
 
 
 def _verify_then(verify: Callable, then: Callable, candidate, *args) -> VerifiedPoint:

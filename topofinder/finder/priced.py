@@ -94,7 +94,8 @@ def lower_bounds(c: Candidate) -> dict[str, Price]:
     return {Collective.ALLGATHER: allgather, Collective.ALLREDUCE: _allreduce_bound(c, steps)}
 
 
-def _no_worse(a: Price, b: Price) -> bool:
+def no_worse(a: Price, b: Price) -> bool:
+    """Whether price ``a`` is no worse than ``b`` in T_L and in τ."""
     return a[0] <= b[0] and a[1] <= b[1]
 
 
@@ -117,7 +118,7 @@ def priced_pareto(pool: list[Candidate], how: Priced, memo: dict | None = None,
     priced: list[tuple[Price, Candidate]] = []
 
     def settled(c: Candidate) -> bool:
-        return any(any(_no_worse(p, b) for p, _ in priced)
+        return any(any(no_worse(p, b) for p, _ in priced)
                    for b in map(lambda bound: bound(c), how.bounds))
 
     for c in order:
@@ -133,7 +134,7 @@ def priced_pareto(pool: list[Candidate], how: Priced, memo: dict | None = None,
     priced.sort(key=lambda pc: (*pc[0], rank(pc[1])))
     front: list[tuple[Price, Candidate]] = []
     for p, c in priced:
-        if not any(_no_worse(q, p) for q, _ in front):
+        if not any(no_worse(q, p) for q, _ in front):
             front.append((p, c))
     return [c for _, c in front]
 
