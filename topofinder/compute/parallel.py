@@ -185,7 +185,9 @@ def _forked_executor(count: int):
 def _start_forked(parent: int) -> None:
     """Initialiser of a forked worker: the signal handling this process installed (the
     watchdog's wake-up pipe is shared with it) reset to a worker's — the parent stops its
-    workers on Ctrl-C, SIGTERM ends one, as it does a loky worker — then `_start_worker`."""
+    workers on Ctrl-C, SIGTERM ends one, as it does a loky worker —, loky's single-thread
+    environment for native libraries first loaded after the fork (those loaded before keep
+    the thread pools they started with), then `_start_worker`."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
